@@ -1,0 +1,176 @@
+"""Go-runtime compatibility for bit-exact reproduction of the FGD simulator.
+
+Everything the published FGD results (Weng et al., ATC'23, Go simulator
+``hkust-adsl/kubernetes-scheduler-simulator``) need from the Go runtime lives
+here and nowhere else:
+
+- :class:`GoRand`: a port of Go's ``math/rand`` global source (additive lagged
+  Fibonacci generator, Go 1.15-1.20) with the derived draws ``Int63``,
+  ``Int31n``, ``Intn``, ``Shuffle`` (Lemire) and ``Perm``, draw for draw.
+- The extra draws the Go binary spends outside the algorithm: one ``Int63``
+  after seeding, ten after workload tuning (Kubernetes informers), one
+  ``Intn(100)`` per scheduling cycle and one per failed pod (preemption).
+
+The generator is seeded from Go's ``rngCooked`` table (607 constants from
+``src/math/rand/rng.go``, Copyright The Go Authors, BSD-3-Clause), which is
+read from ``<data>/go_rng_cooked.txt`` and not shipped with this package.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+_LEN = 607
+_TAP = 273
+_MASK64 = (1 << 64) - 1
+_MASK63 = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
+_SEED_FALLBACK = 89482311
+
+#: draws Go spends between workload tuning and the node permutation.
+INFORMER_DRAWS = 10
+#: draws Go spends right after seeding (argument of a suppressed log call).
+SEED_LOG_DRAWS = 1
+
+COOKED_FILE = "go_rng_cooked.txt"
+
+
+class CompatDataMissing(FileNotFoundError):
+    """The Go ``rngCooked`` table could not be found."""
+
+
+def _cooked_candidates(data_dir: Path | None) -> list[Path]:
+    roots = [data_dir] if data_dir else []
+    if os.environ.get("QUASCHED_COMPAT_DATA"):
+        roots.append(Path(os.environ["QUASCHED_COMPAT_DATA"]))
+    if os.environ.get("QUASCHED_DATA"):
+        roots.append(Path(os.environ["QUASCHED_DATA"]).parent / "data")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quasched"
+    roots += [cache, cache / "data"]
+    return [Path(r) / COOKED_FILE for r in roots]
+
+
+@lru_cache(maxsize=4)
+def load_cooked(data_dir: Path | None = None) -> tuple[int, ...]:
+    """The 607 ``rngCooked`` constants as unsigned 64-bit integers."""
+    candidates = _cooked_candidates(data_dir)
+    for path in candidates:
+        if path.is_file():
+            values = [int(line) for line in path.read_text().split()]
+            if len(values) != _LEN:
+                raise CompatDataMissing(f"{path}: expected {_LEN} constants, found {len(values)}")
+            return tuple(v & _MASK64 for v in values)
+    looked = "\n  ".join(str(p) for p in candidates)
+    raise CompatDataMissing(
+        f"Go compatibility mode needs {COOKED_FILE} (Go's rngCooked table). Looked in:\n  {looked}\n"
+        "Point QUASCHED_COMPAT_DATA (or --compat-data) at the folder holding it, "
+        "e.g. ../shared/data, or use --rng native."
+    )
+
+
+def _park_miller(x: int) -> int:
+    hi, lo = divmod(x, 44488)
+    x = 48271 * lo - 3399 * hi
+    return x + _INT32_MAX if x < 0 else x
+
+
+class GoRand:
+    """Go's ``math/rand`` global source, seeded like ``rand.Seed(seed)``.
+
+    Also a :class:`~quasched.sim.random.RandomStream` whose hooks spend the
+    draws the Go simulator spends outside the scheduling algorithm.
+    """
+
+    def __init__(self, seed: int, cooked: tuple[int, ...] | None = None) -> None:
+        cooked = cooked if cooked is not None else load_cooked()
+        self.tap = 0
+        self.feed = _LEN - _TAP
+        seed %= _INT32_MAX
+        if seed == 0:
+            seed = _SEED_FALLBACK
+        x = seed
+        vec = [0] * _LEN
+        for i in range(-20, _LEN):
+            x = _park_miller(x)
+            if i >= 0:
+                u = (x << 40) & _MASK64
+                x = _park_miller(x)
+                u ^= (x << 20) & _MASK64
+                x = _park_miller(x)
+                u ^= x
+                vec[i] = u ^ cooked[i]
+        self.vec = vec
+
+    # ---------------------------------------------------------- raw draws
+    def uint64(self) -> int:
+        self.tap = self.tap - 1 if self.tap else _LEN - 1
+        self.feed = self.feed - 1 if self.feed else _LEN - 1
+        value = (self.vec[self.feed] + self.vec[self.tap]) & _MASK64
+        self.vec[self.feed] = value
+        return value
+
+    def int63(self) -> int:
+        return self.uint64() & _MASK63
+
+    def int31(self) -> int:
+        return self.int63() >> 32
+
+    def uint32(self) -> int:
+        return (self.int63() >> 31) & 0xFFFFFFFF
+
+    def int31n(self, n: int) -> int:
+        if n & (n - 1) == 0:
+            return self.int31() & (n - 1)
+        limit = _INT32_MAX - (1 << 31) % n
+        v = self.int31()
+        while v > limit:
+            v = self.int31()
+        return v % n
+
+    def _lemire(self, bound: int) -> int:
+        prod = self.uint32() * bound
+        low = prod & 0xFFFFFFFF
+        if low < bound:
+            thresh = ((1 << 32) - bound) % bound
+            while low < thresh:
+                prod = self.uint32() * bound
+                low = prod & 0xFFFFFFFF
+        return prod >> 32
+
+    # ------------------------------------------------------ RandomStream
+    def intn(self, n: int) -> int:
+        if not 0 < n <= _INT32_MAX:
+            raise ValueError(f"intn bound {n} out of range")
+        return self.int31n(n)
+
+    def shuffle(self, items: list) -> None:
+        for i in range(len(items) - 1, 0, -1):
+            j = self._lemire(i + 1)
+            items[i], items[j] = items[j], items[i]
+
+    def perm(self, n: int) -> list[int]:
+        a = [0] * n
+        for i in range(n):
+            j = self.intn(i + 1)
+            a[i] = a[j]
+            a[j] = i
+        return a
+
+    def burn(self, draws: int) -> None:
+        for _ in range(draws):
+            self.int63()
+
+    def after_seed(self) -> None:
+        self.burn(SEED_LOG_DRAWS)
+
+    def after_tuning(self) -> None:
+        self.burn(INFORMER_DRAWS)
+
+    def on_schedule_cycle(self) -> None:
+        self.intn(100)  # kube-scheduler plugin-metrics sampling
+
+    def on_unschedulable(self, n_candidates: int) -> None:
+        if n_candidates > 0:
+            self.intn(n_candidates)  # default preemption PostFilter

@@ -1,0 +1,66 @@
+"""Random streams used by experiments.
+
+Every random decision of an experiment goes through a :class:`RandomStream`,
+so one seed reproduces a run. :class:`NumpyStream` is the native stream; the
+bit-exact port of Go's ``math/rand`` lives in :mod:`quasched.sim.gocompat`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class RandomStream(Protocol):
+    """The draws an experiment needs."""
+
+    def intn(self, n: int) -> int:
+        """Uniform integer in ``[0, n)``."""
+
+    def shuffle(self, items: list) -> None:
+        """Shuffle ``items`` in place."""
+
+    def perm(self, n: int) -> list[int]:
+        """A uniform random permutation of ``range(n)``."""
+
+    def after_seed(self) -> None:
+        """Called right after seeding (hooks let a reference stream spend its extra draws)."""
+
+    def after_tuning(self) -> None:
+        """Called between workload tuning and the node ranking."""
+
+    def on_schedule_cycle(self) -> None:
+        """Called once per scheduling cycle (Go spends one draw there)."""
+
+    def on_unschedulable(self, n_candidates: int) -> None:
+        """Called when a pod fails (Go's preemption spends one draw there)."""
+
+
+class NumpyStream:
+    """Native stream on :func:`numpy.random.default_rng`."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def intn(self, n: int) -> int:
+        return int(self.rng.integers(n))
+
+    def shuffle(self, items: list) -> None:
+        order = self.rng.permutation(len(items))
+        items[:] = [items[i] for i in order]
+
+    def perm(self, n: int) -> list[int]:
+        return self.rng.permutation(n).tolist()
+
+    def after_seed(self) -> None:
+        return None
+
+    def after_tuning(self) -> None:
+        return None
+
+    def on_schedule_cycle(self) -> None:
+        return None
+
+    def on_unschedulable(self, n_candidates: int) -> None:
+        return None
