@@ -1,1 +1,1 @@
-"""report"""
+"""Terminal tables, CSV files and plots of experiment results."""

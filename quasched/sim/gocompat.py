@@ -41,33 +41,46 @@ class CompatDataMissing(FileNotFoundError):
     """The Go ``rngCooked`` table could not be found."""
 
 
-def _cooked_candidates(data_dir: Path | None) -> list[Path]:
-    roots = [data_dir] if data_dir else []
+def cooked_candidates(*dirs: Path | None) -> list[Path]:
+    """Where the ``rngCooked`` table is looked for, in order.
+
+    Each given directory and its sibling ``data/`` (so a trace directory such
+    as ``../shared/traces`` finds ``../shared/data``), then
+    ``QUASCHED_COMPAT_DATA``, then ``$QUASCHED_DATA/../data``, then the user cache.
+    """
+    roots: list[Path] = []
+    for d in dirs:
+        if d is not None:
+            roots += [Path(d), Path(d).parent / "data"]
     if os.environ.get("QUASCHED_COMPAT_DATA"):
         roots.append(Path(os.environ["QUASCHED_COMPAT_DATA"]))
     if os.environ.get("QUASCHED_DATA"):
         roots.append(Path(os.environ["QUASCHED_DATA"]).parent / "data")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quasched"
     roots += [cache, cache / "data"]
-    return [Path(r) / COOKED_FILE for r in roots]
+    return [root / COOKED_FILE for root in roots]
+
+
+def find_cooked(*dirs: Path | None) -> Path | None:
+    """The first existing ``rngCooked`` file among :func:`cooked_candidates`, or ``None``."""
+    return next((p for p in cooked_candidates(*dirs) if p.is_file()), None)
 
 
 @lru_cache(maxsize=4)
-def load_cooked(data_dir: Path | None = None) -> tuple[int, ...]:
+def load_cooked(*dirs: Path | None) -> tuple[int, ...]:
     """The 607 ``rngCooked`` constants as unsigned 64-bit integers."""
-    candidates = _cooked_candidates(data_dir)
-    for path in candidates:
-        if path.is_file():
-            values = [int(line) for line in path.read_text().split()]
-            if len(values) != _LEN:
-                raise CompatDataMissing(f"{path}: expected {_LEN} constants, found {len(values)}")
-            return tuple(v & _MASK64 for v in values)
-    looked = "\n  ".join(str(p) for p in candidates)
-    raise CompatDataMissing(
-        f"Go compatibility mode needs {COOKED_FILE} (Go's rngCooked table). Looked in:\n  {looked}\n"
-        "Point QUASCHED_COMPAT_DATA (or --compat-data) at the folder holding it, "
-        "e.g. ../shared/data, or use --rng native."
-    )
+    path = find_cooked(*dirs)
+    if path is None:
+        looked = "\n  ".join(str(p) for p in cooked_candidates(*dirs))
+        raise CompatDataMissing(
+            f"Go compatibility mode needs {COOKED_FILE} (Go's rngCooked table). Looked in:\n  {looked}\n"
+            "Point --compat-data (or QUASCHED_COMPAT_DATA) at the folder holding it, "
+            "e.g. ../shared/data, or use --rng native."
+        )
+    values = [int(line) for line in path.read_text().split()]
+    if len(values) != _LEN:
+        raise CompatDataMissing(f"{path}: expected {_LEN} constants, found {len(values)}")
+    return tuple(v & _MASK64 for v in values)
 
 
 def _park_miller(x: int) -> int:

@@ -1,0 +1,164 @@
+"""Command line: ``quasched simulate``, ``quasched traces list|show``, ``quasched batch``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from quasched.policies import PAPER_POLICIES, policy_names
+from quasched.sim.arrival import ExperimentConfig
+from quasched.sim.gocompat import find_cooked
+from quasched.traces import catalog
+from quasched.traces.errors import TraceError
+
+app = typer.Typer(
+    help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
+app.add_typer(traces_app, name="traces")
+console = Console()
+
+DATA_DIR_HELP = (
+    "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
+    "then the user cache (~/.cache/quasched)."
+)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42``, ``42-51`` or ``42,45,50`` → list of seeds."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part[1:]:
+            lo, hi = part.split("-", 1)
+            seeds += range(int(lo), int(hi) + 1)
+        elif part:
+            seeds.append(int(part))
+    if not seeds:
+        raise typer.BadParameter(f"no seeds in {text!r}")
+    return seeds
+
+
+def parse_policies(text: str) -> list[str]:
+    """``all`` (the six paper policies), one name, or a comma-separated list."""
+    if text.strip().lower() == "all":
+        return list(PAPER_POLICIES)
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in policy_names()]
+    if unknown or not names:
+        raise typer.BadParameter(f"unknown policy {unknown}; choose from all, {', '.join(policy_names())}")
+    return names
+
+
+def fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def simulate(
+    trace: str = typer.Option(
+        "synthetic", help="Trace name (see `quasched traces list`); 'synthetic' needs no download."
+    ),
+    policy: str = typer.Option(
+        "fgd", help="Policy name, comma-separated names, or 'all' (random, dotprod, gpuclustering, "
+        "gpupacking, bestfit, fgd). Also available: firstfit."
+    ),
+    seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
+    tune: float = typer.Option(1.3, help="Tune the workload to this multiple of cluster GPU capacity."),
+    rng: str = typer.Option(
+        "auto", help="Random stream: 'go' reproduces the FGD artifact's Go simulator bit for bit "
+        "(needs go_rng_cooked.txt), 'native' uses NumPy, 'auto' = go when the table is found."
+    ),
+    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    compat_data: Optional[Path] = typer.Option(
+        None, help="Directory with go_rng_cooked.txt (default: next to --data-dir, e.g. ../shared/data)."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, help="Write curves CSVs (published layout), failed pods and PNG plots here."
+    ),
+    events: bool = typer.Option(False, help="Also write one per-event CSV per run into --out."),
+    workers: int = typer.Option(0, help="Worker processes (0 = one per CPU core)."),
+) -> None:
+    """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
+    --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
+    from quasched.report.files import write_curves, write_events, write_failures
+    from quasched.report.plots import plot_curves
+    from quasched.report.tables import policy_table
+    from quasched.sim.sweep import run_sweep
+
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    if rng not in ("auto", "go", "native"):
+        fail(f"--rng must be auto, go or native, not {rng!r}")
+    if rng != "native" and find_cooked(compat_data, data_dir) is None:
+        if rng == "go":
+            fail("--rng go needs go_rng_cooked.txt; pass --compat-data DIR (e.g. ../shared/data) or use --rng native")
+        rng = "native"
+    rng_kind = "native" if rng == "native" else "go"
+    try:
+        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
+    except TraceError as err:
+        fail(str(err))
+    config = ExperimentConfig(tune_ratio=tune, rng=rng_kind, compat_data=compat_data or data_dir)
+    console.print(
+        f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
+        f"tune {tune}, rng {rng_kind}, {len(policies)} policies × {len(seed_list)} seeds"
+    )
+    start = time.perf_counter()
+    with Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:
+        task = bar.add_task("simulating", total=len(policies) * len(seed_list))
+        runs = run_sweep(
+            nodes, workload, policies, seed_list, config, workers=workers or None,
+            keep_logs=events, on_done=lambda r: bar.advance(task),
+        )
+    wall = time.perf_counter() - start
+    console.print(policy_table(runs, title=f"{trace} — tune {tune}, seeds {seeds} ({wall:.1f} s wall)"))
+    if out is not None:
+        written = write_curves(out, trace, tune, nodes.total_gpus, runs)
+        written.append(write_failures(out, runs))
+        for curve in ("alloc", "frag_ratio"):
+            written.append(plot_curves(out / f"{curve}.png", runs, curve, title=f"{trace}, tune {tune}"))
+        if events:
+            written += [write_events(out / "events", r, nodes.total_gpus) for r in runs]
+        console.print(f"wrote {len(written)} files to {out}")
+
+
+@traces_app.command("list")
+def traces_list() -> None:
+    """List the trace names quasched knows."""
+    for name in catalog.list_traces():
+        console.print(name)
+
+
+@traces_app.command("show")
+def traces_show(
+    name: str = typer.Argument(..., help="Trace name, e.g. openb-default or dlrm-2025."),
+    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Shape summary of a trace: pod classes, GPU request, distinct shapes."""
+    from rich.table import Table
+
+    try:
+        nodes, workload = catalog.load_trace(name, data_dir=data_dir)
+    except TraceError as err:
+        fail(str(err))
+    table = Table(title=name, show_header=False)
+    for key, value in catalog.describe(workload, nodes).items():
+        table.add_row(str(key), f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

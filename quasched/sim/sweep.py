@@ -1,0 +1,120 @@
+"""Run the arrival experiment for many (policy, seed) pairs on all cores.
+
+Worker processes are forked with the cluster and workload already loaded, so
+each task ships only its (policy, seed) and returns a compact
+:class:`RunSummary` (curves, failures by shape, end state and, on request,
+the per-event log).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+import numpy as np
+
+from quasched.metrics.curves import Curves, discrete_curves
+from quasched.model.cluster import NodeSpec
+from quasched.model.workload import FULL_GPU_MILLI, Workload
+from quasched.sim.arrival import EventLog, ExperimentConfig, run_experiment
+
+
+def shape_label(cpu_milli: int, num_gpu: int, gpu_milli: int, gpu_spec: str) -> str:
+    """A pod shape as the reference simulator prints failed pods."""
+    return f"<CPU: {cpu_milli / 1000:.2f}, GPU: {num_gpu} x {{{gpu_milli}}}m ({gpu_spec})>"
+
+
+@dataclass
+class RunSummary:
+    """What one (policy, seed) run produced, small enough to send between processes."""
+
+    policy: str
+    seed: int
+    events: int
+    placed: int
+    curves: Curves
+    failed_shapes: Counter
+    final_alloc_pct: float
+    final_frag_ratio: float
+    elapsed_s: float
+    display_nodes: np.ndarray | None = None
+    log: EventLog | None = None
+
+    @property
+    def failed(self) -> int:
+        return self.events - self.placed
+
+
+def summarize(result, keep_log: bool = False) -> RunSummary:
+    """Condense an :class:`~quasched.sim.arrival.ExperimentResult`."""
+    log, w = result.events, result.workload
+    failed = result.failed
+    shapes = Counter(
+        shape_label(int(w.cpu_milli[i]), int(w.num_gpu[i]), int(w.gpu_milli[i]), str(w.gpu_spec[i]))
+        for i in failed.tolist()
+    )
+    total = result.total_gpus
+    return RunSummary(
+        policy=result.config.policy,
+        seed=result.config.seed,
+        events=len(log),
+        placed=len(log) - len(failed),
+        curves=discrete_curves(log.arrived, log.used_milli, log.frag_milli, log.frag_ratio, total),
+        failed_shapes=shapes,
+        final_alloc_pct=100.0 * int(log.used_milli[-1]) / (FULL_GPU_MILLI * total) if len(log) else 0.0,
+        final_frag_ratio=float(log.frag_ratio[-1]) if len(log) else 0.0,
+        elapsed_s=result.elapsed_s,
+        display_nodes=result.display_names() if keep_log else None,
+        log=log if keep_log else None,
+    )
+
+
+_SHARED: dict = {}
+
+
+def _init_worker(nodes: NodeSpec, workload: Workload) -> None:
+    _SHARED["nodes"], _SHARED["workload"] = nodes, workload
+
+
+def _run_one(config: ExperimentConfig, keep_log: bool) -> RunSummary:
+    result = run_experiment(_SHARED["nodes"], _SHARED["workload"], config)
+    return summarize(result, keep_log)
+
+
+def run_sweep(
+    nodes: NodeSpec,
+    workload: Workload,
+    policies: Iterable[str],
+    seeds: Iterable[int],
+    base: ExperimentConfig = ExperimentConfig(),
+    workers: int | None = None,
+    keep_logs: bool = False,
+    on_done: Callable[[RunSummary], None] | None = None,
+) -> list[RunSummary]:
+    """All (policy, seed) runs, in policy-then-seed order; ``on_done`` sees each as it finishes."""
+    configs = [replace(base, policy=p, seed=s) for p in policies for s in seeds]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+    if workers == 1:
+        _init_worker(nodes, workload)
+        results = []
+        for config in configs:
+            results.append(_run_one(config, keep_logs))
+            if on_done:
+                on_done(results[-1])
+        return results
+    order = {(c.policy, c.seed): i for i, c in enumerate(configs)}
+    results: list[RunSummary | None] = [None] * len(configs)
+    with ProcessPoolExecutor(
+        workers, mp_context=mp.get_context("fork"), initializer=_init_worker, initargs=(nodes, workload)
+    ) as pool:
+        futures = [pool.submit(_run_one, c, keep_logs) for c in configs]
+        for future in as_completed(futures):
+            summary = future.result()
+            results[order[(summary.policy, summary.seed)]] = summary
+            if on_done:
+                on_done(summary)
+    return [r for r in results if r is not None]
