@@ -1,0 +1,128 @@
+"""Hand-computed scores, device choices, filter and host selection for every policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from builders import cluster_with_free, nodes, pod
+from quasched.metrics.fragmentation import TypicalPods
+from quasched.model import Cluster
+from quasched.policies import (
+    BestFit, DotProduct, FirstFit, GpuClustering, GpuPacking, Scheduler, make_policy, policy_names,
+)
+from quasched.policies import devices
+from quasched.policies.filter import feasible_nodes
+from quasched.sim.random import NumpyStream
+
+
+def scores(policy, cluster, p):
+    policy.attach(cluster, NumpyStream(0))
+    return policy.score(cluster, p, np.arange(cluster.n_nodes)).tolist()
+
+
+@pytest.mark.parametrize(
+    "free, k, m, expected",
+    [
+        ([200, 1000, 1000, 500], 2, 1000, 48),
+        ([1000] * 4, 2, 1000, 29),
+        ([1000] * 8, 2, 1000, 25),
+        ([200, 1000, 1000, 500], 2, 200, 93),
+    ],
+)
+def test_gpu_packing_reference_unit_vectors(free, k, m, expected):
+    assert scores(GpuPacking(), cluster_with_free([free]), pod(k=k, m=m)) == [expected]
+
+
+def test_gpu_packing_ignores_cpu_only_pods():
+    assert scores(GpuPacking(), cluster_with_free([[1000], [300]]), pod()) == [0, 0]
+
+
+def test_dot_product_prefers_the_node_left_emptiest_in_the_request_direction():
+    cluster = cluster_with_free([[1000, 1000], [500, 0]], cpu=64_000)
+    # a = 64/128·8/128 + (2000/8000)(500/8000) = 0.046875 → trunc(100·(1−a/2)) = 97
+    # a = 64/128·8/128 + (500/8000)(500/8000)  = 0.0351563 → 98
+    assert scores(DotProduct(), cluster, pod(cpu=8000, k=1, m=500)) == [97, 98]
+
+
+def test_best_fit_raw_and_min_max_normalisation():
+    cluster = cluster_with_free([[1000, 1000], [500, 0]], cpu=64_000)
+    policy = BestFit()
+    raw = scores(policy, cluster, pod(cpu=8000, k=1, m=500))
+    # s = (56/128)·0.5 + (1500/8000)·0.5 = 0.3125 → 68;  s = 0.21875 + 0 = 0.21875 → 78
+    assert raw == [68, 78]
+    assert policy.normalize(np.array(raw)).tolist() == [0, 100]
+    assert policy.normalize(np.array([5, 5])).tolist() == [0, 0]
+
+
+def test_gpu_clustering_affinity_tiers():
+    cluster = cluster_with_free([[1000] * 8] * 4)
+    for uid, (node, m, device) in enumerate([(1, 500, 0), (2, 500, 0), (2, 1000, 1), (3, 1000, 0)]):
+        cluster.place(pod(uid=uid, k=1, m=m), node, (device,))
+    s = scores(GpuClustering(), cluster, pod(uid=9, k=1, m=300))
+    # idle: 0 + 25; only share pods: 1 + 75 (used 500 → 25·500 div 8000 = 1); mixed: 4 + 50; other class: 3 + 0
+    assert s == [25, 76, 54, 3]
+
+
+def test_first_fit_takes_the_first_feasible_node():
+    cluster = cluster_with_free([[0], [1000], [1000]])
+    scheduler = Scheduler(cluster, FirstFit(), rank=np.array([2, 1, 0]), rng=NumpyStream(0))
+    assert scheduler.schedule(pod(k=1, m=1000)).node == 1
+
+
+def test_ties_go_to_the_lowest_rank():
+    cluster = cluster_with_free([[1000]] * 3)
+    scheduler = Scheduler(cluster, GpuPacking(), rank=np.array([2, 0, 1]), rng=NumpyStream(0))
+    assert scheduler.schedule(pod(k=1, m=1000)).node == 1
+
+
+def test_single_feasible_node_is_chosen_without_scoring():
+    class Exploding(GpuPacking):
+        def score(self, *args):
+            raise AssertionError("score must not run")
+
+    cluster = cluster_with_free([[0], [1000]])
+    assert Scheduler(cluster, Exploding(), np.array([0, 1]), NumpyStream(0)).schedule(pod(k=1, m=1)).node == 1
+
+
+def test_best_device_choice_and_exclusive_allocation():
+    free = np.array([700, 300, 1000, 300])
+    assert devices.best_fit(free, pod(k=1, m=200)) == (1,)
+    assert devices.best_fit(free, pod(k=1, m=500)) == (0,)
+    assert devices.best_fit(np.array([1000, 0, 1000, 1000]), pod(k=2, m=1000)) == (0, 2)
+
+
+def test_random_device_choice_is_uniform_over_fitting_devices():
+    rng = NumpyStream(3)
+    picks = [devices.uniform(np.array([300, 1000, 100, 600]), pod(k=1, m=250), rng)[0] for _ in range(3000)]
+    assert set(picks) == {0, 1, 3}
+    assert all(850 < picks.count(d) < 1150 for d in (0, 1, 3))
+
+
+def test_filter_checks_every_resource_and_gpu_model():
+    spec = nodes((8000, 1000, 2, "T4"), (8000, 1000, 2, "V100M16"), (2000, 1000, 2, "T4"),
+                 (8000, 100, 2, "T4"), (8000, 1000, 0, ""))
+    cluster = Cluster(spec)
+    assert feasible_nodes(cluster, pod(cpu=4000, mem=500, k=1, m=500, spec="T4|A10")).tolist() == [0]
+    assert feasible_nodes(cluster, pod(cpu=4000, mem=500)).tolist() == [0, 1, 4]
+    assert feasible_nodes(cluster, pod(cpu=1000, mem=10, k=3, m=1000)).tolist() == []
+
+
+def test_filter_enforces_app_density_rdma_and_disk():
+    cluster = Cluster(nodes((8000, 4096, 1, "T4"), (8000, 4096, 1, "T4")), n_apps=1)
+    first = pod(uid=0, app=0, max_per_node=1, rdma=60)
+    cluster.place(first, 0)
+    second = pod(uid=1, app=0, max_per_node=1)
+    assert feasible_nodes(cluster, second).tolist() == [1]
+    assert feasible_nodes(cluster, pod(uid=2, rdma=50)).tolist() == [1]
+
+
+def test_every_registered_policy_builds_and_scores():
+    cluster = cluster_with_free([[1000, 500], [1000, 1000]])
+    typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))
+    for name in policy_names():
+        policy = make_policy(name, typical)
+        policy.attach(cluster, NumpyStream(0))
+        assert len(policy.score(cluster, pod(k=1, m=500), np.array([0, 1]))) == 2
+    with pytest.raises(ValueError, match="unknown policy"):
+        make_policy("nope", typical)
