@@ -1,1 +1,27 @@
-"""traces"""
+"""Trace files: locating, loading and validating them, plus a synthetic generator.
+
+``load_trace(name)`` is the entry point; ``list_traces()`` names what exists.
+"""
+
+from quasched.traces.catalog import (
+    CATALOG,
+    TraceInfo,
+    describe,
+    list_traces,
+    load_trace,
+    trace_info,
+)
+from quasched.traces.datadir import ENV_VAR, cache_dir, resolve_trace, upstream_url
+from quasched.traces.dlrm import dlrm_cluster, load_dlrm, peak_demand
+from quasched.traces.errors import TraceError, TraceNotFound
+from quasched.traces.openb import load_openb_nodes, load_openb_pods
+from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
+
+__all__ = [
+    "CATALOG", "TraceInfo", "describe", "list_traces", "load_trace", "trace_info",
+    "ENV_VAR", "cache_dir", "resolve_trace", "upstream_url",
+    "dlrm_cluster", "load_dlrm", "peak_demand",
+    "TraceError", "TraceNotFound",
+    "load_openb_nodes", "load_openb_pods",
+    "synthetic_cluster", "synthetic_workload",
+]

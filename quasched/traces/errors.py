@@ -1,0 +1,43 @@
+"""Errors raised while locating or reading trace files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be used, with the place of the first problem.
+
+    ``row`` is the line number in the file (the header is line 1), ``None``
+    when the problem is not tied to a line; ``field`` is the column name.
+    """
+
+    def __init__(
+        self, file: str | Path, message: str, row: int | None = None, field: str | None = None
+    ) -> None:
+        self.file = str(file)
+        self.row = row
+        self.field = field
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = Path(self.file).name
+        if self.row is not None:
+            where += f" line {self.row}"
+        if self.field is not None:
+            where += f", field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+class TraceNotFound(TraceError):
+    """A trace file found in none of the searched locations (and not downloaded)."""
+
+    def __init__(self, file: str | Path, searched: Sequence[str], fix: str) -> None:
+        self.searched = tuple(searched)
+        looked = "".join(f"\n  - {location}" for location in searched)
+        super().__init__(file, f"not found. Looked in:{looked}\n{fix}")
+
+    def __str__(self) -> str:
+        return f"trace file {self.file!r} {self.message}"

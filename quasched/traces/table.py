@@ -1,0 +1,174 @@
+"""Validated CSV reading shared by the trace loaders.
+
+A file is read as text (pandas, every cell a string) and columns are converted
+with vectorised checks. Accessors do not raise: each records its problems, and
+:meth:`Table.check` raises a :class:`TraceError` for the one that comes first
+in the file (by line, then by column), so users get the exact line and field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from quasched.traces.errors import TraceError, TraceNotFound
+
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_MAX_EXACT = 2.0**53  # larger numbers are not exact integers in float64
+_PARSER_LINE = re.compile(r"in line (\d+)")
+
+Message = str | Callable[[int], str]
+
+
+def read_table(path: str | Path, required: Sequence[str], optional: Sequence[str] = ()) -> "Table":
+    """Read ``path`` as text and check its header holds every ``required`` column."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceNotFound(path, [str(path)], "Fix: check the path.")
+    try:
+        frame = pd.read_csv(
+            path, header=None, dtype=str, na_filter=False, skip_blank_lines=False, encoding="utf-8"
+        )
+    except pd.errors.EmptyDataError:
+        raise TraceError(path, "the file is empty") from None
+    except pd.errors.ParserError as exc:
+        line = _PARSER_LINE.search(str(exc))
+        raise TraceError(path, f"malformed CSV: {exc}", int(line.group(1)) if line else None) from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise TraceError(path, f"cannot read the file: {exc}") from None
+    header = [str(cell).strip() for cell in frame.iloc[0]]
+    for i, column in enumerate(header):
+        if column in header[:i]:
+            raise TraceError(path, "duplicate column", 1, column)
+    for column in required:
+        if column not in header:
+            raise TraceError(path, f"required column is missing (header: {','.join(header)})", 1, column)
+    wanted = [c for c in header if c in required or c in optional]
+    body = frame.iloc[1:, [header.index(c) for c in wanted]].set_axis(wanted, axis=1)
+    body = body.apply(lambda column: column.str.strip())
+    body = body[(frame.iloc[1:] != "").any(axis=1)]  # blank lines
+    if body.empty:
+        raise TraceError(path, "the file has a header but no data rows")
+    return Table(path, body, header)
+
+
+class Table:
+    """Text cells of a CSV file plus the problems found converting them."""
+
+    def __init__(self, path: Path, body: pd.DataFrame, header: list[str]) -> None:
+        self.path = path
+        self._cells = {c: body[c].to_numpy(dtype=object) for c in body.columns}
+        self._lines = body.index.to_numpy() + 1
+        self._header = header
+        self._problems: list[tuple[int, int, int, str, str]] = []
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def has(self, column: str) -> bool:
+        return column in self._cells
+
+    def text(self, column: str) -> np.ndarray:
+        """Raw (stripped) strings of a column, dtype object."""
+        return self._cells[column]
+
+    def flag(self, column: str, bad: np.ndarray, message: Message) -> None:
+        """Record the first row where ``bad`` holds.
+
+        ``message`` is a template where ``{value}`` stands for the quoted cell,
+        or a function of the row position.
+        """
+        rows = np.flatnonzero(bad)
+        if len(rows):
+            i = int(rows[0])
+            text = message(i) if callable(message) else message.format(value=repr(self._cells[column][i]))
+            order = (int(self._lines[i]), self._header.index(column), len(self._problems))
+            self._problems.append((*order, column, text))
+
+    def check(self) -> None:
+        """Raise the problem that comes first in the file, if any."""
+        if self._problems:
+            line, _, _, column, text = min(self._problems)
+            raise TraceError(self.path, text, line, column)
+
+    def line(self, row: int) -> int:
+        """File line number of data row ``row``."""
+        return int(self._lines[row])
+
+    # ------------------------------------------------------------ converters
+    def number(
+        self,
+        column: str,
+        *,
+        integer: bool = True,
+        minimum: float | None = 0,
+        maximum: float | None = None,
+        empty: float | None = None,
+    ) -> np.ndarray:
+        """A numeric column (int64 if ``integer`` else float64).
+
+        ``empty`` is the value of an empty cell (``None``: a value is required);
+        bad cells are flagged and read as 0.
+        """
+        raw = self._cells[column]
+        values = np.array(pd.to_numeric(pd.Series(raw), errors="coerce"), dtype=float)
+        blank = raw == ""
+        ok = np.isfinite(values)
+        if empty is None:
+            self.flag(column, blank, "value is missing")
+        self.flag(column, ~blank & ~ok, "{value} is not a number")
+        if minimum is not None:
+            self.flag(column, ok & (values < minimum),
+                      "{value} must not be negative" if minimum == 0 else f"{{value}} is below {minimum:g}")
+        if maximum is not None:
+            self.flag(column, ok & (values > maximum), f"{{value}} is above {maximum:g}")
+        self.flag(column, ok & (np.abs(values) > _MAX_EXACT), "{value} is out of range")
+        ok &= np.abs(values) <= _MAX_EXACT
+        if integer:
+            self.flag(column, ok & (values != np.round(values)), "{value} is not an integer")
+        values[~ok] = 0
+        if empty is not None:
+            values[blank] = empty
+        return values.astype(np.int64) if integer else values
+
+    def names(self, column: str) -> np.ndarray:
+        """Non-empty, unique identifiers."""
+        raw = self._cells[column]
+        self.flag(column, raw == "", "value is missing")
+        duplicate = pd.Series(raw).duplicated().to_numpy() & (raw != "")
+        self.flag(column, duplicate,
+                  lambda i: f"{raw[i]!r} already used on line {self.line(np.flatnonzero(raw == raw[i])[0])}")
+        return raw
+
+    def choice(self, column: str, allowed: Sequence[str]) -> np.ndarray:
+        """A column whose values must be among ``allowed``."""
+        raw = self._cells[column]
+        shown = ", ".join(repr(a) for a in allowed)
+        self.flag(column, ~pd.Series(raw).isin(allowed).to_numpy(), f"{{value}} is not one of {shown}")
+        return raw
+
+    def required_text(self, column: str) -> np.ndarray:
+        raw = self._cells[column]
+        self.flag(column, raw == "", "value is missing")
+        return raw
+
+    def gpu_models(self, column: str, *, single: bool = False) -> np.ndarray:
+        """GPU-model names: ``|``-separated lists, empty tokens dropped (or one name if ``single``).
+
+        Every token must look like a model name (``MODEL_NAME``); "" = no model.
+        """
+        raw = self._cells[column]
+        unique, inverse = np.unique(raw.astype(str), return_inverse=True)
+        normal = np.empty(len(unique), dtype=object)
+        valid = np.empty(len(unique), dtype=bool)
+        for j, value in enumerate(unique):
+            tokens = [value] if single and value else [t for t in value.split("|") if t]
+            normal[j] = "|".join(tokens)
+            valid[j] = all(MODEL_NAME.fullmatch(t) for t in tokens)
+        what = "a GPU model name" if single else "a list of GPU model names separated by '|'"
+        self.flag(column, ~valid[inverse], f"{{value}} is not {what}")
+        return normal[inverse]
