@@ -19,7 +19,8 @@ from quasched.traces.errors import TraceError, TraceNotFound
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _MAX_EXACT = 2.0**53  # larger numbers are not exact integers in float64
-_PARSER_LINE = re.compile(r"in line (\d+)")
+_FIELD_COUNT = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_OPEN_QUOTE = re.compile(r"EOF inside string starting at row (\d+)")
 
 Message = str | Callable[[int], str]
 
@@ -36,8 +37,7 @@ def read_table(path: str | Path, required: Sequence[str], optional: Sequence[str
     except pd.errors.EmptyDataError:
         raise TraceError(path, "the file is empty") from None
     except pd.errors.ParserError as exc:
-        line = _PARSER_LINE.search(str(exc))
-        raise TraceError(path, f"malformed CSV: {exc}", int(line.group(1)) if line else None) from None
+        raise _parser_error(path, str(exc)) from None
     except (UnicodeDecodeError, OSError) as exc:
         raise TraceError(path, f"cannot read the file: {exc}") from None
     header = [str(cell).strip() for cell in frame.iloc[0]]
@@ -54,6 +54,16 @@ def read_table(path: str | Path, required: Sequence[str], optional: Sequence[str
     if body.empty:
         raise TraceError(path, "the file has a header but no data rows")
     return Table(path, body, header)
+
+
+def _parser_error(path: Path, text: str) -> TraceError:
+    """A pandas tokenizer error as a :class:`TraceError` with its line."""
+    if match := _FIELD_COUNT.search(text):
+        expected, line, seen = match.groups()
+        return TraceError(path, f"malformed CSV: {seen} fields, the header has {expected}", int(line))
+    if match := _OPEN_QUOTE.search(text):
+        return TraceError(path, "malformed CSV: a quoted field is never closed", int(match.group(1)) + 1)
+    return TraceError(path, f"malformed CSV: {text.strip()}")
 
 
 class Table:
