@@ -1,0 +1,507 @@
+"""Time-based trace replay: pods arrive at their creation time, wait, run, depart.
+
+Unlike the arrival experiment (:mod:`quasched.sim.arrival`), pods leave the
+cluster and free what they held, and a pod that does not fit waits in a FIFO
+queue instead of being dropped. Every placement goes through the same
+:class:`~quasched.policies.Scheduler` and policies (any policy by name, random
+stream :class:`~quasched.sim.random.NumpyStream` seeded with ``seed``; node
+tie-break ranks from :func:`~quasched.sim.arrival.node_ranks`).
+
+Timeline (:func:`~quasched.sim.events.build_timeline`)
+    Rows without a creation time are skipped and counted (or, with
+    ``missing_creation="start"``, arrive when the trace starts). Rows without
+    a deletion time run until the end of the trace (the latest creation or
+    deletion time of any row).
+
+Departures (``departure=``)
+    ``"trace"`` (default): a pod leaves at its trace deletion time wherever it
+    is. If it is still queued then, it is *withdrawn*: it leaves the queue
+    never placed. ``"duration"``: a pod runs for its trace lifetime
+    (deletion − creation) from the moment it is placed; queued pods wait
+    until they fit, and pods still queued when nothing is left running are
+    never placed. Open-ended pods leave at the end of the trace (or at once
+    if placed after it).
+
+Event order
+    Events are processed in time order. At equal timestamps every departure
+    (and withdrawal) comes before any arrival; departures at one timestamp
+    run in file order, then the queue is retried once; arrivals at one
+    timestamp run in file order, one at a time. A pod whose lifetime is 0
+    departs right after it is placed, before the next arrival.
+
+Queue and retry rule
+    An arriving pod is scheduled at once even when others wait (no
+    head-of-line blocking, as in kube-scheduler); if no node can host it, it
+    joins the back of the queue. After the departures of a timestamp have
+    freed some nodes, the queue is retried once, front to back: each pod
+    that some node can now host is scheduled (the policy picks among all
+    feasible nodes), the others stay in place.
+
+    Guard: between retries the cluster only gets fuller except on the nodes
+    just freed, and no queued pod fitted anywhere after the previous retry
+    or its own arrival. So a queued pod can only fit on a freed node, and in
+    a retry round, once one pod failed every later pod of its *fit class*
+    (same CPU, memory, RDMA, disk, GPU request and model constraint, app
+    limit: :class:`~quasched.sim.events.FitClasses`) fails too. A round
+    therefore tests each queued class against the freed nodes in one
+    vectorised step, runs scheduling cycles only for classes that fit, and
+    stops a class at its first failure. This gives exactly the placements
+    (and random draws) of retrying the whole queue pod by pod.
+
+Recorded after every event: time, kind, pod, node, queue length, used GPU
+milli and GPU devices, CPU/memory/GPU allocation in %, fragmentation (milli
+and % of idle GPU milli, from the shared
+:func:`~quasched.metrics.fragmentation.state_table`, typical pods from the
+whole workload by default). Per pod: arrival, placement and departure time,
+node, devices and waiting time (placement − arrival; NaN if never placed).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time as _time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+
+from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
+from quasched.model.cluster import Cluster, NodeSpec
+from quasched.model.workload import FULL_GPU_MILLI, Pod, Workload
+from quasched.policies import Scheduler, make_policy
+from quasched.sim.arrival import node_ranks
+from quasched.sim.events import FitClasses, MissingCreation, Timeline, build_timeline
+from quasched.sim.random import NumpyStream
+
+DepartureMode = Literal["trace", "duration"]
+
+#: Event kinds (``ReplayEvents.kind``), indices into :data:`KIND_NAMES`.
+ARRIVE, QUEUE, START, DEPART, WITHDRAW = range(5)
+KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw")
+"""arrive: placed on arrival; queue: arrived, nothing fits, queued; start: a queued
+pod placed; depart: a running pod left; withdraw: a queued pod reached its
+deletion time unplaced (``departure="trace"`` only)."""
+
+#: Pod states (``PodOutcomes.status``).
+PENDING, RUNNING, QUEUED, DONE, WITHDRAWN, SKIPPED = range(6)
+STATUS_NAMES = ("pending", "running", "queued", "done", "withdrawn", "skipped")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Parameters of one replay."""
+
+    policy: str = "fgd"
+    seed: int = 42
+    departure: DepartureMode = "trace"
+    missing_creation: MissingCreation = "skip"
+    typical_threshold: float = 95.0
+
+
+@dataclass
+class ReplayEvents:
+    """One row per event, on the cluster state after the event."""
+
+    time: np.ndarray
+    kind: np.ndarray
+    pod: np.ndarray
+    node: np.ndarray
+    queue_len: np.ndarray
+    used_gpu_milli: np.ndarray
+    used_gpus: np.ndarray
+    cpu_alloc_pct: np.ndarray
+    mem_alloc_pct: np.ndarray
+    gpu_alloc_pct: np.ndarray
+    frag_milli: np.ndarray
+    frag_ratio: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "ReplayEvents":
+        ints = ("pod", "node", "queue_len", "used_gpu_milli", "used_gpus")
+        floats = ("time", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio")
+        return cls(
+            kind=np.zeros(n, dtype=np.int8),
+            **{k: np.zeros(n, dtype=np.int64) for k in ints},
+            **{k: np.zeros(n) for k in floats},
+        )
+
+    def truncate(self, n: int) -> "ReplayEvents":
+        return ReplayEvents(**{k: v[:n].copy() for k, v in self.__dict__.items()})
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @property
+    def kind_name(self) -> np.ndarray:
+        return np.asarray(KIND_NAMES, dtype=object)[self.kind]
+
+    def columns(self, pod_names: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given)."""
+        cols = dict(self.__dict__)
+        cols["kind"] = self.kind_name
+        if pod_names is not None:
+            cols["pod"] = np.asarray(pod_names, dtype=object)[self.pod]
+        return cols
+
+
+@dataclass
+class PodOutcomes:
+    """Per workload row (index = row): what happened to the pod."""
+
+    arrival: np.ndarray
+    placed: np.ndarray
+    departed: np.ndarray
+    node: np.ndarray
+    devices: np.ndarray
+    status: np.ndarray
+
+    @property
+    def wait(self) -> np.ndarray:
+        """Placement − arrival in seconds; NaN for pods never placed or skipped."""
+        return self.placed - self.arrival
+
+    @property
+    def was_placed(self) -> np.ndarray:
+        return np.isfinite(self.placed)
+
+    @property
+    def never_placed(self) -> np.ndarray:
+        """Rows that arrived but never ran (withdrawn, or still queued at the end)."""
+        return (self.status == WITHDRAWN) | (self.status == QUEUED)
+
+
+@dataclass
+class ReplayResult:
+    """Everything one replay produced."""
+
+    config: ReplayConfig
+    nodes: NodeSpec
+    workload: Workload
+    timeline: Timeline
+    rank: np.ndarray
+    typical: TypicalPods
+    events: ReplayEvents
+    pods: PodOutcomes
+    cluster: Cluster
+    elapsed_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def wait(self) -> np.ndarray:
+        return self.pods.wait
+
+    def time_average(self, values: np.ndarray) -> float:
+        """Time average of a per-event step series from the first to the last event."""
+        return time_average(self.events.time, values)
+
+    def summary(self) -> dict[str, float | int | str]:
+        """Headline figures (times in seconds, allocation and fragmentation in %)."""
+        ev, pods = self.events, self.pods
+        placed = pods.was_placed
+        waits = pods.wait[placed]
+        arrived = pods.status != SKIPPED
+
+        def stat(fn) -> float:
+            return float(fn(waits)) if len(waits) else float("nan")
+
+        return {
+            "policy": self.config.policy,
+            "seed": self.config.seed,
+            "departure": self.config.departure,
+            "nodes": len(self.nodes),
+            "gpus": self.nodes.total_gpus,
+            "pods": len(self.workload),
+            "skipped": self.timeline.n_skipped,
+            "arrived": int(arrived.sum()),
+            "placed": int(placed.sum()),
+            "placed_on_arrival": int(np.sum(ev.kind == ARRIVE)),
+            "queued": int(np.sum(ev.kind == QUEUE)),
+            "never_placed": int(pods.never_placed.sum()),
+            "withdrawn": int(np.sum(pods.status == WITHDRAWN)),
+            "still_queued": int(np.sum(pods.status == QUEUED)),
+            "wait_mean_s": stat(np.mean),
+            "wait_p50_s": stat(lambda w: np.percentile(w, 50)),
+            "wait_p95_s": stat(lambda w: np.percentile(w, 95)),
+            "wait_max_s": stat(np.max),
+            "gpu_alloc_avg_pct": self.time_average(ev.gpu_alloc_pct),
+            "cpu_alloc_avg_pct": self.time_average(ev.cpu_alloc_pct),
+            "frag_ratio_avg_pct": self.time_average(ev.frag_ratio),
+            "peak_gpu_alloc_pct": float(ev.gpu_alloc_pct.max(initial=0.0)),
+            "peak_queue": int(ev.queue_len.max(initial=0)),
+            "events": len(ev),
+            "start_s": float(ev.time[0]) if len(ev) else float("nan"),
+            "end_s": float(ev.time[-1]) if len(ev) else float("nan"),
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """``(label, value)`` pairs for a two-column table."""
+        s = self.summary()
+        pct = lambda v: f"{v:.2f} %"  # noqa: E731
+        secs = lambda v: "-" if v != v else f"{v:,.1f} s"  # noqa: E731
+        return [
+            ("policy / seed", f"{s['policy']} / {s['seed']}"),
+            ("departures", str(s["departure"])),
+            ("cluster", f"{s['nodes']:,} nodes, {s['gpus']:,} GPUs"),
+            ("pods (rows)", f"{s['pods']:,}"),
+            ("skipped (no creation time)", f"{s['skipped']:,}"),
+            ("arrived", f"{s['arrived']:,}"),
+            ("placed", f"{s['placed']:,} ({s['placed_on_arrival']:,} on arrival)"),
+            ("queued on arrival", f"{s['queued']:,}"),
+            ("never placed", f"{s['never_placed']:,} ({s['withdrawn']:,} withdrawn, "
+                             f"{s['still_queued']:,} still queued)"),
+            ("wait mean / p50 / p95 / max",
+             " / ".join(secs(s[k]) for k in ("wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_max_s"))),
+            ("GPU allocation (time avg / peak)",
+             f"{pct(s['gpu_alloc_avg_pct'])} / {pct(s['peak_gpu_alloc_pct'])}"),
+            ("CPU allocation (time avg)", pct(s["cpu_alloc_avg_pct"])),
+            ("GPU frag ratio (time avg)", pct(s["frag_ratio_avg_pct"])),
+            ("peak queue", f"{s['peak_queue']:,}"),
+            ("events", f"{s['events']:,}"),
+            ("elapsed", f"{s['elapsed_s']:.2f} s"),
+        ]
+
+
+def time_average(times: np.ndarray, values: np.ndarray) -> float:
+    """Mean of a step function (value i holds from ``times[i]`` to ``times[i+1]``).
+
+    Events that share a timestamp get no weight except the last of them; with
+    a single distinct timestamp the last value is returned.
+    """
+    if len(times) == 0:
+        return float("nan")
+    span = float(times[-1] - times[0])
+    if span <= 0:
+        return float(values[-1])
+    return float(np.dot(np.diff(times), values[:-1]) / span)
+
+
+class _Replay:
+    """The event loop (one instance per run)."""
+
+    def __init__(self, nodes: NodeSpec, workload: Workload, config: ReplayConfig,
+                 typical: TypicalPods | None) -> None:
+        if config.departure not in ("trace", "duration"):
+            raise ValueError(f"unknown departure mode {config.departure!r}; use 'trace' or 'duration'")
+        self.config = config
+        self.nodes = nodes
+        self.workload = workload
+        self.timeline = build_timeline(workload, config.missing_creation)
+        self.typical = typical or TypicalPods.from_workload(workload, config.typical_threshold)
+        self.rng = NumpyStream(config.seed)
+        self.rank = node_ranks(nodes, self.rng)
+        self.cluster = Cluster(nodes, n_apps=len(workload.app_names))
+        self.scheduler = Scheduler(self.cluster, make_policy(config.policy, self.typical), self.rank, self.rng)
+        self.table = state_table(self.cluster, self.typical)
+        self.classes = FitClasses(workload, self.cluster)
+        self._pods: dict[int, Pod] = {}
+
+        n = len(workload)
+        tl = self.timeline
+        self.outcome = PodOutcomes(
+            arrival=tl.arrival.copy(),
+            placed=np.full(n, np.nan),
+            departed=np.full(n, np.nan),
+            node=np.full(n, -1, dtype=np.int64),
+            devices=np.empty(n, dtype=object),
+            status=np.where(tl.skipped, SKIPPED, PENDING).astype(np.int8),
+        )
+        self.status = self.outcome.status
+        self.log = ReplayEvents.empty(3 * len(tl.order) + 1)
+        self.n_events = 0
+        self.heap: list[tuple[float, int]] = []
+        # queue: per fit class, FIFO of (sequence, uid); withdrawn entries are dropped lazily
+        self.queues: dict[int, deque[tuple[int, int]]] = {}
+        self.class_live = np.zeros(len(self.classes), dtype=np.int64)
+        self.queue_len = 0
+        self.seq = 0
+        # constants for the per-event metrics
+        self.gpu_capacity = FULL_GPU_MILLI * nodes.total_gpus
+        self.cpu_capacity = int(nodes.cpu_milli.sum())
+        self.mem_capacity = int(nodes.memory_mib.sum())
+        self.padding = int((~self.cluster.device_exists).sum())
+
+    # ---------------------------------------------------------------- helpers
+    def pod(self, uid: int) -> Pod:
+        pod = self._pods.get(uid)
+        if pod is None:
+            pod = self._pods[uid] = self.workload.pod(uid)
+        return pod
+
+    def record(self, t: float, kind: int, uid: int, node: int) -> None:
+        c, log, e = self.cluster, self.log, self.n_events
+        gpu_free = c.gpu_free
+        used_milli = self.gpu_capacity - int(gpu_free.sum())
+        report = cluster_fragmentation(self.table)
+        log.time[e] = t
+        log.kind[e] = kind
+        log.pod[e] = uid
+        log.node[e] = node
+        log.queue_len[e] = self.queue_len
+        log.used_gpu_milli[e] = used_milli
+        log.used_gpus[e] = np.count_nonzero(gpu_free < FULL_GPU_MILLI) - self.padding
+        log.cpu_alloc_pct[e] = _pct(self.cpu_capacity - int(c.cpu_free.sum()), self.cpu_capacity)
+        log.mem_alloc_pct[e] = _pct(self.mem_capacity - int(c.mem_free.sum()), self.mem_capacity)
+        log.gpu_alloc_pct[e] = _pct(used_milli, self.gpu_capacity)
+        log.frag_milli[e] = report.frag_milli
+        log.frag_ratio[e] = report.frag_ratio
+        self.n_events = e + 1
+
+    def start(self, t: float, uid: int, node: int, devices: tuple[int, ...], kind: int) -> None:
+        """Bookkeeping of a placement done by the scheduler."""
+        out = self.outcome
+        self.status[uid] = RUNNING
+        out.placed[uid] = t
+        out.node[uid] = node
+        out.devices[uid] = devices
+        if self.config.departure == "duration":
+            tl = self.timeline
+            if np.isfinite(self.workload.deletion_time[uid]):
+                leave = t + (tl.deletion[uid] - tl.arrival[uid])
+            else:
+                leave = max(t, tl.end)
+            heapq.heappush(self.heap, (leave, uid))
+        self.record(t, kind, uid, node)
+
+    def enqueue(self, t: float, uid: int) -> None:
+        cls = int(self.classes.of_pod[uid])
+        queue = self.queues.get(cls)
+        if queue is None:
+            queue = self.queues[cls] = deque()
+        queue.append((self.seq, uid))
+        self.seq += 1
+        self.class_live[cls] += 1
+        self.queue_len += 1
+        self.status[uid] = QUEUED
+        self.record(t, QUEUE, uid, -1)
+
+    def head(self, cls: int) -> tuple[int, int] | None:
+        queue = self.queues[cls]
+        while queue and self.status[queue[0][1]] != QUEUED:
+            queue.popleft()
+        return queue[0] if queue else None
+
+    # ------------------------------------------------------------------ steps
+    def arrive(self, t: float, uid: int) -> None:
+        if self.config.departure == "trace":
+            heapq.heappush(self.heap, (float(self.timeline.deletion[uid]), uid))
+        decision = self.scheduler.schedule(self.pod(uid))
+        if decision.placed:
+            self.start(t, uid, decision.node, decision.devices, ARRIVE)
+        else:
+            self.enqueue(t, uid)
+
+    def depart_batch(self, t: float) -> None:
+        """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
+        heap, freed = self.heap, []
+        while heap and heap[0][0] == t:
+            _, uid = heapq.heappop(heap)
+            state = self.status[uid]
+            if state == RUNNING:
+                placement = self.cluster.remove(uid)
+                self.status[uid] = DONE
+                self.outcome.departed[uid] = t
+                freed.append(placement.node)
+                self.record(t, DEPART, uid, placement.node)
+            elif state == QUEUED:
+                self.status[uid] = WITHDRAWN
+                self.class_live[self.classes.of_pod[uid]] -= 1
+                self.queue_len -= 1
+                self.record(t, WITHDRAW, uid, -1)
+        if freed and self.queue_len:
+            self.retry(t, np.unique(np.asarray(freed, dtype=np.int64)))
+
+    def retry(self, t: float, freed: np.ndarray) -> None:
+        """One FIFO pass over the queue after ``freed`` nodes got room (see module doc)."""
+        active = np.flatnonzero(self.class_live > 0)
+        candidates = active[self.classes.fits(self.cluster, active, freed).any(axis=1)]
+        heads = []
+        for cls in candidates.tolist():
+            head = self.head(cls)
+            if head is not None:
+                heads.append((head[0], cls))
+        heapq.heapify(heads)
+        while heads:
+            _, cls = heapq.heappop(heads)
+            queue = self.queues[cls]
+            uid = queue[0][1]
+            decision = self.scheduler.schedule(self.pod(uid))
+            if not decision.placed:
+                continue  # the class is out for this round: the state only gets fuller
+            queue.popleft()
+            self.class_live[cls] -= 1
+            self.queue_len -= 1
+            self.start(t, uid, decision.node, decision.devices, START)
+            head = self.head(cls) if self.class_live[cls] else None
+            if head is not None:
+                heapq.heappush(heads, (head[0], cls))
+
+    def run(self, progress: Callable[[int, int], None] | None) -> None:
+        order = self.timeline.order
+        times = self.timeline.arrival[order].tolist()
+        uids = order.tolist()
+        n, i, heap = len(uids), 0, self.heap
+        inf = float("inf")
+        while i < n or heap:
+            t_arrival = times[i] if i < n else inf
+            if heap and heap[0][0] <= t_arrival:
+                self.depart_batch(heap[0][0])
+                continue
+            uid = uids[i]
+            self.status[uid] = PENDING
+            self.outcome.arrival[uid] = t_arrival
+            self.arrive(t_arrival, uid)
+            i += 1
+            if progress is not None and (i % 500 == 0 or i == n):
+                progress(i, n)
+
+
+def _pct(used: int, capacity: int) -> float:
+    return 100.0 * used / capacity if capacity else 0.0
+
+
+def replay(
+    nodes: NodeSpec,
+    workload: Workload,
+    config: ReplayConfig = ReplayConfig(),
+    progress: Callable[[int, int], None] | None = None,
+    typical: TypicalPods | None = None,
+) -> ReplayResult:
+    """Replay ``workload`` on ``nodes``; ``progress(arrived, total)`` is called every 500 arrivals.
+
+    ``typical`` overrides the typical pods used for fragmentation (and FGD);
+    by default they come from the whole ``workload``.
+    """
+    start = _time.perf_counter()
+    run = _Replay(nodes, workload, config, typical)
+    run.run(progress)
+    return ReplayResult(
+        config=config,
+        nodes=nodes,
+        workload=workload,
+        timeline=run.timeline,
+        rank=run.rank,
+        typical=run.typical,
+        events=run.log.truncate(run.n_events),
+        pods=run.outcome,
+        cluster=run.cluster,
+        elapsed_s=_time.perf_counter() - start,
+    )
+
+
+def run_replay(
+    nodes: NodeSpec,
+    workload: Workload,
+    policy: str,
+    seed: int,
+    progress: Callable[[int, int], None] | None = None,
+    **options,
+) -> ReplayResult:
+    """CLI entry point: :func:`replay` with ``ReplayConfig(policy, seed, **options)``.
+
+    ``options``: ``departure`` (``"trace"``/``"duration"``), ``missing_creation``
+    (``"skip"``/``"start"``), ``typical_threshold``; ``typical`` is passed through.
+    """
+    typical = options.pop("typical", None)
+    return replay(nodes, workload, ReplayConfig(policy=policy, seed=seed, **options), progress, typical)
