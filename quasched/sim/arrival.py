@@ -112,6 +112,7 @@ def tune_workload(workload: Workload, capacity_milli: int, ratio: float, rng: Ra
     replacement from the name-sorted trace and stops at the first draw whose
     *per-GPU* milli would cross the target (the reference's test). Tuning
     down removes uniformly random pods until the total is at most the target.
+    ``ratio <= 0`` only shuffles.
     """
     by_name = sorted(range(len(workload)), key=lambda i: workload.name[i])
     order = list(by_name)
@@ -121,7 +122,11 @@ def tune_workload(workload: Workload, capacity_milli: int, ratio: float, rng: Ra
     per_gpu = workload.gpu_milli.tolist()
     total = sum(request[i] for i in order)
     target = ratio * capacity_milli
-    if total < target:
+    if ratio <= 0:
+        pass
+    elif total < target:
+        if not any(per_gpu):
+            raise ValueError("cannot tune up a workload without GPU requests; use tune ratio 0")
         clone = 0
         while True:
             pick = by_name[rng.intn(len(by_name))]
