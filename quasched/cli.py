@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ app = typer.Typer(
 )
 traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
 app.add_typer(traces_app, name="traces")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 
 DATA_DIR_HELP = (
     "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
@@ -93,7 +94,7 @@ def simulate(
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
     from quasched.report.files import write_curves, write_events, write_failures
     from quasched.report.plots import plot_curves
-    from quasched.report.tables import policy_table
+    from quasched.report.tables import failure_table, policy_table
     from quasched.sim.sweep import run_sweep
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
@@ -125,6 +126,7 @@ def simulate(
         )
     wall = time.perf_counter() - start
     console.print(policy_table(runs, title=f"{trace} — tune {tune}, seeds {seeds} ({wall:.1f} s wall)"))
+    console.print(failure_table(runs))
     if out is not None:
         written = write_curves(out, trace, tune, nodes.total_gpus, runs)
         written.append(write_failures(out, runs))

@@ -19,37 +19,54 @@ def _cell(values: list[float]) -> str:
     if not values:
         return "-"
     mean = float(np.mean(values))
-    return f"{mean:.2f}" if len(values) == 1 else f"{mean:.2f} ± {float(np.std(values)):.2f}"
+    return f"{mean:.2f}" if len(values) == 1 else f"{mean:.2f}±{float(np.std(values)):.2f}"
 
 
-def policy_table(runs: Sequence[RunSummary], title: str = "", top_shapes: int = 2) -> Table:
-    """Per policy: GPU allocation and fragmentation ratio at 100..130 % arrived, placements, failures."""
+def _groups(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
     groups: dict[str, list[RunSummary]] = defaultdict(list)
     for run in runs:
         groups[run.policy].append(run)
-    table = Table(title=title, show_lines=False)
+    return groups
+
+
+def _at(curve: np.ndarray, percent: int) -> float:
+    return float(curve[percent]) if percent < len(curve) else float("nan")
+
+
+def policy_table(runs: Sequence[RunSummary], title: str = "") -> Table:
+    """Per policy (mean ± std over seeds): GPU allocation % and fragmentation ratio % at
+    100..130 % arrived GPU request, pods placed and failed."""
+    table = Table(title=title)
     table.add_column("policy", style="bold")
-    table.add_column("seeds", justify="right")
+    table.add_column("runs", justify="right")
     for p in POINTS:
-        table.add_column(f"alloc@{p}%", justify="right")
+        table.add_column(f"alloc\n@{p}%", justify="right")
     for p in (100, 130):
-        table.add_column(f"frag@{p}%", justify="right")
+        table.add_column(f"frag\n@{p}%", justify="right")
     table.add_column("placed", justify="right")
     table.add_column("failed", justify="right")
-    table.add_column("most failed shapes (mean per run)")
-    for policy, group in groups.items():
-        shapes = Counter()
-        for run in group:
-            shapes.update(run.failed_shapes)
-        worst = ", ".join(f"{s} ×{c / len(group):.0f}" for s, c in shapes.most_common(top_shapes))
+    for policy, group in _groups(runs).items():
         table.add_row(
             policy_label(policy),
             str(len(group)),
-            *(_cell([r.curves.alloc[p] if p < len(r.curves.alloc) else np.nan for r in group]) for p in POINTS),
-            *(_cell([r.curves.frag_ratio[p] if p < len(r.curves.frag_ratio) else np.nan for r in group])
-              for p in (100, 130)),
+            *(_cell([_at(r.curves.alloc, p) for r in group]) for p in POINTS),
+            *(_cell([_at(r.curves.frag_ratio, p) for r in group]) for p in (100, 130)),
             _cell([r.placed for r in group]),
             _cell([r.failed for r in group]),
-            worst or "-",
         )
+    return table
+
+
+def failure_table(runs: Sequence[RunSummary], top: int = 3) -> Table:
+    """The pod shapes that failed most, per policy (mean count per run)."""
+    table = Table(title="failed pods by shape (mean per run)")
+    table.add_column("policy", style="bold")
+    table.add_column("shape")
+    table.add_column("failed", justify="right")
+    for policy, group in _groups(runs).items():
+        shapes: Counter = Counter()
+        for run in group:
+            shapes.update(run.failed_shapes)
+        for shape, count in shapes.most_common(top):
+            table.add_row(policy_label(policy), shape, f"{count / len(group):.1f}")
     return table
