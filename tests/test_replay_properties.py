@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import nodes
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
 from quasched.model import Cluster, NodeSpec, Workload
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.sim.arrival import node_ranks
@@ -140,6 +140,8 @@ def check_log(result) -> None:
     gpu = np.zeros((len(spec), cluster.max_devices), dtype=np.int64)
     apps = np.zeros((len(spec), 2), dtype=np.int64)
     placed, departed, queued = set(), set(), 0
+    shadow = Cluster(spec, n_apps=2)  # the same placements, replayed from the log
+    table = state_table(shadow, result.typical)
     assert np.all(np.diff(ev.time) >= 0)
     for e in range(len(ev)):
         kind, uid, node = int(ev.kind[e]), int(ev.pod[e]), int(ev.node[e])
@@ -150,11 +152,13 @@ def check_log(result) -> None:
             assert node == pods.node[uid] and ev.time[e] == pods.placed[uid]
             sign = 1
             queued -= kind == START
+            shadow.place(w.pod(uid), node, pods.devices[uid])
         elif kind == DEPART:
             assert uid in placed and uid not in departed
             departed.add(uid)
             assert ev.time[e] == pods.departed[uid]
             sign = -1
+            shadow.remove(uid)
         elif kind == QUEUE:
             queued += 1
         elif kind == WITHDRAW:
@@ -176,6 +180,11 @@ def check_log(result) -> None:
         assert (cpu <= spec.cpu_milli).all() and (mem <= spec.memory_mib).all()
         assert (rdma <= 100).all() and (gpu <= 1000).all() and (apps <= 1).all()
         assert ev.used_gpu_milli[e] == gpu.sum()
+        assert ev.cpu_alloc_pct[e] == 100 * cpu.sum() / spec.cpu_milli.sum()
+        assert ev.mem_alloc_pct[e] == 100 * mem.sum() / spec.memory_mib.sum()
+        assert ev.used_gpus[e] == np.count_nonzero(gpu)
+        report = cluster_fragmentation(table)
+        assert (ev.frag_milli[e], ev.frag_ratio[e]) == (report.frag_milli, report.frag_ratio)
     assert placed == departed  # everything placed left again
     assert (cpu == 0).all() and (gpu == 0).all()
 

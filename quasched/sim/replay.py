@@ -87,6 +87,10 @@ deletion time unplaced (``departure="trace"`` only)."""
 PENDING, RUNNING, QUEUED, DONE, WITHDRAWN, SKIPPED = range(6)
 STATUS_NAMES = ("pending", "running", "queued", "done", "withdrawn", "skipped")
 
+#: Event columns that describe the cluster state (unchanged by queue/withdraw events).
+_STATE_COLUMNS = ("used_gpu_milli", "used_gpus", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct",
+                  "frag_milli", "frag_ratio")
+
 
 @dataclass(frozen=True)
 class ReplayConfig:
@@ -330,15 +334,22 @@ class _Replay:
         return pod
 
     def record(self, t: float, kind: int, uid: int, node: int) -> None:
+        """Append an event row; cluster metrics are recomputed only if the cluster changed."""
         c, log, e = self.cluster, self.log, self.n_events
-        gpu_free = c.gpu_free
-        used_milli = self.gpu_capacity - int(gpu_free.sum())
-        report = cluster_fragmentation(self.table)
         log.time[e] = t
         log.kind[e] = kind
         log.pod[e] = uid
         log.node[e] = node
         log.queue_len[e] = self.queue_len
+        self.n_events = e + 1
+        if kind in (QUEUE, WITHDRAW) and e > 0:  # the cluster is as after the previous event
+            for column in _STATE_COLUMNS:
+                column_array = getattr(log, column)
+                column_array[e] = column_array[e - 1]
+            return
+        gpu_free = c.gpu_free
+        used_milli = self.gpu_capacity - int(gpu_free.sum())
+        report = cluster_fragmentation(self.table)
         log.used_gpu_milli[e] = used_milli
         log.used_gpus[e] = np.count_nonzero(gpu_free < FULL_GPU_MILLI) - self.padding
         log.cpu_alloc_pct[e] = _pct(self.cpu_capacity - int(c.cpu_free.sum()), self.cpu_capacity)
@@ -346,7 +357,6 @@ class _Replay:
         log.gpu_alloc_pct[e] = _pct(used_milli, self.gpu_capacity)
         log.frag_milli[e] = report.frag_milli
         log.frag_ratio[e] = report.frag_ratio
-        self.n_events = e + 1
 
     def start(self, t: float, uid: int, node: int, devices: tuple[int, ...], kind: int) -> None:
         """Bookkeeping of a placement done by the scheduler."""
@@ -413,26 +423,33 @@ class _Replay:
             self.retry(t, np.unique(np.asarray(freed, dtype=np.int64)))
 
     def retry(self, t: float, freed: np.ndarray) -> None:
-        """One FIFO pass over the queue after ``freed`` nodes got room (see module doc)."""
+        """One FIFO pass over the queue after ``freed`` nodes (sorted) got room (see module doc)."""
         active = np.flatnonzero(self.class_live > 0)
-        candidates = active[self.classes.fits(self.cluster, active, freed).any(axis=1)]
+        fit = self.classes.fits(self.cluster, active, freed)
+        keep = fit.any(axis=1)
+        candidates, fit = active[keep], fit[keep]
+        row = {cls: i for i, cls in enumerate(candidates.tolist())}
         heads = []
-        for cls in candidates.tolist():
+        for cls in row:
             head = self.head(cls)
             if head is not None:
                 heads.append((head[0], cls))
         heapq.heapify(heads)
         while heads:
             _, cls = heapq.heappop(heads)
+            if not fit[row[cls]].any():
+                continue  # the class is out for this round: the state only gets fuller
             queue = self.queues[cls]
             uid = queue[0][1]
             decision = self.scheduler.schedule(self.pod(uid))
-            if not decision.placed:
-                continue  # the class is out for this round: the state only gets fuller
+            if not decision.placed:  # cannot happen while the guard's invariant holds
+                continue
             queue.popleft()
             self.class_live[cls] -= 1
             self.queue_len -= 1
             self.start(t, uid, decision.node, decision.devices, START)
+            col = int(np.searchsorted(freed, decision.node))
+            fit[:, col] = self.classes.fits(self.cluster, candidates, freed[col:col + 1])[:, 0]
             head = self.head(cls) if self.class_live[cls] else None
             if head is not None:
                 heapq.heappush(heads, (head[0], cls))
@@ -448,10 +465,7 @@ class _Replay:
             if heap and heap[0][0] <= t_arrival:
                 self.depart_batch(heap[0][0])
                 continue
-            uid = uids[i]
-            self.status[uid] = PENDING
-            self.outcome.arrival[uid] = t_arrival
-            self.arrive(t_arrival, uid)
+            self.arrive(t_arrival, uids[i])
             i += 1
             if progress is not None and (i % 500 == 0 or i == n):
                 progress(i, n)
