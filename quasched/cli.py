@@ -92,7 +92,7 @@ def simulate(
 ) -> None:
     """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
-    from quasched.report.files import write_curves, write_events, write_failures
+    from quasched.report.files import write_curves, write_events, write_failures, write_summary
     from quasched.report.plots import plot_curves
     from quasched.report.tables import failure_table, policy_table
     from quasched.sim.sweep import run_sweep
@@ -129,7 +129,7 @@ def simulate(
     console.print(failure_table(runs))
     if out is not None:
         written = write_curves(out, trace, tune, nodes.total_gpus, runs)
-        written.append(write_failures(out, runs))
+        written += [write_failures(out, runs), write_summary(out, runs)]
         for curve in ("alloc", "frag_ratio"):
             written.append(plot_curves(out / f"{curve}.png", runs, curve, title=f"{trace}, tune {tune}"))
         if events:

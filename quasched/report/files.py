@@ -79,3 +79,17 @@ def write_failures(out: Path, runs: Sequence[RunSummary]) -> Path:
             for shape, count in run.failed_shapes.most_common():
                 writer.writerow([policy_label(run.policy), run.seed, shape, count])
     return path
+
+
+def write_summary(out: Path, runs: Sequence[RunSummary]) -> Path:
+    """One row per run: events, placements, failures, end-state allocation and fragmentation."""
+    path = out / "summary.csv"
+    out.mkdir(parents=True, exist_ok=True)
+    keys = list(runs[0].end_state) if runs else []
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["sc_policy", "seed", "events", "placed", "failed", "elapsed_s", *keys])
+        for run in runs:
+            writer.writerow([policy_label(run.policy), run.seed, run.events, run.placed, run.failed,
+                             f"{run.elapsed_s:.3f}", *(run.end_state[k] for k in keys)])
+    return path

@@ -17,7 +17,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from quasched.metrics.allocation import allocation_summary
 from quasched.metrics.curves import Curves, discrete_curves
+from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.sim.arrival import EventLog, ExperimentConfig, run_experiment
@@ -41,6 +43,7 @@ class RunSummary:
     final_alloc_pct: float
     final_frag_ratio: float
     elapsed_s: float
+    end_state: dict[str, float]
     display_nodes: np.ndarray | None = None
     log: EventLog | None = None
 
@@ -68,6 +71,9 @@ def summarize(result, keep_log: bool = False) -> RunSummary:
         final_alloc_pct=100.0 * int(log.used_milli[-1]) / (FULL_GPU_MILLI * total) if len(log) else 0.0,
         final_frag_ratio=float(log.frag_ratio[-1]) if len(log) else 0.0,
         elapsed_s=result.elapsed_s,
+        end_state=allocation_summary(
+            result.cluster, cluster_fragmentation(state_table(result.cluster, result.typical))
+        ),
         display_nodes=result.display_names() if keep_log else None,
         log=log if keep_log else None,
     )
