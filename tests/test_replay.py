@@ -209,3 +209,31 @@ def test_final_cluster_is_empty():
     r = replay(TWO_NODES, TIMELINE, ReplayConfig(policy="gpupacking"))
     fresh = Cluster(TWO_NODES)
     assert all(np.array_equal(a, b) for a, b in zip(r.cluster.snapshot(), fresh.snapshot()))
+
+
+def test_progress_callback():
+    calls = []
+    run_replay(TWO_NODES, TIMELINE, "bestfit", 0, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(5, 5)]
+
+
+def test_dlrm_trace_on_a_small_cluster(data_dir):
+    """The real v2025 trace on 30 % of the trace-sized cluster: queueing, withdrawals, clean end."""
+    from quasched.traces.catalog import DLRM_FILE
+    from quasched.traces.dlrm import dlrm_cluster, load_dlrm
+
+    w = load_dlrm(data_dir / DLRM_FILE)
+    spec = dlrm_cluster(w, headroom=0.3)
+    r = run_replay(spec, w, "bestfit", 42)
+    s = r.summary()
+    skipped = int(np.isnan(w.creation_time).sum())
+    assert s["skipped"] == skipped and s["arrived"] == len(w) - skipped
+    assert s["placed"] + s["never_placed"] == s["arrived"]
+    assert s["queued"] > 0 and s["withdrawn"] > 0 and s["still_queued"] == 0
+    ev = r.events
+    assert np.all(np.diff(ev.time) >= 0)
+    assert ev.used_gpu_milli.max() <= 1000 * spec.total_gpus and ev.cpu_alloc_pct.max() <= 100
+    assert (ev.kind == START).sum() == s["placed"] - s["placed_on_arrival"] > 0
+    starts = s["placed"] - s["placed_on_arrival"]
+    assert len(ev) == s["arrived"] + starts + s["placed"] + s["withdrawn"]  # arrive/queue, start, depart, withdraw
+    assert not r.cluster.placements and (r.cluster.gpu_free.sum() == 1000 * spec.total_gpus)
