@@ -92,6 +92,8 @@ def test_hand_computed_timeline():
     assert s["gpu_alloc_avg_pct"] == pytest.approx(100 * 14000 / 15 / 2000)
     assert s["peak_queue"] == 1 and s["events"] == 11
     assert (s["start_s"], s["end_s"]) == (0, 15)
+    cols = r.events.columns(TIMELINE.name)
+    assert cols["kind"][:3].tolist() == ["arrive", "arrive", "queue"] and cols["pod"][2] == "p2"
     labels = [label for label, _ in r.summary_rows()]
     assert "never placed" in labels and "peak queue" in labels
     assert not r.cluster.placements

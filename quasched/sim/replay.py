@@ -442,13 +442,13 @@ class _Replay:
             queue = self.queues[cls]
             uid = queue[0][1]
             decision = self.scheduler.schedule(self.pod(uid))
-            if not decision.placed:  # cannot happen while the guard's invariant holds
-                continue
+            col = int(np.searchsorted(freed, decision.node))
+            if not decision.placed or col == len(freed) or freed[col] != decision.node:
+                raise RuntimeError(f"replay guard out of sync with the Filter step for pod {uid} at t={t}")
             queue.popleft()
             self.class_live[cls] -= 1
             self.queue_len -= 1
             self.start(t, uid, decision.node, decision.devices, START)
-            col = int(np.searchsorted(freed, decision.node))
             fit[:, col] = self.classes.fits(self.cluster, candidates, freed[col:col + 1])[:, 0]
             head = self.head(cls) if self.class_live[cls] else None
             if head is not None:
