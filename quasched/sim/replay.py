@@ -43,10 +43,13 @@ Queue and retry rule
     a retry round, once one pod failed every later pod of its *fit class*
     (same CPU, memory, RDMA, disk, GPU request and model constraint, app
     limit: :class:`~quasched.sim.events.FitClasses`) fails too. A round
-    therefore tests each queued class against the freed nodes in one
-    vectorised step, runs scheduling cycles only for classes that fit, and
-    stops a class at its first failure. This gives exactly the placements
-    (and random draws) of retrying the whole queue pod by pod.
+    therefore builds a queued-classes × freed-nodes fit matrix in one
+    vectorised step, walks the class heads in FIFO order, runs a scheduling
+    cycle only for a head whose class still fits a freed node, and after
+    each placement refreshes the matrix column of the node that took the
+    pod. This gives exactly the placements (and random draws) of retrying
+    the whole queue pod by pod (checked against such a naive replay in
+    ``tests/test_replay_properties.py``).
 
 Recorded after every event: time, kind, pod, node, queue length, used GPU
 milli and GPU devices, CPU/memory/GPU allocation in %, fragmentation (milli
