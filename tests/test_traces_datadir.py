@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quasched.traces import TraceNotFound, datadir, load_trace, resolve_trace, upstream_url
+from quasched.traces import TraceError, TraceNotFound, datadir, load_trace, resolve_trace, upstream_url
 
 REL = "alibaba-gpu-v2023/openb_pod_list_default.csv"
 
@@ -107,5 +107,5 @@ def test_fetch_is_atomic(tmp_path) -> None:
 def test_load_trace_reports_missing_files(env) -> None:
     with pytest.raises(TraceNotFound, match="openb_node_list_gpu_node.csv"):
         load_trace("openb-default", env["explicit"])
-    with pytest.raises(KeyError, match="unknown trace 'openb-nope'.*openb-default"):
+    with pytest.raises(TraceError, match="openb-nope: unknown trace; known: synthetic, openb-default"):
         load_trace("openb-nope")

@@ -11,6 +11,7 @@ from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload, shape_keys
 from quasched.traces.datadir import resolve_trace
 from quasched.traces.dlrm import dlrm_cluster, load_dlrm
+from quasched.traces.errors import TraceError
 from quasched.traces.openb import load_openb_nodes, load_openb_pods
 from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
 
@@ -76,11 +77,10 @@ def list_traces() -> list[str]:
 
 
 def trace_info(name: str) -> TraceInfo:
-    """Catalog entry of ``name`` (``KeyError`` naming the known traces if unknown)."""
-    try:
-        return CATALOG[name]
-    except KeyError:
-        raise KeyError(f"unknown trace {name!r}; known: {', '.join(CATALOG)}") from None
+    """Catalog entry of ``name`` (:class:`TraceError` naming the known traces if unknown)."""
+    if name not in CATALOG:
+        raise TraceError(name, f"unknown trace; known: {', '.join(CATALOG)}")
+    return CATALOG[name]
 
 
 def load_trace(

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from quasched.model.cluster import RDMA_CAPACITY, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
@@ -44,7 +45,7 @@ def load_dlrm(path: str | Path) -> Workload:
     creation = table.number("creation_time", integer=False, empty=np.nan)
     deletion = table.number("deletion_time", integer=False, empty=np.nan)
     table.check()
-    app_names, app = np.unique(app_name.astype(str), return_inverse=True)
+    app, app_names = pd.factorize(app_name, sort=True)
     return Workload(
         name=name,
         cpu_milli=np.rint(cpu * 1000).astype(np.int64),

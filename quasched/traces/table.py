@@ -76,15 +76,8 @@ class Table:
         self._header = header
         self._problems: list[tuple[int, int, int, str, str]] = []
 
-    def __len__(self) -> int:
-        return len(self._lines)
-
     def has(self, column: str) -> bool:
         return column in self._cells
-
-    def text(self, column: str) -> np.ndarray:
-        """Raw (stripped) strings of a column, dtype object."""
-        return self._cells[column]
 
     def flag(self, column: str, bad: np.ndarray, message: Message) -> None:
         """Record the first row where ``bad`` holds.
@@ -145,10 +138,15 @@ class Table:
             values[blank] = empty
         return values.astype(np.int64) if integer else values
 
-    def names(self, column: str) -> np.ndarray:
-        """Non-empty, unique identifiers."""
+    def required_text(self, column: str) -> np.ndarray:
+        """Non-empty strings."""
         raw = self._cells[column]
         self.flag(column, raw == "", "value is missing")
+        return raw
+
+    def names(self, column: str) -> np.ndarray:
+        """Non-empty, unique identifiers."""
+        raw = self.required_text(column)
         duplicate = pd.Series(raw).duplicated().to_numpy() & (raw != "")
         self.flag(column, duplicate,
                   lambda i: f"{raw[i]!r} already used on line {self.line(np.flatnonzero(raw == raw[i])[0])}")
@@ -161,18 +159,13 @@ class Table:
         self.flag(column, ~pd.Series(raw).isin(allowed).to_numpy(), f"{{value}} is not one of {shown}")
         return raw
 
-    def required_text(self, column: str) -> np.ndarray:
-        raw = self._cells[column]
-        self.flag(column, raw == "", "value is missing")
-        return raw
-
     def gpu_models(self, column: str, *, single: bool = False) -> np.ndarray:
         """GPU-model names: ``|``-separated lists, empty tokens dropped (or one name if ``single``).
 
         Every token must look like a model name (``MODEL_NAME``); "" = no model.
         """
         raw = self._cells[column]
-        unique, inverse = np.unique(raw.astype(str), return_inverse=True)
+        inverse, unique = pd.factorize(raw)
         normal = np.empty(len(unique), dtype=object)
         valid = np.empty(len(unique), dtype=bool)
         for j, value in enumerate(unique):
