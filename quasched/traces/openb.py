@@ -52,9 +52,7 @@ def load_openb_pods(path: str | Path) -> Workload:
     milli[num_gpu == 0] = 0
     table.flag("gpu_milli", (num_gpu > 1) & (milli < FULL_GPU_MILLI),
                "{value} is unsupported: a pod with num_gpu > 1 must use whole GPUs (1000)")
-    spec = None
-    if table.has("gpu_spec"):
-        spec = np.where(num_gpu == 0, "", table.gpu_models("gpu_spec")).astype(object)
+    spec = table.gpu_models("gpu_spec") if table.has("gpu_spec") else np.full(len(name), "", dtype=object)
     times = {
         column: table.number(column, integer=False, empty=np.nan)
         for column in ("creation_time", "deletion_time")
@@ -64,6 +62,6 @@ def load_openb_pods(path: str | Path) -> Workload:
     table.check()
     return Workload(
         name=name, cpu_milli=cpu, memory_mib=memory, num_gpu=num_gpu, gpu_milli=milli,
-        gpu_spec=spec if spec is not None else np.full(len(name), "", dtype=object),
+        gpu_spec=np.where(num_gpu == 0, "", spec).astype(object),
         qos=qos, source=Path(path).name, **times,
     )
