@@ -137,6 +137,60 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
+@app.command()
+def replay(
+    trace: str = typer.Option("dlrm-2025", help="Trace with creation/deletion times (dlrm-2025, openb-*)."),
+    policy: str = typer.Option("fgd", help="Policy name, comma-separated names, or 'all'."),
+    seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
+    departure: str = typer.Option(
+        "duration", help="'duration': a pod runs its trace lifetime from placement; "
+        "'trace': it leaves at its trace deletion time (withdrawn if still queued)."
+    ),
+    missing_creation: str = typer.Option(
+        "start", help="Rows without creation time (created before the trace window): "
+        "'start' = arrive at trace start, 'skip' = ignore them."
+    ),
+    headroom: float = typer.Option(
+        1.0, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
+    ),
+    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    out: Optional[Path] = typer.Option(None, help="Write per-event CSVs, per-pod waits and a summary CSV here."),
+) -> None:
+    """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
+    fits, run and depart; report waiting, queue length, allocation and fragmentation over time."""
+    from quasched.report.replay import replay_table, write_replay
+    from quasched.sim.replay import run_replay
+    from quasched.traces.dlrm import dlrm_cluster
+
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    try:
+        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
+    except TraceError as err:
+        fail(str(err))
+    if catalog.trace_info(trace).kind == "dlrm":
+        nodes = dlrm_cluster(workload, headroom=headroom)
+    console.print(f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs)")
+    results = []
+    with Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:
+        for name in policies:
+            for seed in seed_list:
+                task = bar.add_task(f"{name} seed {seed}", total=len(workload))
+                try:
+                    results.append(run_replay(
+                        nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
+                        progress=lambda done, total, task=task: bar.update(task, completed=done, total=total),
+                    ))
+                except ValueError as err:
+                    fail(str(err))
+    console.print(replay_table(results, title=f"{trace} time-based replay"))
+    if out is not None:
+        written = write_replay(out, results)
+        console.print(f"wrote {len(written)} files to {out}")
+
+
 @traces_app.command("list")
 def traces_list() -> None:
     """List the trace names quasched knows."""

@@ -50,7 +50,8 @@ def rows(result):
 
 
 def test_hand_computed_timeline():
-    r = replay(TWO_NODES, TIMELINE, ReplayConfig(policy="bestfit", seed=1), typical=TYPICAL)
+    config = ReplayConfig(policy="bestfit", seed=1, departure="trace", missing_creation="skip")
+    r = replay(TWO_NODES, TIMELINE, config, typical=TYPICAL)
     assert rows(r) == [
         (0, ARRIVE, 0, 1, 0),
         (1, ARRIVE, 1, 0, 0),
@@ -100,7 +101,8 @@ def test_hand_computed_timeline():
 
 
 def test_duration_mode_keeps_lifetimes():
-    r = replay(TWO_NODES, TIMELINE, ReplayConfig(policy="bestfit", departure="duration"), typical=TYPICAL)
+    config = ReplayConfig(policy="bestfit", departure="duration", missing_creation="skip")
+    r = replay(TWO_NODES, TIMELINE, config, typical=TYPICAL)
     assert rows(r)[6:] == [
         (10, START, 2, 1, 0),
         (10, QUEUE, 5, -1, 1),
@@ -116,7 +118,7 @@ def test_duration_mode_keeps_lifetimes():
 def test_departures_before_arrivals_at_equal_times():
     one_gpu = nodes((8000, 8192, 1, "A"))
     w = workload([(1000, 1024, 1, 1000, 0, 5), (1000, 1024, 1, 1000, 5, 6)])
-    r = replay(one_gpu, w, ReplayConfig(policy="fgd"))
+    r = replay(one_gpu, w, ReplayConfig(policy="fgd", departure="trace", missing_creation="skip"))
     assert rows(r) == [(0, ARRIVE, 0, 0, 0), (5, DEPART, 0, 0, 0), (5, ARRIVE, 1, 0, 0), (6, DEPART, 1, 0, 0)]
     assert r.pods.wait.tolist() == [0, 0]
 
@@ -125,7 +127,7 @@ def test_arrivals_in_file_order_and_zero_lifetime():
     one_gpu = nodes((8000, 8192, 1, "A"))
     # p0 and p1 arrive together; p0 lives 0 s and leaves before p1 is scheduled
     w = workload([(1000, 1024, 1, 1000, 3, 3), (1000, 1024, 1, 1000, 3, 9), (1000, 1024, 1, 1000, 3, 4)])
-    r = replay(one_gpu, w, ReplayConfig(policy="bestfit"))
+    r = replay(one_gpu, w, ReplayConfig(policy="bestfit", departure="trace", missing_creation="skip"))
     assert rows(r) == [
         (3, ARRIVE, 0, 0, 0), (3, DEPART, 0, 0, 0), (3, ARRIVE, 1, 0, 0), (3, QUEUE, 2, -1, 1),
         (4, WITHDRAW, 2, -1, 0), (9, DEPART, 1, 0, 0),
@@ -141,7 +143,7 @@ def test_fifo_retry_order_and_no_head_of_line_blocking():
         (1000, 1024, 0, 0, 3, 30),     # p3 CPU-only: placed although others wait
         (1000, 1024, 1, 1000, 4, 30),  # p4 queued
     ])
-    r = replay(node, w, ReplayConfig(policy="firstfit"))
+    r = replay(node, w, ReplayConfig(policy="firstfit", departure="trace", missing_creation="skip"))
     ev = r.events
     starts = ev.pod[ev.kind == START].tolist()
     assert starts == [1]  # the head takes both GPUs freed at 10; p2 and p4 keep waiting
@@ -155,7 +157,7 @@ def test_fifo_retry_order_and_no_head_of_line_blocking():
         (1000, 1024, 0, 0, 3, 30),
         (1000, 1024, 1, 1000, 4, 30),
     ])
-    r2 = replay(node, w2, ReplayConfig(policy="firstfit"))
+    r2 = replay(node, w2, ReplayConfig(policy="firstfit", departure="trace", missing_creation="skip"))
     ev2 = r2.events
     assert ev2.pod[ev2.kind == START].tolist() == [2, 4]
     assert r2.pods.wait[[2, 4]].tolist() == [8, 6]
@@ -166,7 +168,7 @@ def test_skipped_rows_and_start_option():
     tl = build_timeline(w)
     assert tl.n_skipped == 2 and tl.order.tolist() == [1] and (tl.start, tl.end) == (0, 7)
     assert tl.deletion[1] == 7
-    r = replay(nodes((8000, 8192, 0, "")), w, ReplayConfig(policy="bestfit"))
+    r = replay(nodes((8000, 8192, 0, "")), w, ReplayConfig(policy="bestfit", departure="trace", missing_creation="skip"))
     assert r.summary()["skipped"] == 2 and r.pods.status.tolist() == [SKIPPED, DONE, SKIPPED]
     assert set(r.events.pod.tolist()) == {1}
     r2 = replay(nodes((8000, 8192, 0, "")), w, ReplayConfig(policy="bestfit", missing_creation="start"))
@@ -185,13 +187,13 @@ def test_deterministic_for_a_seed_and_run_replay_entry_point():
     w = Workload(**{**w.__dict__, "gpu_milli": np.where(w.num_gpu == 0, 0,
                                                          np.where(w.num_gpu > 1, 1000, w.gpu_milli))})
     spec = nodes(*[(16000, 65536, 2, "A")] * 4)
-    a = run_replay(spec, w, "random", 7)
-    b = run_replay(spec, w, "random", 7)
+    a = run_replay(spec, w, "random", 7, missing_creation="skip")
+    b = run_replay(spec, w, "random", 7, missing_creation="skip")
     assert a.summary()["queued"] > 0
     for name, column in a.events.__dict__.items():
         np.testing.assert_array_equal(column, getattr(b.events, name), err_msg=name)
     np.testing.assert_array_equal(a.pods.devices, b.pods.devices)
-    assert a.config == ReplayConfig(policy="random", seed=7)
+    assert a.config == ReplayConfig(policy="random", seed=7, missing_creation="skip")
 
 
 def test_time_average():
@@ -202,20 +204,20 @@ def test_time_average():
 
 def test_bad_options():
     with pytest.raises(ValueError, match="departure"):
-        replay(TWO_NODES, TIMELINE, ReplayConfig(departure="never"))  # type: ignore[arg-type]
+        replay(TWO_NODES, TIMELINE, ReplayConfig(departure="never", missing_creation="skip"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="missing_creation"):
         build_timeline(TIMELINE, "guess")  # type: ignore[arg-type]
 
 
 def test_final_cluster_is_empty():
-    r = replay(TWO_NODES, TIMELINE, ReplayConfig(policy="gpupacking"))
+    r = replay(TWO_NODES, TIMELINE, ReplayConfig(policy="gpupacking", missing_creation="skip"))
     fresh = Cluster(TWO_NODES)
     assert all(np.array_equal(a, b) for a, b in zip(r.cluster.snapshot(), fresh.snapshot()))
 
 
 def test_progress_callback():
     calls = []
-    run_replay(TWO_NODES, TIMELINE, "bestfit", 0, progress=lambda done, total: calls.append((done, total)))
+    run_replay(TWO_NODES, TIMELINE, "bestfit", 0, progress=lambda done, total: calls.append((done, total)), missing_creation="skip")
     assert calls == [(5, 5)]
 
 
@@ -226,7 +228,7 @@ def test_dlrm_trace_on_a_small_cluster(data_dir):
 
     w = load_dlrm(data_dir / DLRM_FILE)
     spec = dlrm_cluster(w, headroom=0.3)
-    r = run_replay(spec, w, "bestfit", 42)
+    r = run_replay(spec, w, "bestfit", 42, departure="trace", missing_creation="skip")
     s = r.summary()
     skipped = int(np.isnan(w.creation_time).sum())
     assert s["skipped"] == skipped and s["arrived"] == len(w) - skipped

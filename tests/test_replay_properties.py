@@ -196,7 +196,7 @@ def test_replay_invariants_and_naive_equivalence(problem):
     spec = nodes(*node_rows)
     w = make_workload(pod_rows)
     typical = TypicalPods.from_workload(w)
-    config = ReplayConfig(policy=policy, seed=seed, departure=departure)
+    config = ReplayConfig(policy=policy, seed=seed, departure=departure, missing_creation="skip")
     result = replay(spec, w, config, typical=typical)
     check_log(result)
     fresh = Cluster(spec, n_apps=2)
@@ -255,7 +255,7 @@ def test_naive_equivalence_under_heavy_queueing():
     typical = TypicalPods.from_workload(w)
     for policy in ("fgd", "random", "bestfit"):
         for departure in ("trace", "duration"):
-            config = ReplayConfig(policy=policy, seed=3, departure=departure)
+            config = ReplayConfig(policy=policy, seed=3, departure=departure, missing_creation="skip")
             result = replay(spec, w, config, typical=typical)
             ev = result.events
             assert (ev.kind == START).sum() > 20 and ev.queue_len.max() > 10

@@ -50,7 +50,6 @@ class Scheduler:
         self.rng.on_schedule_cycle()
         nodes = feasible_nodes(self.cluster, pod)
         if len(nodes) == 0:
-            self.rng.on_unschedulable(self.cluster.n_nodes)
             return Decision(UNSCHEDULED)
         if len(nodes) == 1:
             node = int(nodes[0])

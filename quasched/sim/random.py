@@ -33,9 +33,6 @@ class RandomStream(Protocol):
     def on_schedule_cycle(self) -> None:
         """Called once per scheduling cycle (Go spends one draw there)."""
 
-    def on_unschedulable(self, n_candidates: int) -> None:
-        """Called when a pod fails (Go's preemption spends one draw there)."""
-
 
 class NumpyStream:
     """Native stream on :func:`numpy.random.default_rng`."""
@@ -60,7 +57,4 @@ class NumpyStream:
         return None
 
     def on_schedule_cycle(self) -> None:
-        return None
-
-    def on_unschedulable(self, n_candidates: int) -> None:
         return None

@@ -8,19 +8,20 @@ stream :class:`~quasched.sim.random.NumpyStream` seeded with ``seed``; node
 tie-break ranks from :func:`~quasched.sim.arrival.node_ranks`).
 
 Timeline (:func:`~quasched.sim.events.build_timeline`)
-    Rows without a creation time are skipped and counted (or, with
-    ``missing_creation="start"``, arrive when the trace starts). Rows without
+    A row without a creation time was created before the trace window, so
+    by default (``missing_creation="start"``) it arrives when the trace
+    starts; ``"skip"`` drops such rows and counts them. Rows without
     a deletion time run until the end of the trace (the latest creation or
     deletion time of any row).
 
 Departures (``departure=``)
-    ``"trace"`` (default): a pod leaves at its trace deletion time wherever it
-    is. If it is still queued then, it is *withdrawn*: it leaves the queue
-    never placed. ``"duration"``: a pod runs for its trace lifetime
-    (deletion − creation) from the moment it is placed; queued pods wait
-    until they fit, and pods still queued when nothing is left running are
-    never placed. Open-ended pods leave at the end of the trace (or at once
-    if placed after it).
+    ``"duration"`` (default): a pod runs for its trace lifetime
+    (deletion − creation) from the moment it is placed, as in most
+    trace-driven simulators; queued pods wait until they fit, and pods still
+    queued when nothing is left running are never placed. ``"trace"``: a pod
+    leaves at its trace deletion time wherever it is; if it is still queued
+    then, it is *withdrawn* (never placed). Open-ended pods leave at the end
+    of the trace (or at once if placed after it).
 
 Event order
     Events are processed in time order. At equal timestamps every departure
@@ -101,8 +102,8 @@ class ReplayConfig:
 
     policy: str = "fgd"
     seed: int = 42
-    departure: DepartureMode = "trace"
-    missing_creation: MissingCreation = "skip"
+    departure: DepartureMode = "duration"
+    missing_creation: MissingCreation = "start"
     typical_threshold: float = 95.0
 
 

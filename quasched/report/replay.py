@@ -1,0 +1,88 @@
+"""Tables, CSV files and plots of time-based replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from quasched.report.files import policy_label  # noqa: E402
+from quasched.sim.replay import STATUS_NAMES, ReplayResult  # noqa: E402
+
+_COLUMNS = (
+    ("placed", "placed", "{:,}"),
+    ("never placed", "never_placed", "{:,}"),
+    ("wait mean s", "wait_mean_s", "{:,.0f}"),
+    ("wait p95 s", "wait_p95_s", "{:,.0f}"),
+    ("GPU alloc avg %", "gpu_alloc_avg_pct", "{:.2f}"),
+    ("GPU alloc peak %", "peak_gpu_alloc_pct", "{:.2f}"),
+    ("frag avg %", "frag_ratio_avg_pct", "{:.2f}"),
+    ("peak queue", "peak_queue", "{:,}"),
+    ("time s", "elapsed_s", "{:.1f}"),
+)
+
+
+def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
+    """One row per (policy, seed): placements, waiting, allocation, fragmentation, queue."""
+    table = Table(title=title)
+    table.add_column("policy", style="bold")
+    table.add_column("seed", justify="right")
+    for header, _, _ in _COLUMNS:
+        table.add_column(header, justify="right")
+    for result in results:
+        s = result.summary()
+        cells = ["-" if isinstance(s[k], float) and np.isnan(s[k]) else fmt.format(s[k]) for _, k, fmt in _COLUMNS]
+        table.add_row(policy_label(str(s["policy"])), str(s["seed"]), *cells)
+    return table
+
+
+def _stem(result: ReplayResult) -> str:
+    return f"{policy_label(result.config.policy).split('-', 1)[-1]}_{result.config.seed}"
+
+
+def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
+    """``summary.csv``, per run ``events_<Policy>_<seed>.csv`` and ``pods_<Policy>_<seed>.csv``,
+    and plots of GPU allocation and queue length over time."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "summary.csv"]
+    pd.DataFrame([r.summary() for r in results]).to_csv(paths[0], index=False)
+    for r in results:
+        names = np.asarray(r.workload.name, dtype=object)
+        events = out / f"events_{_stem(r)}.csv"
+        pd.DataFrame(r.events.columns(names)).to_csv(events, index=False)
+        pods = out / f"pods_{_stem(r)}.csv"
+        pd.DataFrame({
+            "pod": names, "status": np.asarray(STATUS_NAMES, dtype=object)[r.pods.status],
+            "arrival": r.pods.arrival, "placed": r.pods.placed, "departed": r.pods.departed,
+            "node": r.pods.node, "wait_s": r.pods.wait,
+        }).to_csv(pods, index=False)
+        paths += [events, pods]
+    paths.append(plot_timeline(out / "replay.png", results))
+    return paths
+
+
+def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:
+    """GPU allocation and queue length over trace time, one line per run."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), dpi=120, sharex=True)
+    for r in results:
+        hours = (r.events.time - r.events.time[0]) / 3600 if len(r.events) else r.events.time
+        label = f"{policy_label(r.config.policy)} seed {r.config.seed}"
+        top.step(hours, r.events.gpu_alloc_pct, where="post", lw=1, label=label)
+        bottom.step(hours, r.events.queue_len, where="post", lw=1, label=label)
+    top.set_ylabel("GPU allocation (%)")
+    bottom.set_ylabel("queued pods")
+    bottom.set_xlabel("trace time (hours)")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    top.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
