@@ -75,7 +75,9 @@ def simulate(
         "gpupacking, bestfit, fgd). Also available: firstfit."
     ),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
-    tune: float = typer.Option(1.3, help="Tune the workload to this multiple of cluster GPU capacity."),
+    tune: float = typer.Option(
+        1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
+    ),
     rng: str = typer.Option(
         "auto", help="Random stream: 'go' reproduces the FGD artifact's Go simulator bit for bit "
         "(needs go_rng_cooked.txt), 'native' uses NumPy, 'auto' = go when the table is found."
