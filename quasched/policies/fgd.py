@@ -67,8 +67,10 @@ class FGD(Policy):
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
         """Score of placing ``pod`` on each node state, per device column for sharing pods.
 
-        Returns ``(S, D)`` for sharing pods (``-1`` where a device does not fit)
-        and ``(S, 1)`` otherwise.
+        Returns ``(S, D)`` for sharing pods, a column per device of the sorted
+        state (``-1`` where the device does not fit or repeats the free value of
+        the column before it, which would give the same score), and ``(S, 1)``
+        otherwise.
         """
         table = self.table
         cpu = table.cpu[states] - pod.cpu_milli
@@ -76,15 +78,16 @@ class FGD(Policy):
         model = table.model_id[states]
         before = table.amount[states]
         if pod.is_sharing:
-            n_states, n_dev = gpu.shape
-            hyp = np.repeat(gpu[:, None, :], n_dev, axis=1)
-            diag = np.arange(n_dev)
-            hyp[:, diag, diag] -= pod.gpu_milli
-            after = table.model.amount(
-                np.repeat(cpu, n_dev), hyp.reshape(-1, n_dev), np.repeat(model, n_dev)
-            ).reshape(n_states, n_dev)
-            scores = sigmoid_score(before[:, None] - after)
-            return np.where(gpu >= pod.gpu_milli, scores, _UNKNOWN)
+            # one hypothetical per distinct fitting free value (states are sorted ascending)
+            distinct = np.ones_like(gpu, dtype=bool)
+            distinct[:, 1:] = gpu[:, 1:] != gpu[:, :-1]
+            rows, cols = np.nonzero(distinct & (gpu >= pod.gpu_milli))
+            hyp = gpu[rows].copy()
+            hyp[np.arange(len(rows)), cols] -= pod.gpu_milli
+            scores = np.full(gpu.shape, _UNKNOWN, dtype=np.int64)
+            after = table.model.amount(cpu[rows], hyp, model[rows])
+            scores[rows, cols] = sigmoid_score(before[rows] - after)
+            return scores
         hyp = gpu.copy()  # sorted ascending: fitting devices form a suffix
         if pod.is_gpu:
             fits = hyp >= pod.gpu_milli
