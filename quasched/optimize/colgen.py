@@ -1,0 +1,276 @@
+"""Machine patterns over job shapes: column generation, then an exact pattern MILP.
+
+A *shape* is a request vector plus GPU spec; a *pattern* says how many jobs of
+each shape one machine of a type holds (capacity and anti-colocation depend on
+the shape only). The master problem chooses how many machines use each pattern
+(``lam``) and how many jobs of each shape are placed, heaviest first, with
+``placed_s <= sum_p a_ps lam_p`` per shape and ``sum_p lam_p <= M_t`` per
+machine type. It relaxes only the per-machine app density rule, which
+:func:`quasched.optimize.milp.solve_milp` restores when it assigns apps to the
+chosen slots.
+
+Optimality: after column generation the LP bound ``z_lp`` and duals give each
+pattern a reduced cost ``rc_p <= 0``, and every integer solution is worth at
+most ``z_lp + sum_p rc_p lam_p``. A solution better than a known one of value
+``lb`` therefore uses only patterns with ``rc_p >= lb - z_lp``; the patterns
+are enumerated (maximal ones suffice: jobs can always be dropped) and the
+pattern MILP over them is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from quasched.optimize.classes import JobClass, machine_types
+from quasched.optimize.highs import LinearModel
+from quasched.optimize.problem import BatchProblem
+
+TOL = 1e-9
+MAX_ENUMERATED = 5_000
+
+
+@dataclass
+class Shapes:
+    """Shapes of a problem's job classes and what one machine of each type can hold."""
+
+    shape_of: np.ndarray  # (C,) shape of each class
+    demand: np.ndarray  # (S, R)
+    available: np.ndarray  # (S,) jobs of each shape
+    types: list[np.ndarray]  # machine indices per type
+    capacity: np.ndarray  # (T, R)
+    jobs: list[np.ndarray]  # job indices of each shape
+    fit: np.ndarray  # (T, S) most jobs of the shape one machine holds alone (0: never)
+    hi: np.ndarray  # (T, S) heavy by the hi thresholds
+    lo_only: np.ndarray  # (T, S) heavy by the lo thresholds only
+
+    @property
+    def n_shapes(self) -> int:
+        return len(self.demand)
+
+    def feasible(self, t: int, a: np.ndarray) -> bool:
+        """Whether counts ``a`` fit one machine of type ``t``."""
+        if np.any(a > self.fit[t]) or np.any(a @ self.demand > self.capacity[t]):
+            return False
+        heavy = int(a[self.hi[t]].sum())
+        return heavy <= 1 and (heavy == 0 or a[self.lo_only[t]].sum() == 0)
+
+
+def shapes(problem: BatchProblem, classes: list[JobClass]) -> Shapes:
+    keys: dict[tuple, int] = {}
+    shape_of = np.array([
+        keys.setdefault((tuple(c.demand.tolist()), str(problem.gpu_spec[c.jobs[0]])), len(keys)) for c in classes
+    ], dtype=np.int64)
+    first = np.zeros(len(keys), dtype=np.int64)
+    available = np.zeros(len(keys), dtype=np.int64)
+    for c, s in zip(classes, shape_of.tolist()):
+        first[s] = c.jobs[0]
+        available[s] += c.size
+    demand = problem.demand[first]
+    types = machine_types(problem)
+    rep = np.array([g[0] for g in types])
+    capacity = problem.capacity[rep]
+    with np.errstate(divide="ignore"):
+        per_resource = np.where(demand[None] > 0, capacity[:, None, :] // np.maximum(demand[None], 1), 1 << 40)
+    fit = np.minimum(per_resource.min(axis=2), available[None])
+    hi = problem.heavy_hi[np.ix_(first, rep)].T
+    lo_only = problem.heavy_lo[np.ix_(first, rep)].T & ~hi
+    fit = np.where(problem.allowed[np.ix_(first, rep)].T, fit, 0)
+    fit = np.where(hi, np.minimum(fit, 1), fit)
+    fit = np.minimum(fit, _density_caps(classes, shape_of, len(keys))[None])
+    jobs = [np.concatenate([c.jobs for c, k in zip(classes, shape_of.tolist()) if k == s]) for s in range(len(keys))]
+    return Shapes(shape_of, demand, available, types, capacity, jobs, fit.astype(np.int64), hi, lo_only)
+
+
+def _density_caps(classes: list[JobClass], shape_of: np.ndarray, n_shapes: int) -> np.ndarray:
+    """Most jobs of each shape one machine can hold under the app density rule.
+
+    An app puts at most its largest limit on a machine (no bound if one of its
+    jobs has none), so a shape fits at most the sum over its apps.
+    """
+    per_app: dict[tuple[int, int], float] = {}
+    for cls, s in zip(classes, shape_of.tolist()):
+        key = (s, cls.app if cls.app >= 0 else -1 - int(cls.jobs[0]))
+        limit = cls.limit if cls.limit >= 1 else np.inf
+        per_app[key] = max(per_app.get(key, 0.0), limit)
+    caps = np.zeros(n_shapes)
+    for (s, _), limit in per_app.items():
+        caps[s] += limit
+    return np.minimum(caps, 1 << 40).astype(np.int64)
+
+
+@dataclass
+class Master:
+    """The pattern master problem over shapes, and its columns.
+
+    A shape's value is concave in the number placed: the heaviest of its jobs
+    first (which is earliest-first within each app), as segments of equal
+    weight. Rows: one per shape (placed <= slots), then one per machine type.
+    """
+
+    sh: Shapes
+    weights: np.ndarray  # (n,) job values
+    columns: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    seen: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        shape, weight, count = [], [], []
+        for s in range(self.sh.n_shapes):
+            values, counts = np.unique(self.weights[self.sh.jobs[s]], return_counts=True)
+            shape += [s] * len(values)
+            weight += values.tolist()
+            count += counts.tolist()
+        self.seg_shape, self.seg_weight, self.seg_count = np.array(shape), np.array(weight), np.array(count)
+
+    def add(self, t: int, a: np.ndarray) -> bool:
+        key = (t, a.tobytes())
+        if key in self.seen or not a.any():
+            return False
+        self.seen.add(key)
+        self.columns.append((t, a.astype(np.int64)))
+        return True
+
+    def build(self, integer: bool) -> tuple[LinearModel, np.ndarray, np.ndarray]:
+        """Model, pattern columns and segment columns."""
+        sh = self.sh
+        m = LinearModel()
+        lam = m.add_vars(len(self.columns), 0, [len(sh.types[t]) for t, _ in self.columns], integer=integer)
+        z = m.add_vars(len(self.seg_shape), 0, self.seg_count, cost=self.seg_weight)
+        a = np.array([col for _, col in self.columns]).reshape(len(self.columns), sh.n_shapes)
+        for s in range(sh.n_shapes):
+            segs = np.flatnonzero(self.seg_shape == s)
+            used = np.flatnonzero(a[:, s])
+            m.add_row(np.concatenate([z[segs], lam[used]]), np.concatenate([np.ones(len(segs)), -a[used, s]]),
+                      hi=0.0)
+        for t, group in enumerate(sh.types):
+            m.add_row(lam[[k for k, (tt, _) in enumerate(self.columns) if tt == t]], 1.0, hi=float(len(group)))
+        return m, lam, z
+
+    def duals(self, row_dual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Shape prices and machine-type prices from the LP row duals."""
+        s = self.sh.n_shapes
+        return np.maximum(row_dual[:s], 0.0), np.maximum(row_dual[s:s + len(self.sh.types)], 0.0)
+
+    def slots(self, lam: np.ndarray) -> np.ndarray:
+        """(m, S) jobs of each shape per machine for pattern counts ``lam``."""
+        out = np.zeros((sum(len(g) for g in self.sh.types), self.sh.n_shapes), dtype=np.int64)
+        free = [list(group) for group in self.sh.types]
+        for (t, a), count in zip(self.columns, np.round(lam).astype(int)):
+            for _ in range(count):
+                out[free[t].pop(0)] = a
+        return out
+
+
+def price(sh: Shapes, t: int, pi: np.ndarray) -> tuple[np.ndarray, float, bool]:
+    """Most valuable pattern of type ``t`` under shape prices ``pi`` (small MILP), and whether proven."""
+    useful = np.flatnonzero((pi > TOL) & (sh.fit[t] > 0))
+    a = np.zeros(sh.n_shapes, dtype=np.int64)
+    if not len(useful):
+        return a, 0.0, True
+    m = LinearModel()
+    x = m.add_vars(len(useful), 0, sh.fit[t, useful], cost=pi[useful], integer=True)
+    _pattern_rows(m, sh, t, useful, x)
+    sol = m.solve(time_limit=5.0, rel_gap=1e-9)
+    if sol.x is None:
+        return a, 0.0, False
+    a[useful] = np.round(sol.x[x]).astype(np.int64)
+    return a, float(pi @ a), sol.status == "optimal"
+
+
+def _pattern_rows(m: LinearModel, sh: Shapes, t: int, idx: np.ndarray, x: np.ndarray) -> None:
+    for r in range(sh.demand.shape[1]):
+        if sh.demand[idx, r] @ sh.fit[t, idx] > sh.capacity[t, r]:
+            m.add_row(x, sh.demand[idx, r], hi=float(sh.capacity[t, r]))
+    hi, lo = sh.hi[t, idx], sh.lo_only[t, idx]
+    if hi.sum() > 1:
+        m.add_row(x[hi], 1.0, hi=1.0)
+    if hi.any() and lo.any():
+        big = float(sh.fit[t, idx][lo].sum())
+        m.add_row(np.concatenate([x[lo], x[hi]]), np.concatenate([np.ones(lo.sum()), np.full(hi.sum(), big)]), hi=big)
+
+
+def generate(master: Master, deadline: float) -> tuple[float, np.ndarray, np.ndarray, bool]:
+    """Column generation: LP bound, final duals, and whether no pattern prices out (converged)."""
+    while True:
+        m, *_ = master.build(integer=False)
+        sol = m.solve(time_limit=max(deadline - time.perf_counter(), 0.1))
+        if sol.status != "optimal" or sol.row_dual is None:
+            raise RuntimeError(f"master LP: {sol.status}")
+        pi, mu = master.duals(sol.row_dual)
+        added, exact = False, True
+        for t in range(len(master.sh.types)):
+            a, value, optimal = price(master.sh, t, pi)
+            exact &= optimal
+            if value - mu[t] > 1e-7 and master.add(t, a):
+                added = True
+        if not added or time.perf_counter() > deadline:
+            return sol.objective, pi, mu, exact and not added
+
+
+def enumerate_patterns(sh: Shapes, t: int, pi: np.ndarray, floor: float,
+                       limit: int = MAX_ENUMERATED) -> list[np.ndarray] | None:
+    """Maximal patterns of type ``t`` worth at least ``floor`` at prices ``pi``; None past ``limit``."""
+    order = [s for s in np.argsort(-pi, kind="stable").tolist() if sh.fit[t, s] > 0]
+    k_max, n_res = len(order), sh.demand.shape[1]
+    dem = [tuple(int(v) for v in sh.demand[s]) for s in order]
+    price_ = [float(pi[s]) for s in order]
+    fit = [int(sh.fit[t, s]) for s in order]
+    hi = [bool(sh.hi[t, s]) for s in order]
+    lo = [bool(sh.lo_only[t, s]) for s in order]
+    cap = [int(v) for v in sh.capacity[t]]
+    # suffix bounds: best price per unit of each resource, and total price of the rest at full fit
+    ratio = [[0.0] * n_res for _ in range(k_max + 1)]
+    total = [0.0] * (k_max + 1)
+    for k in range(k_max - 1, -1, -1):
+        total[k] = total[k + 1] + price_[k] * fit[k]
+        ratio[k] = [max(ratio[k + 1][r], price_[k] / dem[k][r] if dem[k][r] else float("inf"))
+                    for r in range(n_res)]
+    counts = [0] * k_max
+    used = [0] * n_res
+    out: list[np.ndarray] = []
+    state = {"hi": 0, "lo": 0}
+
+    def can_add(q: int) -> bool:
+        if counts[q] >= fit[q] or any(used[r] + dem[q][r] > cap[r] for r in range(n_res)):
+            return False
+        if hi[q]:
+            return state["hi"] == 0 and state["lo"] == 0
+        return not (lo[q] and state["hi"])
+
+    def bound(k: int) -> float:
+        best = total[k]
+        for r in range(n_res):
+            if ratio[k][r] != float("inf"):
+                best = min(best, ratio[k][r] * (cap[r] - used[r]))
+        return best
+
+    def dfs(k: int, value: float) -> bool:
+        if value + bound(k) < floor - TOL:
+            return True
+        if k == k_max:
+            if not any(can_add(q) for q in range(k_max)):
+                a = np.zeros(sh.n_shapes, dtype=np.int64)
+                a[order] = counts
+                out.append(a)
+            return len(out) <= limit
+        placed = 0
+        while can_add(k):
+            _step(k, +1)
+            placed += 1
+        for _ in range(placed + 1):
+            if not dfs(k + 1, value + price_[k] * counts[k]):
+                return False
+            if counts[k]:
+                _step(k, -1)
+        return True
+
+    def _step(k: int, sign: int) -> None:
+        counts[k] += sign
+        for r in range(n_res):
+            used[r] += sign * dem[k][r]
+        state["hi"] += sign * hi[k]
+        state["lo"] += sign * lo[k]
+
+    return out if dfs(0, 0.0) else None
