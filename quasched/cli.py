@@ -141,7 +141,9 @@ def simulate(
 
 @app.command()
 def replay(
-    trace: str = typer.Option("dlrm-2025", help="Trace with creation/deletion times (dlrm-2025, openb-*)."),
+    trace: str = typer.Option(
+        "synthetic", help="Trace with creation/deletion times: synthetic (no download), dlrm-2025, openb-*."
+    ),
     policy: str = typer.Option("fgd", help="Policy name, comma-separated names, or 'all'."),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
     departure: str = typer.Option(

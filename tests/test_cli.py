@@ -64,3 +64,11 @@ def test_traces_list_names_every_family():
     result = runner.invoke(app, ["traces", "list"])
     assert result.exit_code == 0
     assert {"synthetic", "openb-default", "openb-multigpu50", "dlrm-2025"} <= set(result.output.split())
+
+
+def test_default_replay_needs_no_data_and_writes_outputs(tmp_path):
+    result = runner.invoke(app, ["replay", "--policy", "fgd", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "06-FGD" in result.output
+    for name in ("summary.csv", "events_FGD_42.csv", "pods_FGD_42.csv", "replay.png"):
+        assert (tmp_path / name).stat().st_size > 0, name

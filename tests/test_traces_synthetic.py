@@ -73,7 +73,8 @@ def test_defaults_make_a_loaded_small_cluster() -> None:
 def test_output_passes_the_openb_validation(tmp_path) -> None:
     w = synthetic_workload(n_pods=500, seed=9, gpu_spec_fraction=0.2)
     frame = pd.DataFrame({k: getattr(w, k) for k in ("name", "cpu_milli", "memory_mib", "num_gpu",
-                                                     "gpu_milli", "gpu_spec")})
+                                                     "gpu_milli", "gpu_spec", "creation_time",
+                                                     "deletion_time")})
     frame.to_csv(tmp_path / "syn.csv", index=False)
     again = load_openb_pods(tmp_path / "syn.csv")
     assert same(again, w)

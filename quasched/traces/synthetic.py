@@ -80,13 +80,23 @@ def synthetic_cluster(n_nodes: int = 120, seed: int = 0) -> NodeSpec:
     )
 
 
-def synthetic_workload(n_pods: int = 1000, seed: int = 0, *, gpu_spec_fraction: float = 0.0) -> Workload:
+def synthetic_workload(
+    n_pods: int = 1000,
+    seed: int = 0,
+    *,
+    gpu_spec_fraction: float = 0.0,
+    mean_interarrival_s: float = 30.0,
+    median_lifetime_s: float = 8 * 3600.0,
+) -> Workload:
     """``n_pods`` openb-like pods.
 
     About 13 % CPU-only, 38 % GPU-sharing, 48 % one full GPU and 1 % 2/4/8-GPU
     pods; CPU and memory come from the common sizes of each class (per GPU for
     multi-GPU pods). A ``gpu_spec_fraction`` of the sharing and 1-GPU pods get
-    a GPU-model constraint.
+    a GPU-model constraint. For time-based replay, pods arrive as a Poisson
+    process (``mean_interarrival_s``) and live a log-normal time (median
+    ``median_lifetime_s``, σ = 1); with the defaults the default synthetic
+    cluster peaks near 95 % GPU allocation and briefly queues pods.
     """
     rng = np.random.default_rng(seed)
     cls = _pick(rng, POD_CLASSES, n_pods)
@@ -103,6 +113,8 @@ def synthetic_workload(n_pods: int = 1000, seed: int = 0, *, gpu_spec_fraction: 
         cpu[rows], memory[rows] = picked[:, 0] * scale, picked[:, 1] * scale
     constrained = (num_gpu == 1) & (rng.random(n_pods) < gpu_spec_fraction)
     specs = np.array([s[0] for s in SPECS], dtype=object)[_pick(rng, SPECS, n_pods)]
+    creation = np.round(np.cumsum(rng.exponential(mean_interarrival_s, n_pods)))
+    lifetime = np.round(rng.lognormal(np.log(median_lifetime_s), 1.0, n_pods))
     return Workload(
         name=np.array([f"syn-pod-{i:05d}" for i in range(n_pods)], dtype=object),
         cpu_milli=cpu,
@@ -110,5 +122,7 @@ def synthetic_workload(n_pods: int = 1000, seed: int = 0, *, gpu_spec_fraction: 
         num_gpu=num_gpu,
         gpu_milli=milli,
         gpu_spec=np.where(constrained, specs, "").astype(object),
+        creation_time=creation,
+        deletion_time=creation + lifetime,
         source=f"synthetic(n_pods={n_pods}, seed={seed})",
     )
