@@ -150,15 +150,8 @@ class Cluster:
         return mask
 
     @property
-    def gpu_free_total(self) -> np.ndarray:
-        return self.gpu_free.sum(axis=1)
-
-    @property
     def used_gpu_milli(self) -> int:
         return int(FULL_GPU_MILLI * self.nodes.total_gpus - self.gpu_free.sum())
-
-    def where(self, pod_uid: int) -> Placement | None:
-        return self.placements.get(pod_uid)
 
     # ------------------------------------------------------------ mutators
     def place(self, pod: Pod, node: int, devices: Sequence[int] = ()) -> Placement:

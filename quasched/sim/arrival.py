@@ -14,7 +14,8 @@ With ``rng="go"`` every random draw comes from the Go ``math/rand`` port in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -81,7 +82,6 @@ class ExperimentResult:
     cluster: Cluster
     typical: TypicalPods
     elapsed_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     @property
     def total_gpus(self) -> int:
@@ -160,8 +160,6 @@ def run_experiment(
     progress: Callable[[int, int], None] | None = None,
 ) -> ExperimentResult:
     """Run one arrival experiment; ``progress(done, total)`` is called now and then."""
-    import time
-
     start = time.perf_counter()
     typical = TypicalPods.from_workload(workload, config.typical_threshold)
     rng = make_stream(config)

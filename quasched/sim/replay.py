@@ -65,7 +65,7 @@ from __future__ import annotations
 import heapq
 import time as _time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
@@ -193,7 +193,6 @@ class ReplayResult:
     pods: PodOutcomes
     cluster: Cluster
     elapsed_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     @property
     def wait(self) -> np.ndarray:
