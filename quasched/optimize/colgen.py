@@ -191,8 +191,13 @@ def _pattern_rows(m: LinearModel, sh: Shapes, t: int, idx: np.ndarray, x: np.nda
         m.add_row(np.concatenate([x[lo], x[hi]]), np.concatenate([np.ones(lo.sum()), np.full(hi.sum(), big)]), hi=big)
 
 
-def generate(master: Master, deadline: float) -> tuple[float, np.ndarray, np.ndarray, bool]:
-    """Column generation: LP bound, final duals, and whether no pattern prices out (converged)."""
+def generate(master: Master, deadline: float, pricer=None) -> tuple[float, np.ndarray, np.ndarray, bool]:
+    """Column generation: LP value, final duals, and whether it provably converged.
+
+    ``pricer(shapes, type, prices) -> (counts, value, proven)`` defaults to the
+    exact MILP :func:`price`; the LP value is a bound only when converged.
+    """
+    pricer = pricer or price
     while True:
         m, *_ = master.build(integer=False)
         sol = m.solve(time_limit=max(deadline - time.perf_counter(), 0.1))
@@ -201,7 +206,7 @@ def generate(master: Master, deadline: float) -> tuple[float, np.ndarray, np.nda
         pi, mu = master.duals(sol.row_dual)
         added, exact = False, True
         for t in range(len(master.sh.types)):
-            a, value, optimal = price(master.sh, t, pi)
+            a, value, optimal = pricer(master.sh, t, pi)
             exact &= optimal
             if value - mu[t] > 1e-7 and master.add(t, a):
                 added = True

@@ -190,15 +190,18 @@ def _counts(problem: BatchProblem, classes: list[JobClass], deadline: float, rel
     return expand(problem, classes, model.counts(x)), status, bound, info
 
 
-def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, rel_gap: float):
+def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, rel_gap: float,
+              pricer=None, warm_start: bool = True):
+    """Pattern pipeline; ``pricer`` replaces exact pricing (then nothing is proven), and without
+    ``warm_start`` no greedy answer seeds the columns or serves as fallback."""
     sh = shapes(problem, classes)
     weights = np.ones(problem.n_jobs) if problem.exactly_once else problem.weight
     master = Master(sh, weights)
-    fallback = greedy_priority(problem).machine
+    fallback = greedy_priority(problem).machine if warm_start else np.full(problem.n_jobs, -1, dtype=np.int64)
     _seed(master, fallback)
     t0 = time.perf_counter()
-    z_lp, pi, mu, converged = generate(master, deadline - DISTRIBUTION_RESERVE)
-    info = {"formulation": "patterns", "classes": len(classes), "shapes": sh.n_shapes, "lp_bound": z_lp,
+    z_lp, pi, mu, converged = generate(master, deadline - DISTRIBUTION_RESERVE, pricer)
+    info = {"formulation": "patterns", "classes": len(classes), "shapes": sh.n_shapes, "lp_value": z_lp,
             "cg_columns": len(master.columns), "cg_time": round(time.perf_counter() - t0, 3)}
     tol = rel_gap * max(1.0, abs(z_lp))
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
@@ -219,10 +222,11 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
                 complete = True
                 break
     info.update(patterns=len(master.columns), pattern_ip_time=round(best.time, 3))
+    lp_bound = z_lp if converged else None
     if best.x is None:
-        return fallback, "feasible", z_lp, info
+        return fallback, "feasible", lp_bound, info
     proven = complete and best.status == "optimal"
-    bound = min(z_lp, best.bound) if proven else z_lp
+    bound = min(z_lp, best.bound) if proven else lp_bound
     model, lam, z = master.build(integer=True)
     x = best.x
     if lexicographic and proven:
@@ -237,7 +241,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
         machine = fallback
     reached = float(weights[machine >= 0].sum()) >= best.objective - tol
     info["apps_assigned_exactly"] = reached
-    status = "optimal" if proven and reached else "feasible"
+    status = "optimal" if proven and reached else "feasible" if bound is not None else "heuristic"
     return machine, status, (None if problem.exactly_once else bound), info
 
 

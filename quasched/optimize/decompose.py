@@ -1,0 +1,84 @@
+"""Decomposition for QUBO solvers: column generation whose pricing subproblems are QUBOs.
+
+The split of work is explicit. A QUBO solver (simulated annealing or QAOA)
+answers every pricing question "which machine content is worth most at these
+shape prices?" (:func:`quasched.optimize.qubo.pattern_qubo`); HiGHS solves the
+restricted master LP that sets the prices, picks how many machines use each
+QUBO-found pattern, and assigns apps to the slots
+(:func:`quasched.optimize.milp.solve_milp`'s pipeline). Nothing is seeded
+from a greedy answer: the only starting columns are single-shape patterns.
+Generation stops when no sample of a pricing QUBO improves the LP, so no
+bound is claimed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from quasched.optimize.assignment import Assignment
+from quasched.optimize.classes import job_classes
+from quasched.optimize.colgen import Shapes
+from quasched.optimize.milp import REL_GAP, _patterns
+from quasched.optimize.problem import BatchProblem
+from quasched.optimize.qubo import PENALTY, PatternQubo, pattern_qubo
+
+#: a subproblem solver: QUBO -> samples (rows of 0/1 in variable order), best first
+SubSolver = Callable[[PatternQubo], np.ndarray]
+
+
+class QuboPricer:
+    """Pricing by QUBO samples, with statistics."""
+
+    def __init__(self, subsolver: SubSolver, max_vars: int | None = None, penalty: float = PENALTY,
+                 max_slack_bits: int | None = None) -> None:
+        self.subsolver, self.max_vars = subsolver, max_vars
+        self.penalty, self.max_slack_bits = penalty, max_slack_bits
+        self.subproblems = self.samples = self.feasible = self.largest = 0
+        self.time = 0.0
+
+    def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[np.ndarray, float, bool]:
+        shapes = np.flatnonzero((pi > 1e-9) & (sh.fit[t] > 0))
+        shapes = shapes[np.argsort(-pi[shapes], kind="stable")]
+        qubo = self._qubo(sh, t, pi, shapes)
+        while self.max_vars is not None and qubo.n_vars > self.max_vars and len(shapes) > 1:
+            shapes = shapes[:-1]
+            qubo = self._qubo(sh, t, pi, shapes)
+        best, value = np.zeros(sh.n_shapes, dtype=np.int64), 0.0
+        if not len(shapes) or (self.max_vars is not None and qubo.n_vars > self.max_vars):
+            return best, value, False
+        start = time.perf_counter()
+        samples = self.subsolver(qubo)
+        self.time += time.perf_counter() - start
+        self.subproblems += 1
+        self.largest = max(self.largest, qubo.n_vars)
+        for sample in samples:
+            a = qubo.counts(sample)
+            ok = sh.feasible(t, a)
+            self.samples += 1
+            self.feasible += ok
+            if ok and pi @ a > value:
+                best, value = a, float(pi @ a)
+        return best, value, False
+
+    def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray) -> PatternQubo:
+        return pattern_qubo(sh.demand, sh.capacity[t], sh.fit[t], sh.hi[t], sh.lo_only[t], pi, shapes,
+                            self.penalty, self.max_slack_bits)
+
+    def stats(self) -> dict:
+        return {"subproblems": self.subproblems, "largest_qubo": self.largest,
+                "sample_feasibility": round(self.feasible / max(self.samples, 1), 4),
+                "subsolver_time": round(self.time, 3)}
+
+
+def solve_decomposed(problem: BatchProblem, pricer: QuboPricer, name: str, time_limit: float = 60.0) -> Assignment:
+    """Column generation with QUBO pricing, then the pattern MILP and app assignment (HiGHS)."""
+    start = time.perf_counter()
+    classes = job_classes(problem)
+    machine, _, _, info = _patterns(problem, classes, start + time_limit, REL_GAP, pricer=pricer, warm_start=False)
+    info.update(pricer.stats())
+    placed = machine >= 0
+    status = "incomplete" if problem.exactly_once and not placed.all() else "heuristic"
+    return Assignment(name, machine, status, objective=float(problem.weight[placed].sum()), info=info)
