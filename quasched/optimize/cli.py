@@ -1,0 +1,122 @@
+"""``quasched batch``: every solver on Qua's instances, verified, as a table, CSV and plots."""
+
+from __future__ import annotations
+
+import csv
+import sys
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from quasched.optimize.assignment import Assignment
+from quasched.optimize.instances import INSTANCES, qua_jobs, qua_problem
+from quasched.optimize.plots import METRICS, plot_metric
+from quasched.optimize.problem import HeavyRule
+from quasched.optimize.solvers import SOLVERS, solve
+
+console = Console(width=None if sys.stdout.isatty() else 150)
+
+
+def parse_machines(text: str) -> list[int]:
+    """``10:100:10`` (start:stop:step, inclusive), ``10,20`` or ``10``."""
+    try:
+        if ":" in text:
+            start, stop, step = (int(v) for v in text.split(":"))
+            return list(range(start, stop + 1, step))
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"bad machine list {text!r}: use 10:100:10 or 10,20,30") from exc
+
+
+def parse_list(text: str, known, what: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in known]
+    if unknown or not names:
+        raise typer.BadParameter(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    return names
+
+
+def row(instance: str, machines: int, result: Assignment) -> dict:
+    v = result.verdict
+    return {
+        "instance": instance, "machines": machines, "solver": result.solver, "status": result.status,
+        "jobs": v.jobs, "apps": v.apps, "weighted": round(v.weighted, 6),
+        "bound": None if result.bound is None else round(result.bound, 6),
+        "gap": None if result.gap is None else round(result.gap, 8),
+        "time": round(result.time, 3), "verified": v.feasible, "violations": v.n_violations,
+        "info": json.dumps(result.info, default=float),
+    }
+
+
+def batch(
+    trace: str = typer.Option("dlrm-2025", help="Trace to build the instances from (only dlrm-2025 has Qua's instances)."),
+    instances: str = typer.Option(",".join(INSTANCES), help="Comma-separated instances: qua-greedy, qua-qubo."),
+    machines: str = typer.Option("10:100:10", help="Machine counts: start:stop:step (inclusive) or a comma list."),
+    solvers: str = typer.Option("greedy-qua,greedy,milp,qubo-sa",
+                                help=f"Comma-separated solvers from: {', '.join(SOLVERS)}."),
+    rules: str = typer.Option("default", help="default: symmetric heavy rule 0.4 on CPU/GPU/memory and "
+                              "max_instance_per_node enforced; qua: Qua's rules (CPU 0.4, GPU 0.4 vs 0.3, "
+                              "memory not heavy, no per-node app limit)."),
+    objective: str = typer.Option("weighted", help="weighted (Qua's priority-weighted jobs) or lexicographic "
+                                  "(then the most jobs)."),
+    alpha: float = typer.Option(0.6, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
+    heavy: float = typer.Option(0.4, help="Heavy-job share threshold of the default rule."),
+    time_limit: float = typer.Option(10.0, help="MILP time limit per instance, seconds."),
+    qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
+                                          "(it simulates circuits: slow)."),
+    seed: int = typer.Option(0, help="Seed of the annealer and of QAOA sampling."),
+    out: Optional[Path] = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
+    data_dir: Optional[Path] = typer.Option(None, help="Directory holding the trace files; default $QUASCHED_DATA, "
+                                            "then the user cache."),
+) -> None:
+    """Solve Qua's job-assignment instances with every solver; verify and tabulate every answer."""
+    from quasched.traces.catalog import trace_info
+    from quasched.traces.datadir import resolve_trace
+    from quasched.traces.dlrm import load_dlrm
+
+    if trace != "dlrm-2025":
+        raise typer.BadParameter("only dlrm-2025 defines Qua's instances", param_hint="--trace")
+    names = parse_list(instances, INSTANCES, "instance")
+    chosen = parse_list(solvers, SOLVERS, "solver")
+    counts = parse_machines(machines)
+    if rules not in ("default", "qua"):
+        raise typer.BadParameter("choose default or qua", param_hint="--rules")
+    workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
+    options = {"milp": {"time_limit": time_limit}, "qubo-sa": {"seed": seed}}
+    rows = []
+    table = Table(title=f"Batch assignment ({rules} rules, {objective} objective, alpha {alpha:g})")
+    for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "time s",
+                "status", "verified"):
+        table.add_column(col, justify="left" if col in ("instance", "solver", "status") else "right")
+    for name in names:
+        jobs = qua_jobs(workload, name)
+        for m in counts:
+            extra = {} if rules == "qua" else {"heavy": HeavyRule.symmetric(heavy)}
+            problem = qua_problem(jobs, m, compat=rules == "qua", alpha=alpha, objective=objective, **extra)
+            for solver in chosen:
+                if solver == "qaoa" and m > qaoa_max_machines:
+                    continue
+                result = solve(problem, solver, **options.get(solver, {}))
+                r = row(name, m, result)
+                rows.append(r)
+                table.add_row(name, str(m), solver, str(r["jobs"]), str(r["apps"]), f"{r['weighted']:.4f}",
+                              "" if r["bound"] is None else f"{r['bound']:.4f}",
+                              "" if r["gap"] is None else f"{100 * r['gap']:.3f}%", f"{r['time']:.2f}",
+                              r["status"], result.verdict.mark)
+    console.print(table)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "results.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        for name in names:
+            for metric in METRICS:
+                plot_metric(rows, name, metric, out / f"{name}-{metric}.png")
+        console.print(f"wrote {out / 'results.csv'} and {len(names) * len(METRICS)} plots")
+    if not all(r["verified"] or r["status"] == "infeasible" for r in rows):
+        raise typer.Exit(1)
