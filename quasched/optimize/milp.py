@@ -159,8 +159,20 @@ def solve_milp(problem: BatchProblem, time_limit: float = TIME_LIMIT, rel_gap: f
     if problem.exactly_once and (why := problem.obvious_infeasibility()):
         return Assignment("milp", none, "infeasible", message=why)
     classes = job_classes(problem)
+    deadline = start + time_limit
     solver = _patterns if method == "patterns" else _counts
-    machine, status, bound, info = solver(problem, classes, start + time_limit, rel_gap)
+    machine, status, bound, info = solver(problem, classes, deadline, rel_gap)
+    if method == "patterns" and status != "optimal" and deadline - time.perf_counter() > 1.0:
+        # the per-machine density rule may be what separates the pattern bound from the answer:
+        # the counts model states it exactly (and is quick on small instances)
+        alt, alt_status, alt_bound, _ = _counts(problem, classes, deadline, rel_gap)
+        value = problem.weight if not problem.exactly_once else np.ones(problem.n_jobs)
+        if alt_status == "optimal" or value[alt >= 0].sum() > value[machine >= 0].sum():
+            machine = alt
+            if alt_status == "optimal":
+                status = "optimal"
+                bound = alt_bound if bound is None or alt_bound is None else min(bound, alt_bound)
+        info["counts_fallback"] = alt_status
     placed = machine >= 0
     if problem.exactly_once and not placed.all():
         if status == "optimal":

@@ -255,3 +255,24 @@ def from_workload(
         name=name or workload.source,
         **options,
     )
+
+
+def small_problem(demand, capacity, *, apps=None, limits=None, specs=None, models=None,
+                  resources: tuple[str, ...] = ("cpu_milli", "gpu_milli", "memory_mib"), **options) -> BatchProblem:
+    """A hand-made problem: ``demand`` rows per job and ``capacity`` rows per machine over ``resources``.
+
+    Jobs are submitted in row order; ``apps``/``limits`` default to no app and no limit,
+    ``specs`` to any GPU model, ``models`` to ``"GPU"``.
+    """
+    demand, capacity = np.asarray(demand, dtype=np.int64), np.asarray(capacity, dtype=np.int64)
+    n, m = len(demand), len(capacity)
+    app = np.asarray(apps if apps is not None else [NO_LIMIT] * n, dtype=np.int64)
+    return BatchProblem(
+        demand=demand, capacity=capacity, resources=tuple(resources), app=app,
+        max_per_node=np.asarray(limits if limits is not None else [NO_LIMIT] * n, dtype=np.int64),
+        gpu_spec=np.asarray(specs if specs is not None else [""] * n, dtype=object),
+        gpu_model=np.asarray(models if models is not None else ["GPU"] * m, dtype=object),
+        submit_time=np.arange(n, dtype=float),
+        app_names=tuple(f"app_{a}" for a in range(int(app.max(initial=-1)) + 1)),
+        **options,
+    )

@@ -1,0 +1,83 @@
+"""Exact MILP: known optima, exactly-once infeasibility, both formulations agree."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from quasched.optimize import HeavyRule, verify
+from quasched.optimize.problem import small_problem
+from quasched.optimize.solvers import solve
+
+CAP = [[4000, 2000, 8192]]
+
+
+def brute_force(p):
+    """Best weighted objective over every assignment (tiny instances only)."""
+    best = 0.0
+    for choice in itertools.product(range(-1, p.n_machines), repeat=p.n_jobs):
+        v = verify(p, np.array(choice))
+        if v.feasible:
+            best = max(best, v.weighted)
+    return best
+
+
+def random_problem(seed, n=6, m=2, **options):
+    rng = np.random.default_rng(seed)
+    demand = np.column_stack([rng.integers(1, 4, n) * 1000, rng.integers(0, 3, n) * 500,
+                              rng.integers(1, 6, n) * 1024])
+    return small_problem(demand, CAP * m, apps=rng.integers(0, 3, n), limits=rng.choice([-1, 1, 2], n),
+                         heavy=HeavyRule.symmetric(0.45), **options)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("method", ["patterns", "counts"])
+def test_milp_matches_brute_force(seed, method):
+    p = random_problem(seed)
+    result = solve(p, "milp", method=method)
+    assert result.verdict.feasible and result.status == "optimal"
+    assert result.verdict.weighted == pytest.approx(brute_force(p), abs=1e-6)
+    assert result.bound >= result.verdict.weighted - 1e-6
+
+
+def test_hand_solved_knapsack():
+    # two machines of 4 cores, no heavy rule: jobs 3+1 and 2+2 fill both (app 0's 4-core job weighs 0.6)
+    p = small_problem([[3000, 0, 10], [2000, 0, 10], [2000, 0, 10], [1000, 0, 10], [4000, 0, 10]],
+                      CAP * 2, apps=[0, 1, 2, 3, 0], heavy=HeavyRule.symmetric(1.0))
+    result = solve(p, "milp")
+    assert result.status == "optimal" and result.verdict.jobs == 4
+    assert result.verdict.weighted == pytest.approx(4.0)
+
+
+def test_exactly_once_infeasible_is_reported():
+    p = small_problem([[1000, 0, 10]] * 3, CAP, apps=[0, 0, 0], limits=[2, 2, 2], exactly_once=True,
+                      heavy=HeavyRule.symmetric(1.0))
+    result = solve(p, "milp")
+    assert result.status == "infeasible" and "2 of 3" in result.message
+    homeless = small_problem([[5000, 0, 10]], CAP, exactly_once=True)
+    assert "fit no machine" in solve(homeless, "milp").message
+    crowded = small_problem([[2000, 0, 10]] * 3, CAP * 2, exactly_once=True)  # 3 heavy jobs, 2 machines
+    assert solve(crowded, "milp").status == "infeasible"
+
+
+def test_exactly_once_feasible_places_everything():
+    p = small_problem([[2000, 0, 10]] * 4, CAP * 2, exactly_once=True, heavy=HeavyRule.symmetric(1.0))
+    result = solve(p, "milp")
+    assert result.verdict.feasible and result.verdict.jobs == 4
+
+
+def test_anticolocation_and_gpu_model_respected():
+    p = small_problem([[2000, 1000, 10], [2000, 1000, 10], [500, 500, 10]], CAP * 2,
+                      specs=["", "", "V100"], models=["T4", "V100"], heavy=HeavyRule.symmetric(0.4))
+    result = solve(p, "milp")
+    assert result.verdict.feasible and result.verdict.jobs == 3
+    assert result.machine[2] == 1 and result.machine[0] != result.machine[1]
+
+
+def test_lexicographic_adds_jobs_without_losing_weight():
+    # app 0's first job (weight 1) or its 2nd+3rd jobs (0.5 + 0.25) share the last slot
+    p = small_problem([[4000, 0, 10], [2000, 0, 10], [2000, 0, 10]], CAP, apps=[0, 0, 0], alpha=0.5)
+    weighted = solve(p, "milp")
+    lexi = solve(p.with_options(objective="lexicographic"), "milp")
+    assert weighted.verdict.weighted == lexi.verdict.weighted == pytest.approx(1.0)
+    assert lexi.verdict.jobs == 1
