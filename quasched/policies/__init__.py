@@ -13,6 +13,7 @@ from quasched.policies.first_fit import FirstFit
 from quasched.policies.framework import Decision, Scheduler
 from quasched.policies.gpu_clustering import GpuClustering
 from quasched.policies.gpu_packing import GpuPacking
+from quasched.policies.headroom import Headroom
 from quasched.policies.random_score import RandomScore
 
 _FACTORIES: dict[str, Callable[[TypicalPods], Policy]] = {
@@ -23,6 +24,7 @@ _FACTORIES: dict[str, Callable[[TypicalPods], Policy]] = {
     "bestfit": lambda typical: BestFit(),
     "fgd": FGD,
     "firstfit": lambda typical: FirstFit(),
+    "headroom": Headroom,  # our own policy (experimental), not in PAPER_POLICIES
 }
 
 #: The six policies of the FGD paper, in its order.
