@@ -163,20 +163,20 @@ class Master:
         return out
 
 
-def price(sh: Shapes, t: int, pi: np.ndarray) -> tuple[np.ndarray, float, bool]:
+def price(sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
     """Most valuable pattern of type ``t`` under shape prices ``pi`` (small MILP), and whether proven."""
     useful = np.flatnonzero((pi > TOL) & (sh.fit[t] > 0))
     a = np.zeros(sh.n_shapes, dtype=np.int64)
     if not len(useful):
-        return a, 0.0, True
+        return [a], True
     m = LinearModel()
     x = m.add_vars(len(useful), 0, sh.fit[t, useful], cost=pi[useful], integer=True)
     _pattern_rows(m, sh, t, useful, x)
     sol = m.solve(time_limit=5.0, rel_gap=1e-9)
     if sol.x is None:
-        return a, 0.0, False
+        return [], False
     a[useful] = np.round(sol.x[x]).astype(np.int64)
-    return a, float(pi @ a), sol.status == "optimal"
+    return [a], sol.status == "optimal"
 
 
 def _pattern_rows(m: LinearModel, sh: Shapes, t: int, idx: np.ndarray, x: np.ndarray) -> None:
@@ -191,13 +191,16 @@ def _pattern_rows(m: LinearModel, sh: Shapes, t: int, idx: np.ndarray, x: np.nda
         m.add_row(np.concatenate([x[lo], x[hi]]), np.concatenate([np.ones(lo.sum()), np.full(hi.sum(), big)]), hi=big)
 
 
-def generate(master: Master, deadline: float, pricer=None) -> tuple[float, np.ndarray, np.ndarray, bool]:
+def generate(master: Master, deadline: float, pricer=None, patience: int = 0) -> tuple[float, np.ndarray, np.ndarray, bool]:
     """Column generation: LP value, final duals, and whether it provably converged.
 
-    ``pricer(shapes, type, prices) -> (counts, value, proven)`` defaults to the
-    exact MILP :func:`price`; the LP value is a bound only when converged.
+    ``pricer(shapes, type, prices) -> (patterns, proven)`` returns candidate
+    patterns (default: the exact MILP :func:`price`, one pattern); every one
+    with positive reduced cost joins. The LP value is a bound only when
+    converged. A heuristic pricer gets ``patience`` more tries when it finds no column.
     """
     pricer = pricer or price
+    misses = 0
     while True:
         m, *_ = master.build(integer=False)
         sol = m.solve(time_limit=max(deadline - time.perf_counter(), 0.1))
@@ -206,11 +209,13 @@ def generate(master: Master, deadline: float, pricer=None) -> tuple[float, np.nd
         pi, mu = master.duals(sol.row_dual)
         added, exact = False, True
         for t in range(len(master.sh.types)):
-            a, value, optimal = pricer(master.sh, t, pi)
+            patterns, optimal = pricer(master.sh, t, pi)
             exact &= optimal
-            if value - mu[t] > 1e-7 and master.add(t, a):
-                added = True
-        if not added or time.perf_counter() > deadline:
+            for a in patterns:
+                if pi @ a - mu[t] > 1e-7 and master.add(t, a):
+                    added = True
+        misses = 0 if added else misses + 1
+        if (not added and (exact or misses > patience)) or time.perf_counter() > deadline:
             return sol.objective, pi, mu, exact and not added
 
 

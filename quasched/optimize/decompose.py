@@ -39,29 +39,30 @@ class QuboPricer:
         self.subproblems = self.samples = self.feasible = self.largest = 0
         self.time = 0.0
 
-    def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[np.ndarray, float, bool]:
+    def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
+        """Every feasible pattern among the QUBO's samples (never a proof of optimality)."""
         shapes = np.flatnonzero((pi > 1e-9) & (sh.fit[t] > 0))
         shapes = shapes[np.argsort(-pi[shapes], kind="stable")]
         qubo = self._qubo(sh, t, pi, shapes)
         while self.max_vars is not None and qubo.n_vars > self.max_vars and len(shapes) > 1:
             shapes = shapes[:-1]
             qubo = self._qubo(sh, t, pi, shapes)
-        best, value = np.zeros(sh.n_shapes, dtype=np.int64), 0.0
         if not len(shapes) or (self.max_vars is not None and qubo.n_vars > self.max_vars):
-            return best, value, False
+            return [], False
         start = time.perf_counter()
         samples = self.subsolver(qubo)
         self.time += time.perf_counter() - start
         self.subproblems += 1
         self.largest = max(self.largest, qubo.n_vars)
+        found = []
         for sample in samples:
             a = qubo.counts(sample)
             ok = sh.feasible(t, a)
             self.samples += 1
             self.feasible += ok
-            if ok and pi @ a > value:
-                best, value = a, float(pi @ a)
-        return best, value, False
+            if ok:
+                found.append(a)
+        return found, False
 
     def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray) -> PatternQubo:
         return pattern_qubo(sh.demand, sh.capacity[t], sh.fit[t], sh.hi[t], sh.lo_only[t], pi, shapes,
@@ -73,11 +74,14 @@ class QuboPricer:
                 "subsolver_time": round(self.time, 3)}
 
 
-def solve_decomposed(problem: BatchProblem, pricer: QuboPricer, name: str, time_limit: float = 60.0) -> Assignment:
-    """Column generation with QUBO pricing, then the pattern MILP and app assignment (HiGHS)."""
+def solve_decomposed(problem: BatchProblem, pricer: QuboPricer, name: str, time_limit: float = 60.0,
+                     patience: int = 3) -> Assignment:
+    """Column generation with QUBO pricing (``patience`` retries when no column is found), then the
+    pattern MILP and app assignment (HiGHS)."""
     start = time.perf_counter()
     classes = job_classes(problem)
-    machine, _, _, info = _patterns(problem, classes, start + time_limit, REL_GAP, pricer=pricer, warm_start=False)
+    machine, _, _, info = _patterns(problem, classes, start + time_limit, REL_GAP, pricer=pricer,
+                                    warm_start=False, patience=patience)
     info.update(pricer.stats())
     placed = machine >= 0
     status = "incomplete" if problem.exactly_once and not placed.all() else "heuristic"

@@ -203,7 +203,7 @@ def _counts(problem: BatchProblem, classes: list[JobClass], deadline: float, rel
 
 
 def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, rel_gap: float,
-              pricer=None, warm_start: bool = True):
+              pricer=None, warm_start: bool = True, patience: int = 0):
     """Pattern pipeline; ``pricer`` replaces exact pricing (then nothing is proven), and without
     ``warm_start`` no greedy answer seeds the columns or serves as fallback."""
     sh = shapes(problem, classes)
@@ -212,7 +212,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     fallback = greedy_priority(problem).machine if warm_start else np.full(problem.n_jobs, -1, dtype=np.int64)
     _seed(master, fallback)
     t0 = time.perf_counter()
-    z_lp, pi, mu, converged = generate(master, deadline - DISTRIBUTION_RESERVE, pricer)
+    z_lp, pi, mu, converged = generate(master, deadline - DISTRIBUTION_RESERVE, pricer, patience)
     info = {"formulation": "patterns", "classes": len(classes), "shapes": sh.n_shapes, "lp_value": z_lp,
             "cg_columns": len(master.columns), "cg_time": round(time.perf_counter() - t0, 3)}
     tol = rel_gap * max(1.0, abs(z_lp))

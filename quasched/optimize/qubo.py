@@ -165,9 +165,9 @@ def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: 
                  max_slack_bits: int | None = None) -> PatternQubo:
     """Maximise ``price @ a`` over shape counts ``a`` (only ``shapes``) that fit one machine."""
     top = float(max(price[shapes].max(initial=0.0), 1e-12))
-    big = penalty * float((price[shapes] * fit[shapes]).max(initial=top)) / top
     bqm = dimod.BinaryQuadraticModel("BINARY")
     bits = [(int(s), c) for s in shapes.tolist() for c in _slack_coefficients(int(fit[s]))]
+    big = penalty * max((price[s] * c / top for s, c in bits), default=1.0)
     for k, (s, c) in enumerate(bits):
         bqm.add_linear(k, -price[s] * c / top)
     for r in range(demand.shape[1]):
