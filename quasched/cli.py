@@ -1,4 +1,4 @@
-"""Command line: ``quasched simulate``, ``quasched traces list|show``, ``quasched batch``."""
+"""Command line: ``quasched simulate``, ``replay``, ``batch`` and ``traces list|show``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from quasched.optimize.cli import batch
 from quasched.policies import PAPER_POLICIES, policy_names
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.gocompat import find_cooked
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
 app.add_typer(traces_app, name="traces")
+app.command("batch")(batch)
 console = Console(width=None if sys.stdout.isatty() else 140)
 
 DATA_DIR_HELP = (
