@@ -29,7 +29,7 @@ from quasched.optimize.highs import LinearModel
 from quasched.optimize.problem import BatchProblem
 
 TOL = 1e-9
-MAX_ENUMERATED = 5_000
+MAX_ENUMERATED = 20_000
 
 
 @dataclass

@@ -59,10 +59,13 @@ class LinearModel:
             self.row_lo.append(lo)
             self.row_hi.append(hi)
 
-    def solve(self, time_limit: float = 10.0, rel_gap: float = 1e-6, threads: int = 1) -> Solution:
+    def solve(self, time_limit: float = 10.0, rel_gap: float = 1e-6, threads: int = 1,
+              options: dict | None = None, start: np.ndarray | None = None) -> Solution:
+        """Solve with HiGHS; ``options`` are extra HiGHS options, ``start`` a feasible point to begin from."""
         h = highspy.Highs()
-        for key, value in (("output_flag", False), ("time_limit", float(time_limit)),
-                           ("mip_rel_gap", float(rel_gap)), ("threads", int(threads))):
+        settings = {"output_flag": False, "time_limit": float(time_limit), "mip_rel_gap": float(rel_gap),
+                    "threads": int(threads), **(options or {})}
+        for key, value in settings.items():
             h.setOptionValue(key, value)
         lb, ub, cost = (np.concatenate(a) for a in (self.lb, self.ub, self.cost))
         h.addVars(self.n, lb, ub)
@@ -79,6 +82,11 @@ class LinearModel:
             h.addRows(len(self.rows), np.array(self.row_lo), np.array(self.row_hi), len(index),
                       starts, index, value)
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        if start is not None:
+            guess = highspy.HighsSolution()
+            guess.col_value = [float(v) for v in start]
+            guess.value_valid = True
+            h.setSolution(guess)
         h.run()
         return _solution(h, bool(len(integer)))
 

@@ -33,6 +33,7 @@ from quasched.optimize.problem import BatchProblem
 
 TIME_LIMIT = 10.0
 DISTRIBUTION_RESERVE = 1.5  # seconds kept for assigning apps to the chosen slots
+QUICK_IP = 2.0  # seconds for the pattern MILPs that only look for a good incumbent
 REL_GAP = 1e-6
 
 
@@ -218,16 +219,18 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     tol = rel_gap * max(1.0, abs(z_lp))
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
-    best = _pattern_ip(master, ip_deadline, rel_gap)
+    best = _pattern_ip(master, min(ip_deadline, time.perf_counter() + QUICK_IP))
     complete = converged and best.x is not None and z_lp - best.objective <= tol and not lexicographic
     if converged and best.x is not None and not complete:
+        # a quick look among near-zero reduced cost patterns for a better incumbent, then every
+        # pattern that can still matter, with that incumbent as the start
         gap = z_lp - best.objective
-        # a cheap neighbourhood first (a quarter of the gap), then every pattern that could matter
-        for delta in ((gap / 4,) if gap > 4 * tol else ()) + (None,):
+        for delta, quick in ((gap / 4, True), (None, False)):
             delta = (z_lp - best.objective if delta is None else delta) + tol
             if time.perf_counter() > ip_deadline or not _enumerate(master, pi, mu, delta, info):
                 break
-            sol = _pattern_ip(master, ip_deadline, rel_gap, (pi, mu, delta))
+            limit = min(ip_deadline, time.perf_counter() + QUICK_IP) if quick else ip_deadline
+            sol = _pattern_ip(master, limit, (pi, mu, delta), best)
             if sol.x is not None and sol.objective >= best.objective - tol:
                 best = sol
             if sol.status == "optimal" and z_lp - best.objective <= delta:
@@ -257,15 +260,26 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     return machine, status, (None if problem.exactly_once else bound), info
 
 
-def _pattern_ip(master: Master, deadline: float, rel_gap: float, budget=None):
-    """The pattern MILP; ``budget = (pi, mu, delta)`` adds the valid row sum(-rc_p lam_p) <= delta
-    (any solution within ``delta`` of the LP bound spends at most that much reduced cost)."""
-    model, lam, _ = master.build(integer=True)
+def _pattern_ip(master: Master, deadline: float, budget=None, incumbent=None):
+    """The pattern MILP, optionally started from ``incumbent`` (a solution over a prefix of the columns).
+
+    ``budget = (pi, mu, delta)`` adds the valid row sum(-rc_p lam_p) <= delta: any solution within
+    ``delta`` of the LP bound spends at most that much reduced cost.
+    """
+    model, lam, z = master.build(integer=True)
     if budget is not None:
         pi, mu, delta = budget
         cost = np.array([max(mu[t] - pi @ a, 0.0) for t, a in master.columns])
         model.add_row(lam, cost, hi=delta)
-    return model.solve(max(deadline - time.perf_counter(), 0.1), rel_gap)
+    start = None
+    if incumbent is not None and incumbent.x is not None:
+        start = np.zeros(model.n)
+        old = len(incumbent.x) - len(z)
+        start[lam[:old]] = np.round(incumbent.x[:old])
+        start[z] = incumbent.x[old:]
+    # presolve reformulates the many near-duplicate pattern columns slowly; off is 3-4x faster here
+    return model.solve(max(deadline - time.perf_counter(), 0.1), REL_GAP, options={"presolve": "off"},
+                       start=start)
 
 
 def _seed(master: Master, machine: np.ndarray) -> None:
