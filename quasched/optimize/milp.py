@@ -179,7 +179,8 @@ def solve_milp(problem: BatchProblem, time_limit: float = TIME_LIMIT, rel_gap: f
         if status == "optimal":
             return Assignment("milp", machine, "infeasible", bound=bound, info=info,
                               message=f"at most {int(placed.sum())} of {problem.n_jobs} jobs can be placed")
-        status = "error" if status != "infeasible" else status
+        return Assignment("milp", machine, "error", bound=bound, info=info,
+                          message="exactly-once not decided within the time limit")
     return Assignment("milp", machine, status, objective=float(problem.weight[placed].sum()),
                       bound=bound, info=info)
 
@@ -220,8 +221,9 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
     best = _pattern_ip(master, min(ip_deadline, time.perf_counter() + QUICK_IP))
-    complete = converged and best.x is not None and z_lp - best.objective <= tol and not lexicographic
-    if converged and best.x is not None and not complete:
+    proven = converged and best.x is not None and z_lp - best.objective <= tol and not lexicographic
+    proof_bound = z_lp
+    if converged and best.x is not None and not proven:
         # a quick look among near-zero reduced cost patterns for a better incumbent, then every
         # pattern that can still matter, with that incumbent as the start
         gap = z_lp - best.objective
@@ -234,14 +236,13 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
             if sol.x is not None and sol.objective >= best.objective - tol:
                 best = sol
             if sol.status == "optimal" and z_lp - best.objective <= delta:
-                complete = True
+                proven, proof_bound = True, max(best.objective, min(z_lp, sol.bound))
                 break
     info.update(patterns=len(master.columns), pattern_ip_time=round(best.time, 3))
     lp_bound = z_lp if converged else None
     if best.x is None:
         return fallback, "feasible", lp_bound, info
-    proven = complete and best.status == "optimal"
-    bound = min(z_lp, best.bound) if proven else lp_bound
+    bound = proof_bound if proven else lp_bound
     model, lam, z = master.build(integer=True)
     x = best.x
     if lexicographic and proven:
