@@ -15,7 +15,7 @@ from rich.table import Table
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.instances import INSTANCES, qua_jobs, qua_problem
 from quasched.optimize.plots import METRICS, plot_metric
-from quasched.optimize.problem import HeavyRule
+from quasched.optimize.problem import OBJECTIVES, HeavyRule
 from quasched.optimize.solvers import SOLVERS, solve
 
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -68,7 +68,7 @@ def batch(
     time_limit: float = typer.Option(10.0, help="MILP time limit per instance, seconds."),
     qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
-    seed: int = typer.Option(0, help="Seed of the annealer and of QAOA sampling."),
+    seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
     out: Optional[Path] = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
     data_dir: Optional[Path] = typer.Option(None, help="Directory holding the trace files; default $QUASCHED_DATA, "
                                             "then the user cache."),
@@ -85,6 +85,8 @@ def batch(
     counts = parse_machines(machines)
     if rules not in ("default", "qua"):
         raise typer.BadParameter("choose default or qua", param_hint="--rules")
+    if objective not in OBJECTIVES:
+        raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
     workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
     options = {"milp": {"time_limit": time_limit}, "qubo-sa": {"seed": seed}}
     rows = []
