@@ -197,7 +197,7 @@ def _counts(problem: BatchProblem, classes: list[JobClass], deadline: float, rel
     if problem.objective == "lexicographic" and status == "optimal" and not problem.exactly_once:
         model.m.add_row(model.z, model.z_cost, lo=sol.objective - rel_gap * max(1.0, abs(sol.objective)))
         model.m.set_objective(model.z, 1.0)
-        second = model.m.solve(max(deadline - time.perf_counter(), 1.0), rel_gap)
+        second = model.m.solve(max(deadline - time.perf_counter(), 0.2), rel_gap)
         if second.x is not None:
             x, status = second.x, second.status
     bound = None if problem.exactly_once else float(sol.bound)
@@ -333,7 +333,7 @@ def _distribute(problem: BatchProblem, classes: list[JobClass], slots: np.ndarra
         model.m.add_row(model.z, model.z_cost, lo=weighted_floor)
     if weighted_floor is not None or problem.exactly_once:
         model.m.set_objective(model.z, 1.0)
-    sol = model.m.solve(max(deadline - time.perf_counter(), 1.0), rel_gap)
+    sol = model.m.solve(max(deadline - time.perf_counter(), 0.2), rel_gap)
     if sol.x is None:
         return np.full(problem.n_jobs, -1, dtype=np.int64)
     return expand(problem, classes, model.counts(sol.x))
