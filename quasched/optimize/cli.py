@@ -66,6 +66,7 @@ def batch(
     alpha: float = typer.Option(0.6, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
     heavy: float = typer.Option(0.4, help="Heavy-job share threshold of the default rule."),
     time_limit: float = typer.Option(10.0, help="MILP time limit per instance, seconds."),
+    mip_gap: float = typer.Option(1e-6, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
     qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
     seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
@@ -88,7 +89,7 @@ def batch(
     if objective not in OBJECTIVES:
         raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
     workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
-    options = {"milp": {"time_limit": time_limit}, "qubo-sa": {"seed": seed}}
+    options = {"milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed}}
     rows = []
     table = Table(title=f"Batch assignment ({rules} rules, {objective} objective, alpha {alpha:g})")
     for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "time s",
