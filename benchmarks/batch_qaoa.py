@@ -22,7 +22,7 @@ from quasched.optimize.classes import job_classes
 from quasched.optimize.colgen import Master, shapes
 from quasched.optimize.instances import qua_jobs, qua_problem
 from quasched.optimize.qaoa import energies, qaoa
-from quasched.optimize.qubo import pattern_qubo
+from quasched.optimize.qubo import dense, pattern_qubo
 from quasched.traces.catalog import trace_info
 from quasched.traces.datadir import resolve_trace
 from quasched.traces.dlrm import load_dlrm
@@ -60,17 +60,14 @@ def main(data_dir: Optional[Path] = typer.Option(None, help="Directory holding t
         table.add_column(col, justify="right")
     for n in (int(v) for v in qubits.split(",")):
         q = subproblem(sh, pi, n)
-        lin = np.array([q.bqm.get_linear(v) for v in range(q.n_vars)])
-        quad = np.zeros((q.n_vars, q.n_vars))
-        for (u, v), bias in q.bqm.quadratic.items():
-            quad[min(u, v), max(u, v)] += bias
-        ground = energies(lin, quad, q.bqm.offset).min()
+        lin, quad, offset = dense(q.bqm)
+        ground = energies(lin, quad, offset).min()
         start = time.perf_counter()
         reads = annealer(reads=100, sweeps=1000)(q)
         sa_time = time.perf_counter() - start
         sa_hit = np.mean([q.bqm.energy(dict(enumerate(r))) <= ground + 1e-9 for r in reads])
         for p in (int(v) for v in layers.split(",")):
-            _, run = qaoa(lin, quad, q.bqm.offset, layers=p, maxiter=maxiter)
+            _, run = qaoa(lin, quad, offset, layers=p, maxiter=maxiter)
             table.add_row(str(q.n_vars), str(p), f"{run.p_optimum:.4f}", f"{run.p_uniform:.2e}",
                           f"{run.p_optimum / run.p_uniform:.1f}", str(run.evaluations), f"{run.seconds:.2f}",
                           f"{sa_hit:.2f}", f"{sa_time:.2f}")

@@ -9,7 +9,7 @@ from quasched.optimize import HeavyRule, verify
 from quasched.optimize.anneal import annealer
 from quasched.optimize.problem import small_problem
 from quasched.optimize.qaoa import energies, qaoa
-from quasched.optimize.qubo import _slack_coefficients, build_qubo, pattern_qubo
+from quasched.optimize.qubo import _slack_coefficients, build_qubo, decode_placement, dense, pattern_qubo
 from quasched.optimize.solvers import solve
 
 CAP = [[4000, 2000, 8192]]
@@ -30,13 +30,10 @@ def tiny():
 def test_placement_qubo_ground_state_is_the_optimum():
     p = tiny()
     q = build_qubo(p, np.arange(p.n_jobs), np.arange(p.n_machines))
-    lin, quad, offset = q.matrix()
+    lin, quad, offset = dense(q.bqm)
     energy = energies(lin, quad, offset)
     ground = int(np.argmin(energy))
-    bits = (ground >> np.arange(q.n_vars)) & 1
-    machine = np.full(p.n_jobs, -1)
-    for i, j in q.decode(bits):
-        machine[i] = j
+    machine = decode_placement(q, (ground >> np.arange(q.n_vars)) & 1, p.n_jobs)
     verdict = verify(p, machine)
     assert verdict.feasible and verdict.weighted == pytest.approx(solve(p, "milp").verdict.weighted)
 
@@ -44,7 +41,7 @@ def test_placement_qubo_ground_state_is_the_optimum():
 def test_annealer_finds_the_ground_state_of_a_small_qubo():
     p = tiny()
     q = build_qubo(p, np.arange(p.n_jobs), np.arange(p.n_machines))
-    lin, quad, offset = q.matrix()
+    lin, quad, offset = dense(q.bqm)
     best = annealer(reads=16, sweeps=500)(q)[0]
     assert q.bqm.energy(dict(enumerate(best))) == pytest.approx(energies(lin, quad, offset).min())
 
@@ -82,3 +79,10 @@ def test_qaoa_solver_end_to_end_on_a_tiny_problem():
     result = solve(p, "qaoa", max_qubits=8, layers=1, maxiter=20, shots=128)
     assert result.verdict.feasible
     assert result.info["qaoa_runs"] >= 1 and result.info["qubits_max"] <= 8
+
+
+def test_direct_qubo_sa_reaches_the_optimum_of_a_tiny_problem():
+    p = tiny()
+    result = solve(p, "qubo-sa", method="direct", reads=32, sweeps=1000)
+    assert result.verdict.feasible
+    assert result.verdict.weighted == pytest.approx(solve(p, "milp").verdict.weighted)

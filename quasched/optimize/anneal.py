@@ -9,6 +9,7 @@ from dwave.samplers import SimulatedAnnealingSampler
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.decompose import QuboPricer, solve_decomposed
 from quasched.optimize.problem import BatchProblem
+from quasched.optimize.qubo import build_qubo, decode_placement, placement_ok
 
 
 def ordered(sampleset: dimod.SampleSet, n_vars: int) -> np.ndarray:
@@ -30,10 +31,32 @@ def annealer(reads: int = 32, sweeps: int = 1000, seed: int = 0):
     return solve
 
 
+MAX_DIRECT_VARS = 2000
+
+
 def solve_qubo_sa(problem: BatchProblem, *, reads: int = 64, sweeps: int = 2000, seed: int = 0,
-                  time_limit: float = 60.0, max_slack_bits: int | None = 6, **pricer_options) -> Assignment:
-    """Decomposed QUBO solved by simulated annealing (slack units coarsened to ``max_slack_bits``)."""
+                  time_limit: float = 60.0, max_slack_bits: int | None = 6, method: str = "decomposed",
+                  **pricer_options) -> Assignment:
+    """Decomposed QUBO solved by simulated annealing (slack units coarsened to ``max_slack_bits``).
+
+    ``method="direct"`` anneals the whole placement QUBO instead (small problems only).
+    """
+    if method == "direct":
+        return _direct(problem, annealer(reads, sweeps, seed))
     pricer = QuboPricer(annealer(reads, sweeps, seed), max_slack_bits=max_slack_bits, **pricer_options)
     result = solve_decomposed(problem, pricer, "qubo-sa", time_limit)
     result.info.update(reads=reads, sweeps=sweeps)
     return result
+
+
+def _direct(problem: BatchProblem, solver) -> Assignment:
+    """The best feasible sample of the full placement QUBO (empty answer if none is feasible)."""
+    qubo = build_qubo(problem, np.arange(problem.n_jobs), np.arange(problem.n_machines))
+    if qubo.n_vars > MAX_DIRECT_VARS:
+        raise ValueError(f"{qubo.n_vars} QUBO variables: use the decomposition for problems this large")
+    samples = solver(qubo)
+    machines = [decode_placement(qubo, s, problem.n_jobs) for s in samples]
+    ok = [m for m in machines if m is not None and placement_ok(problem, m)]
+    best = max(ok, key=lambda m: problem.weight[m >= 0].sum(), default=np.full(problem.n_jobs, -1))
+    info = {"qubo_vars": qubo.n_vars, "sample_feasibility": len(ok) / max(len(samples), 1)}
+    return Assignment("qubo-sa", best, "heuristic", objective=float(problem.weight[best >= 0].sum()), info=info)

@@ -23,6 +23,7 @@ from scipy.optimize import minimize
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.decompose import QuboPricer, solve_decomposed
 from quasched.optimize.problem import BatchProblem
+from quasched.optimize.qubo import dense
 
 MAX_QUBITS = 20
 
@@ -127,11 +128,7 @@ def qaoa_solver(stats: QaoaStats, **options):
     """A decomposition sub-solver running :func:`qaoa` and recording each run in ``stats``."""
 
     def solve(qubo) -> np.ndarray:
-        lin = np.array([qubo.bqm.get_linear(v) for v in range(qubo.n_vars)])
-        quad = np.zeros((qubo.n_vars, qubo.n_vars))
-        for (u, v), bias in qubo.bqm.quadratic.items():
-            quad[min(u, v), max(u, v)] += bias
-        samples, run = qaoa(lin, quad, float(qubo.bqm.offset), seed=len(stats.runs), **options)
+        samples, run = qaoa(*dense(qubo.bqm), seed=len(stats.runs), **options)
         stats.runs.append(run)
         return samples
 

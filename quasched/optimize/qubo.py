@@ -39,7 +39,6 @@ class PlacementQubo:
     machines: np.ndarray
     bqm: dimod.BinaryQuadraticModel
     pairs: list[tuple[int, int]] = field(default_factory=list)  # variable k -> (job, machine)
-    penalty: float = PENALTY
 
     @property
     def n_vars(self) -> int:
@@ -49,14 +48,15 @@ class PlacementQubo:
         """(job, machine) pairs set in a sample (a 0/1 vector in variable order)."""
         return [self.pairs[k] for k in range(len(self.pairs)) if sample[k]]
 
-    def matrix(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """Dense (linear, upper-triangular quadratic, offset) in variable order 0..n-1."""
-        n = self.n_vars
-        lin = np.array([self.bqm.get_linear(v) for v in range(n)])
-        quad = np.zeros((n, n))
-        for (u, v), bias in self.bqm.quadratic.items():
-            quad[min(u, v), max(u, v)] += bias
-        return lin, quad, float(self.bqm.offset)
+
+def dense(bqm: dimod.BinaryQuadraticModel) -> tuple[np.ndarray, np.ndarray, float]:
+    """(linear, upper-triangular quadratic, offset) of a BQM over variables 0..n-1."""
+    n = bqm.num_variables
+    lin = np.array([bqm.get_linear(v) for v in range(n)])
+    quad = np.zeros((n, n))
+    for (u, v), bias in bqm.quadratic.items():
+        quad[min(u, v), max(u, v)] += bias
+    return lin, quad, float(bqm.offset)
 
 
 def _slack_coefficients(top: int) -> list[int]:
@@ -99,7 +99,7 @@ def build_qubo(problem: BatchProblem, jobs, machines, free: np.ndarray | None = 
                 if (problem.heavy_hi[i, j] and problem.heavy_lo[k, j]) or (problem.heavy_lo[i, j] and problem.heavy_hi[k, j]):
                     bqm.add_quadratic(var[(i, j)], var[(k, j)], big)
         _density(bqm, problem, here, var, j, big)
-    return PlacementQubo(jobs, machines, bqm, pairs, penalty)
+    return PlacementQubo(jobs, machines, bqm, pairs)
 
 
 def _constraint(bqm: dimod.BinaryQuadraticModel, terms: list[tuple[int, int]], top: int, big: float) -> None:
@@ -185,3 +185,28 @@ def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: 
         for v in heavy[p + 1:] + light:
             bqm.add_quadratic(u, v, big)
     return PatternQubo(bits, bqm, len(price))
+
+
+def placement_ok(problem: BatchProblem, machine: np.ndarray) -> bool:
+    """Solver-side check of a machine vector (the verifier re-checks independently)."""
+    for j in np.unique(machine[machine >= 0]).tolist():
+        rows = np.flatnonzero(machine == j)
+        if np.any(problem.demand[rows].sum(axis=0) > problem.capacity[j]) or not problem.allowed[rows, j].all():
+            return False
+        hi, lo = problem.heavy_hi[rows, j], problem.heavy_lo[rows, j]
+        if hi.sum() > 1 or (hi.any() and lo.sum() > 1):
+            return False
+        limited = rows[problem.limit[rows] >= 1]
+        if any(np.sum(problem.app[rows] == problem.app[i]) > problem.limit[i] for i in limited.tolist()):
+            return False
+    return True
+
+
+def decode_placement(qubo: PlacementQubo, sample: np.ndarray, n_jobs: int) -> np.ndarray | None:
+    """Machine vector of a placement sample; None when a job is placed twice."""
+    machine = np.full(n_jobs, -1, dtype=np.int64)
+    for i, j in qubo.decode(sample):
+        if machine[i] >= 0:
+            return None
+        machine[i] = j
+    return machine
