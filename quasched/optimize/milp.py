@@ -243,7 +243,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     if best.x is None:
         return fallback, "feasible", lp_bound, info
     bound = proof_bound if proven else lp_bound
-    model, lam, z = master.build(integer=True)
+    model, _, z = master.build(integer=True)
     x = best.x
     if lexicographic and proven:
         model.add_row(z, master.seg_weight, lo=best.objective - tol)
@@ -251,7 +251,10 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
         second = model.solve(max(deadline - DISTRIBUTION_RESERVE - time.perf_counter(), 0.5), rel_gap)
         proven = second.status == "optimal"
         x = second.x if second.x is not None else x
-    machine = _distribute(problem, classes, master.slots(x[lam]), sh.shape_of, deadline, rel_gap,
+    counts = np.zeros(len(master.columns))
+    known = len(x) - len(master.seg_shape)  # x may come from a model with fewer columns
+    counts[:known] = x[:known]
+    machine = _distribute(problem, classes, master.slots(counts), sh.shape_of, deadline, rel_gap,
                           best.objective - tol if lexicographic else None)
     if weights[machine >= 0].sum() < weights[fallback >= 0].sum():
         machine = fallback
