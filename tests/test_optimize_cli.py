@@ -1,0 +1,28 @@
+"""``quasched batch`` end to end on small machine counts."""
+
+import csv
+
+import typer
+from typer.testing import CliRunner
+
+from quasched.optimize.cli import batch, parse_machines
+
+app = typer.Typer()
+app.command()(batch)
+
+
+def test_parse_machines():
+    assert parse_machines("10:30:10") == [10, 20, 30]
+    assert parse_machines("5,7") == [5, 7]
+
+
+def test_batch_writes_verified_results_and_plots(data_dir, tmp_path):
+    result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "--machines", "10", "--solvers",
+                                      "greedy-qua,greedy,milp", "--rules", "qua", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert len(rows) == 6 and all(r["verified"] == "True" for r in rows)
+    greedy_qua = next(r for r in rows if r["instance"] == "qua-greedy" and r["solver"] == "greedy-qua")
+    assert (greedy_qua["jobs"], greedy_qua["apps"]) == ("67", "5")
+    assert (tmp_path / "qua-greedy-jobs.png").stat().st_size > 0
+    assert (tmp_path / "qua-qubo-apps.png").stat().st_size > 0
