@@ -92,24 +92,25 @@ def batch(
     options = {"milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed}}
     rows = []
     table = Table(title=f"Batch assignment ({rules} rules, {objective} objective, alpha {alpha:g})")
-    for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "time s",
-                "status", "verified"):
+    for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "of MILP bound",
+                "time s", "status", "verified"):
         table.add_column(col, justify="left" if col in ("instance", "solver", "status") else "right")
     for name in names:
         jobs = qua_jobs(workload, name)
         for m in counts:
             extra = {} if rules == "qua" else {"heavy": HeavyRule.symmetric(heavy)}
             problem = qua_problem(jobs, m, compat=rules == "qua", alpha=alpha, objective=objective, **extra)
-            for solver in chosen:
-                if solver == "qaoa" and m > qaoa_max_machines:
-                    continue
-                result = solve(problem, solver, **options.get(solver, {}))
-                r = row(name, m, result)
-                rows.append(r)
-                table.add_row(name, str(m), solver, str(r["jobs"]), str(r["apps"]), f"{r['weighted']:.4f}",
+            here = [row(name, m, solve(problem, s, **options.get(s, {})))
+                    for s in chosen if s != "qaoa" or m <= qaoa_max_machines]
+            bound = next((r["bound"] for r in here if r["solver"] == "milp" and r["bound"]), None)
+            for r in here:
+                r["of_milp_bound"] = None if bound is None else round(r["weighted"] / bound, 6)
+                table.add_row(name, str(m), r["solver"], str(r["jobs"]), str(r["apps"]), f"{r['weighted']:.4f}",
                               "" if r["bound"] is None else f"{r['bound']:.4f}",
-                              "" if r["gap"] is None else f"{100 * r['gap']:.3f}%", f"{r['time']:.2f}",
-                              r["status"], result.verdict.mark)
+                              "" if r["gap"] is None else f"{100 * r['gap']:.3f}%",
+                              "" if bound is None else f"{100 * r['of_milp_bound']:.2f}%", f"{r['time']:.2f}",
+                              r["status"], "✓" if r["verified"] else f"✗ ({r['violations']})")
+            rows += here
     console.print(table)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
