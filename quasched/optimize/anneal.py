@@ -36,6 +36,7 @@ MAX_DIRECT_VARS = 2000
 
 def solve_qubo_sa(problem: BatchProblem, *, reads: int = 64, sweeps: int = 2000, seed: int = 0,
                   time_limit: float = 60.0, max_slack_bits: int | None = 6, method: str = "decomposed",
+                  patience: int = 3,
                   **pricer_options) -> Assignment:
     """Decomposed QUBO solved by simulated annealing (slack units coarsened to ``max_slack_bits``).
 
@@ -44,7 +45,7 @@ def solve_qubo_sa(problem: BatchProblem, *, reads: int = 64, sweeps: int = 2000,
     if method == "direct":
         return _direct(problem, annealer(reads, sweeps, seed))
     pricer = QuboPricer(annealer(reads, sweeps, seed), max_slack_bits=max_slack_bits, **pricer_options)
-    result = solve_decomposed(problem, pricer, "qubo-sa", time_limit)
+    result = solve_decomposed(problem, pricer, "qubo-sa", time_limit, patience)
     result.info.update(reads=reads, sweeps=sweeps)
     return result
 

@@ -29,26 +29,40 @@ from quasched.optimize.qubo import PENALTY, PatternQubo, pattern_qubo
 SubSolver = Callable[[PatternQubo], np.ndarray]
 
 
+#: QUBO formulations of one pricing question: slack capacity rows (None) or unbalanced (l1, l2)
+PORTFOLIO: tuple[tuple[float, float] | None, ...] = (None, (1.0, 5.0), (2.0, 10.0), (1.0, 30.0), (4.0, 20.0))
+
+
 class QuboPricer:
-    """Pricing by QUBO samples, with statistics."""
+    """Pricing by QUBO samples, with statistics.
+
+    Each question is asked in every formulation of ``formulations`` (see
+    :data:`PORTFOLIO`); every feasible sample of any of them is a candidate column.
+    """
 
     def __init__(self, subsolver: SubSolver, max_vars: int | None = None, penalty: float = PENALTY,
-                 max_slack_bits: int | None = None) -> None:
+                 max_slack_bits: int | None = None, formulations=PORTFOLIO) -> None:
         self.subsolver, self.max_vars = subsolver, max_vars
-        self.penalty, self.max_slack_bits = penalty, max_slack_bits
+        self.penalty, self.max_slack_bits, self.formulations = penalty, max_slack_bits, formulations
         self.subproblems = self.samples = self.feasible = self.largest = 0
         self.time = 0.0
 
     def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
-        """Every feasible pattern among the QUBO's samples (never a proof of optimality)."""
+        """Every feasible pattern among the QUBOs' samples (never a proof of optimality)."""
+        found: list[np.ndarray] = []
+        for form in self.formulations:
+            found += self._ask(sh, t, pi, form)
+        return found, False
+
+    def _ask(self, sh: Shapes, t: int, pi: np.ndarray, form) -> list[np.ndarray]:
         shapes = np.flatnonzero((pi > 1e-9) & (sh.fit[t] > 0))
         shapes = shapes[np.argsort(-pi[shapes], kind="stable")]
-        qubo = self._qubo(sh, t, pi, shapes)
+        qubo = self._qubo(sh, t, pi, shapes, form)
         while self.max_vars is not None and qubo.n_vars > self.max_vars and len(shapes) > 1:
             shapes = shapes[:-1]
-            qubo = self._qubo(sh, t, pi, shapes)
+            qubo = self._qubo(sh, t, pi, shapes, form)
         if not len(shapes) or (self.max_vars is not None and qubo.n_vars > self.max_vars):
-            return [], False
+            return []
         start = time.perf_counter()
         samples = self.subsolver(qubo)
         self.time += time.perf_counter() - start
@@ -62,11 +76,11 @@ class QuboPricer:
             self.feasible += ok
             if ok:
                 found.append(a)
-        return found, False
+        return found
 
-    def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray) -> PatternQubo:
+    def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray, form) -> PatternQubo:
         return pattern_qubo(sh.demand, sh.capacity[t], sh.fit[t], sh.hi[t], sh.lo_only[t], pi, shapes,
-                            self.penalty, self.max_slack_bits)
+                            self.penalty, self.max_slack_bits, form)
 
     def stats(self) -> dict:
         return {"subproblems": self.subproblems, "largest_qubo": self.largest,

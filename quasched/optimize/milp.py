@@ -220,7 +220,8 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     tol = rel_gap * max(1.0, abs(z_lp))
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
-    best = _pattern_ip(master, min(ip_deadline, time.perf_counter() + QUICK_IP))
+    # with exact pricing a quick incumbent is enough (enumeration follows); otherwise this is the answer
+    best = _pattern_ip(master, min(ip_deadline, time.perf_counter() + QUICK_IP) if pricer is None else ip_deadline)
     proven = converged and best.x is not None and z_lp - best.objective <= tol and not lexicographic
     proof_bound = z_lp
     if converged and best.x is not None and not proven:

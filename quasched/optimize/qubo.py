@@ -1,4 +1,4 @@
-"""QUBO of placing candidate jobs on a few machines (one machine in the decomposition).
+"""QUBOs: placing jobs on machines, and the pricing subproblem of the decomposition.
 
 Binary ``x[i, j]``: candidate ``i`` on machine ``j``. Energy, to minimise::
 
@@ -162,11 +162,20 @@ class PatternQubo:
 
 def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: np.ndarray, lo_only: np.ndarray,
                  price: np.ndarray, shapes: np.ndarray, penalty: float = PENALTY,
-                 max_slack_bits: int | None = None) -> PatternQubo:
-    """Maximise ``price @ a`` over shape counts ``a`` (only ``shapes``) that fit one machine."""
+                 max_slack_bits: int | None = None, unbalanced: tuple[float, float] | None = None) -> PatternQubo:
+    """Maximise ``price @ a`` over shape counts ``a`` (only ``shapes``) that fit one machine.
+
+    Capacity rows use slack variables, or with ``unbalanced = (l1, l2)`` no
+    slack at all: ``-l1 h + l2 h^2`` with ``h = 1 - use / capacity`` (the
+    unbalanced penalisation of Montanez-Barrera et al.), which favours
+    ``h`` slightly above 0 and punishes ``h < 0`` but can admit overfull
+    answers: every sample is checked.
+    """
     top = float(max(price[shapes].max(initial=0.0), 1e-12))
     bqm = dimod.BinaryQuadraticModel("BINARY")
     bits = [(int(s), c) for s in shapes.tolist() for c in _slack_coefficients(int(fit[s]))]
+    for k in range(len(bits)):
+        bqm.add_variable(k)
     big = penalty * max((price[s] * c / top for s, c in bits), default=1.0)
     for k, (s, c) in enumerate(bits):
         bqm.add_linear(k, -price[s] * c / top)
@@ -174,6 +183,9 @@ def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: 
         need = np.array([demand[s, r] * c for s, c in bits], dtype=np.int64)
         cap = int(capacity[r])
         if need.sum() <= cap:
+            continue
+        if unbalanced is not None:
+            _unbalanced(bqm, need / cap, *unbalanced)
             continue
         unit = reduce(math.gcd, need.tolist() + [cap]) or 1
         if max_slack_bits is not None:
@@ -185,6 +197,17 @@ def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: 
         for v in heavy[p + 1:] + light:
             bqm.add_quadratic(u, v, big)
     return PatternQubo(bits, bqm, len(price))
+
+
+def _unbalanced(bqm: dimod.BinaryQuadraticModel, share: np.ndarray, l1: float, l2: float) -> None:
+    """Add ``-l1 h + l2 h^2`` for ``h = 1 - share @ x`` (constant terms dropped)."""
+    for k, a in enumerate(share.tolist()):
+        if a:
+            bqm.add_linear(k, l1 * a - 2 * l2 * a + l2 * a * a)
+    nonzero = np.flatnonzero(share)
+    for p, k in enumerate(nonzero.tolist()):
+        for m in nonzero[p + 1:].tolist():
+            bqm.add_quadratic(k, m, 2 * l2 * share[k] * share[m])
 
 
 def placement_ok(problem: BatchProblem, machine: np.ndarray) -> bool:
