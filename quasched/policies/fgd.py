@@ -20,6 +20,7 @@ from quasched.model.cluster import Cluster
 from quasched.model.workload import Pod
 from quasched.policies import devices
 from quasched.policies.base import Policy
+from quasched.policies.state_memo import StateScoreMemo
 from quasched.sim.random import RandomStream
 
 _UNKNOWN = -1
@@ -41,28 +42,13 @@ class FGD(Policy):
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
         self.table: StateTable = state_table(cluster, typical=self.typical)
-        self._memo: dict[tuple, np.ndarray] = {}
+        self._memo = StateScoreMemo(_UNKNOWN)
 
     # ------------------------------------------------------------- scoring
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
         states = self.table.ids()[nodes]
-        memo = self._memo_for(pod)
-        scores = memo[states]
-        missing = np.unique(states[scores == _UNKNOWN])
-        if len(missing):
-            memo[missing] = self._state_scores(pod, missing).max(axis=1)
-            scores = memo[states]
-        return scores
-
-    def _memo_for(self, pod: Pod) -> np.ndarray:
-        key = (*pod.shape,)
-        memo = self._memo.get(key)
-        if memo is None or len(memo) < len(self.table):
-            grown = np.full(max(2 * len(self.table), 64), _UNKNOWN, dtype=np.int64)
-            if memo is not None:
-                grown[: len(memo)] = memo
-            memo = self._memo[key] = grown
-        return memo
+        return self._memo.lookup(pod.shape, states, len(self.table),
+                                 lambda missing: self._state_scores(pod, missing).max(axis=1))
 
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
         """Score of placing ``pod`` on each node state, per device column for sharing pods.

@@ -57,6 +57,7 @@ from quasched.model.cluster import Cluster, accessible
 from quasched.model.workload import Pod
 from quasched.policies import devices
 from quasched.policies.base import Policy
+from quasched.policies.state_memo import StateScoreMemo
 from quasched.sim.random import RandomStream
 
 _UNKNOWN = np.iinfo(np.int64).min
@@ -176,7 +177,7 @@ class Headroom(Policy):
         self.model = model
         self.total = max(total, 1)
         self._h = np.zeros(0, dtype=np.int64)
-        self._memo: dict[Shape, np.ndarray] = {}
+        self._memo = StateScoreMemo(_UNKNOWN)
 
     def _observe(self, pod: Pod) -> None:
         if not self.learn:
@@ -249,26 +250,12 @@ class Headroom(Policy):
             hyp -= np.where(take, pod.gpu_milli, 0)
         return self._combine(h_before, f_before, cpu, mem, hyp, model)[:, None]
 
-    def _memo_for(self, pod: Pod) -> np.ndarray:
-        key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
-        memo = self._memo.get(key)
-        if memo is None or len(memo) < len(self.states):
-            grown = np.full(max(2 * len(self.states), 64), _UNKNOWN, dtype=np.int64)
-            if memo is not None:
-                grown[: len(memo)] = memo
-            memo = self._memo[key] = grown
-        return memo
-
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
         self._observe(pod)
         states = self.states.ids()[nodes]
-        memo = self._memo_for(pod)
-        scores = memo[states]
-        missing = np.unique(states[scores == _UNKNOWN])
-        if len(missing):
-            memo[missing] = self._state_scores(pod, missing).max(axis=1)
-            scores = memo[states]
-        return scores
+        key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
+        return self._memo.lookup(key, states, len(self.states),
+                                 lambda missing: self._state_scores(pod, missing).max(axis=1))
 
     # ----------------------------------------------------------- reserve
     def select_devices(self, cluster: Cluster, pod: Pod, node: int) -> tuple[int, ...]:
