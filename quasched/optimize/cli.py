@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import csv
-import sys
 import json
+import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -70,8 +69,8 @@ def batch(
     qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
     seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
-    out: Optional[Path] = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
-    data_dir: Optional[Path] = typer.Option(None, help="Directory holding the trace files; default $QUASCHED_DATA, "
+    out: Path | None = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
+    data_dir: Path | None = typer.Option(None, help="Directory holding the trace files; default $QUASCHED_DATA, "
                                             "then the user cache."),
 ) -> None:
     """Solve Qua's job-assignment instances with every solver; verify and tabulate every answer."""

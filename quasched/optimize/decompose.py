@@ -14,7 +14,7 @@ bound is claimed.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

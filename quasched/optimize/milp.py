@@ -26,14 +26,22 @@ import numpy as np
 
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.classes import JobClass, expand, job_classes, machine_types
-from quasched.optimize.colgen import MAX_ENUMERATED, Master, enumerate_patterns, generate, shapes
+from quasched.optimize.colgen import (
+    MAX_ENUMERATED,
+    Master,
+    enumerate_patterns,
+    generate,
+    shapes,
+)
 from quasched.optimize.greedy import greedy_priority
 from quasched.optimize.highs import LinearModel
 from quasched.optimize.problem import BatchProblem
 
 TIME_LIMIT = 10.0
 DISTRIBUTION_RESERVE = 1.5  # seconds kept for assigning apps to the chosen slots
-QUICK_IP = 2.0  # seconds for the pattern MILPs that only look for a good incumbent
+QUICK_IP = 2.0  # seconds for the first pattern MILP (CG columns only), which looks for an incumbent
+STAGE_GAP = 1e-4  # first reduced-cost window of the proof, relative to the LP bound
+GROWTH = 2.0  # each further window is this much wider (but never past the incumbent)
 REL_GAP = 1e-6
 
 
@@ -220,43 +228,25 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     tol = rel_gap * max(1.0, abs(z_lp))
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
-    # with exact pricing a quick incumbent is enough (enumeration follows); otherwise this is the answer
-    best = _pattern_ip(master, min(ip_deadline, time.perf_counter() + QUICK_IP) if pricer is None else ip_deadline)
-    proven = converged and best.x is not None and z_lp - best.objective <= tol and not lexicographic
-    proof_bound = z_lp
-    if converged and best.x is not None and not proven:
-        # a quick look among near-zero reduced cost patterns for a better incumbent, then every
-        # pattern that can still matter, with that incumbent as the start
-        gap = z_lp - best.objective
-        for delta, quick in ((gap / 4, True), (None, False)):
-            delta = (z_lp - best.objective if delta is None else delta) + tol
-            if time.perf_counter() > ip_deadline or not _enumerate(master, pi, mu, delta, info):
-                break
-            limit = min(ip_deadline, time.perf_counter() + QUICK_IP) if quick else ip_deadline
-            sol = _pattern_ip(master, limit, (pi, mu, delta), best)
-            if sol.x is not None and sol.objective >= best.objective - tol:
-                best = sol
-            if sol.status == "optimal" and z_lp - best.objective <= delta:
-                proven, proof_bound = True, max(best.objective, min(z_lp, sol.bound))
-                break
-    info.update(patterns=len(master.columns), pattern_ip_time=round(best.time, 3))
-    lp_bound = z_lp if converged else None
+    if converged:
+        best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, info)
+    else:
+        best, bound = _pattern_ip(master, ip_deadline), None
+    proven = best.x is not None and bound is not None and best.objective >= bound - tol
+    info.update(patterns=len(master.columns))
     if best.x is None:
-        return fallback, "feasible", lp_bound, info
-    bound = proof_bound if proven else lp_bound
-    model, _, z = master.build(integer=True)
+        return fallback, "feasible", bound, info
     x = best.x
     if lexicographic and proven:
+        model, _, z = master.build(integer=True)
         model.add_row(z, master.seg_weight, lo=best.objective - tol)
         model.set_objective(z, 1.0)
-        second = model.solve(max(deadline - DISTRIBUTION_RESERVE - time.perf_counter(), 0.5), rel_gap)
+        second = model.solve(max(ip_deadline - time.perf_counter(), 0.5), rel_gap, options={"presolve": "off"},
+                             start=master.point(master.patterns_of(x)))
         proven = second.status == "optimal"
         x = second.x if second.x is not None else x
-    counts = np.zeros(len(master.columns))
-    known = len(x) - len(master.seg_shape)  # x may come from a model with fewer columns
-    counts[:known] = x[:known]
-    machine = _distribute(problem, classes, master.slots(counts), sh.shape_of, deadline, rel_gap,
-                          best.objective - tol if lexicographic else None)
+    machine = _distribute(problem, classes, master.slots(master.patterns_of(x)), sh.shape_of, deadline,
+                          rel_gap, best.objective - tol if lexicographic else None)
     if weights[machine >= 0].sum() < weights[fallback >= 0].sum():
         machine = fallback
     reached = float(weights[machine >= 0].sum()) >= best.objective - tol
@@ -265,23 +255,63 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     return machine, status, (None if problem.exactly_once else bound), info
 
 
+def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: float, deadline: float,
+           tol: float, info: dict):
+    """Best pattern solution and an upper bound, by staged reduced-cost enumeration.
+
+    Any solution is worth at most ``z_lp + sum_p rc_p lam_p`` (``rc_p <= 0``), so one better
+    than ``z_lp - delta`` uses only patterns with ``rc_p >= -delta``. Each stage enumerates
+    those (maximal ones suffice: jobs can be dropped) and solves the pattern MILP over them;
+    its optimum ``v`` gives the bound ``max(v, z_lp - delta)``, and ``v >= z_lp - delta`` is a
+    proof. Stages start at ``STAGE_GAP * z_lp`` and widen (by GROWTH) towards ``z_lp - v``:
+    a good incumbent first keeps the final, proving enumeration small.
+    """
+    best = _pattern_ip(master, min(deadline, time.perf_counter() + QUICK_IP))
+    lb = max(lb, best.objective if best.x is not None else lb)
+    info["quick_incumbent"] = lb
+    bound, delta = z_lp, max(STAGE_GAP * abs(z_lp), tol)
+    stages = []
+    while time.perf_counter() < deadline and bound - lb > tol:
+        delta = min(delta, z_lp - lb)
+        before = len(master.columns)
+        if not _enumerate(master, pi, mu, delta + tol, info):
+            break
+        if stages and len(master.columns) == before:  # same patterns: the last optimum stands
+            bound = min(bound, max(lb, z_lp - delta))
+            delta *= GROWTH
+            continue
+        sol = _pattern_ip(master, deadline, (pi, mu, delta + tol), best)
+        stages.append((round(delta, 6), len(master.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
+        if sol.x is not None and (best.x is None or sol.objective > best.objective):
+            best, lb = sol, max(lb, sol.objective)
+        if sol.status == "infeasible":  # nothing within delta of the LP bound
+            bound = min(bound, max(lb, z_lp - delta))
+            delta *= GROWTH
+            continue
+        if sol.status != "optimal":
+            bound = min(bound, max(sol.bound, z_lp - delta))
+            break
+        bound = min(bound, max(sol.bound, z_lp - delta))
+        delta *= GROWTH
+    info["proof_stages"] = stages
+    return best, max(bound, lb)
+
+
 def _pattern_ip(master: Master, deadline: float, budget=None, incumbent=None):
     """The pattern MILP, optionally started from ``incumbent`` (a solution over a prefix of the columns).
 
-    ``budget = (pi, mu, delta)`` adds the valid row sum(-rc_p lam_p) <= delta: any solution within
-    ``delta`` of the LP bound spends at most that much reduced cost.
+    ``budget = (pi, mu, delta)`` keeps (at least) the solutions within ``delta`` of the LP bound:
+    they spend at most that much reduced cost, ``sum(-rc_p lam_p) <= delta``, and place per
+    shape a count inside :meth:`Master.window` (the model is infeasible when there are none).
     """
-    model, lam, z = master.build(integer=True)
+    window = None if budget is None else master.window(budget[0], budget[2])
+    model, lam, _ = master.build(integer=True, window=window)
     if budget is not None:
         pi, mu, delta = budget
-        cost = np.array([max(mu[t] - pi @ a, 0.0) for t, a in master.columns])
-        model.add_row(lam, cost, hi=delta)
+        model.add_row(lam, master.reduced_costs(pi, mu), hi=delta)
     start = None
     if incumbent is not None and incumbent.x is not None:
-        start = np.zeros(model.n)
-        old = len(incumbent.x) - len(z)
-        start[lam[:old]] = np.round(incumbent.x[:old])
-        start[z] = incumbent.x[old:]
+        start = master.point(master.patterns_of(incumbent.x))
     # presolve reformulates the many near-duplicate pattern columns slowly; off is 3-4x faster here
     return model.solve(max(deadline - time.perf_counter(), 0.1), REL_GAP, options={"presolve": "off"},
                        start=start)

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 METRICS = {"jobs": "Jobs placed", "apps": "Distinct apps placed", "weighted": "Priority-weighted jobs placed"}
 

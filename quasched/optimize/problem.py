@@ -21,9 +21,9 @@ Objective: the ``k``-th job of an app in submission order weighs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
 
 import numpy as np
 
