@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from quasched.optimize import HeavyRule, verify
+from quasched.optimize.classes import job_classes
+from quasched.optimize.colgen import Master, shapes
 from quasched.optimize.problem import small_problem
 from quasched.optimize.solvers import solve
 
@@ -81,3 +83,29 @@ def test_lexicographic_adds_jobs_without_losing_weight():
     lexi = solve(p.with_options(objective="lexicographic"), "milp")
     assert weighted.verdict.weighted == lexi.verdict.weighted == pytest.approx(1.0)
     assert lexi.verdict.jobs == 1
+
+
+def test_shape_window_hand_computed():
+    # one shape, one app: weights 1, 0.6, 0.36; at price 0.5, g(n) = V(n) - 0.5 n = 0, 0.5, 0.6, 0.46
+    p = small_problem([[1000, 0, 10]] * 3, CAP, apps=[0, 0, 0])
+    sh = shapes(p, job_classes(p))
+    master = Master(sh, p.weight)
+    assert [tuple(b.tolist()) for b in master.window(np.array([0.5]), 0.05)] == [(2,), (2,)]
+    assert [tuple(b.tolist()) for b in master.window(np.array([0.5]), 0.15)] == [(1,), (3,)]
+    assert [tuple(b.tolist()) for b in master.window(np.array([0.0]), 0.0)] == [(3,), (3,)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_staged_pattern_proof_agrees_with_counts_model(seed):
+    # identical machines and few shapes: the pattern LP is fractional, so the staged proof runs
+    rng = np.random.default_rng(seed)
+    n = 40
+    demand = np.column_stack([rng.choice([1000, 2000, 3000], n), rng.choice([0, 500], n),
+                              rng.choice([1024, 3072, 5120], n)])
+    p = small_problem(demand, [[8000, 2000, 16384]] * 5, apps=rng.integers(0, 8, n),
+                      heavy=HeavyRule.symmetric(0.3))
+    patterns, counts = solve(p, "milp"), solve(p, "milp", method="counts", time_limit=60)
+    assert patterns.verdict.feasible and counts.verdict.feasible
+    assert patterns.status == counts.status == "optimal"
+    assert patterns.verdict.weighted == pytest.approx(counts.verdict.weighted, abs=1e-6)
+    assert patterns.bound >= patterns.verdict.weighted - 1e-6

@@ -9,7 +9,14 @@ from quasched.optimize import HeavyRule, verify
 from quasched.optimize.anneal import annealer
 from quasched.optimize.problem import small_problem
 from quasched.optimize.qaoa import energies, qaoa
-from quasched.optimize.qubo import _slack_coefficients, build_qubo, decode_placement, dense, pattern_qubo
+from quasched.optimize.qubo import (
+    _slack_coefficients,
+    build_qubo,
+    decode_placement,
+    dense,
+    pattern_qubo,
+    slack_unit,
+)
 from quasched.optimize.solvers import solve
 
 CAP = [[4000, 2000, 8192]]
@@ -86,3 +93,15 @@ def test_direct_qubo_sa_reaches_the_optimum_of_a_tiny_problem():
     result = solve(p, "qubo-sa", method="direct", reads=32, sweeps=1000)
     assert result.verdict.feasible
     assert result.verdict.weighted == pytest.approx(solve(p, "milp").verdict.weighted)
+
+
+def test_slack_unit_keeps_tight_contents_feasible():
+    gib = 1024
+    need = np.array([320, 40, 16, 480, 200, 240, 300]) * gib
+    cap = 1024 * gib
+    assert slack_unit(need, cap, None) == 4 * gib  # exact: the gcd
+    unit = slack_unit(need, cap, 6)
+    assert cap // unit <= 2 ** 6 - 1 and unit % (4 * gib) == 0
+    tight = np.array([320, 320, 320, 40, 16]) * gib  # 1,016 GiB: fits, and must stay feasible
+    assert (-(-tight // unit)).sum() <= cap // unit
+

@@ -30,7 +30,7 @@ SubSolver = Callable[[PatternQubo], np.ndarray]
 
 
 #: QUBO formulations of one pricing question: slack capacity rows (None) or unbalanced (l1, l2)
-PORTFOLIO: tuple[tuple[float, float] | None, ...] = (None, (1.0, 5.0), (2.0, 10.0), (1.0, 30.0), (4.0, 20.0))
+PORTFOLIO: tuple[tuple[float, float] | None, ...] = ((2.0, 3.0), (3.0, 6.0), (4.0, 20.0), None)
 
 
 class QuboPricer:

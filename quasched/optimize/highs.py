@@ -62,6 +62,8 @@ class LinearModel:
     def solve(self, time_limit: float = 10.0, rel_gap: float = 1e-6, threads: int = 1,
               options: dict | None = None, start: np.ndarray | None = None) -> Solution:
         """Solve with HiGHS; ``options`` are extra HiGHS options, ``start`` a feasible point to begin from."""
+        if self.n == 0:  # nothing to decide (HiGHS needs at least one column)
+            return Solution("optimal", np.zeros(0), 0.0, 0.0, 0.0, 0.0, np.zeros(len(self.rows)))
         h = highspy.Highs()
         settings = {"output_flag": False, "time_limit": float(time_limit), "mip_rel_gap": float(rel_gap),
                     "threads": int(threads), **(options or {})}
