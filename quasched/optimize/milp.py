@@ -41,7 +41,7 @@ TIME_LIMIT = 10.0
 DISTRIBUTION_RESERVE = 1.5  # seconds kept for assigning apps to the chosen slots
 QUICK_IP = 2.0  # seconds for the first pattern MILP (CG columns only), which looks for an incumbent
 STAGE_GAP = 1e-4  # first reduced-cost window of the proof, relative to the LP bound
-GROWTH = 2.0  # each further window is this much wider (but never past the incumbent)
+GROWTH = 2.0  # each further window is this much wider (never past the incumbent's gap)
 REL_GAP = 1e-6
 
 
@@ -231,25 +231,27 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     if converged:
         best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, info)
     else:
-        best, bound = _pattern_ip(master, ip_deadline), None
-    proven = best.x is not None and bound is not None and best.objective >= bound - tol
+        sol = _pattern_ip(master, ip_deadline)
+        best, bound = ((sol.objective, master.chosen(sol.x)) if sol.x is not None else None), None
+    proven = best is not None and bound is not None and best[0] >= bound - tol
     info.update(patterns=len(master.columns))
-    if best.x is None:
+    if best is None:
         return fallback, "feasible", bound, info
-    x = best.x
+    value, chosen = best
     if lexicographic and proven:
+        start = master.point(chosen)
         model, _, z = master.build(integer=True)
-        model.add_row(z, master.seg_weight, lo=best.objective - tol)
+        model.add_row(z, master.seg_weight, lo=value - tol)
         model.set_objective(z, 1.0)
         second = model.solve(max(ip_deadline - time.perf_counter(), 0.5), rel_gap, options={"presolve": "off"},
-                             start=master.point(master.patterns_of(x)))
+                             start=start)
         proven = second.status == "optimal"
-        x = second.x if second.x is not None else x
-    machine = _distribute(problem, classes, master.slots(master.patterns_of(x)), sh.shape_of, deadline,
-                          rel_gap, best.objective - tol if lexicographic else None)
+        chosen = master.chosen(second.x) if second.x is not None else chosen
+    machine = _distribute(problem, classes, master.slots(chosen), sh.shape_of, deadline,
+                          rel_gap, value - tol if lexicographic else None)
     if weights[machine >= 0].sum() < weights[fallback >= 0].sum():
         machine = fallback
-    reached = float(weights[machine >= 0].sum()) >= best.objective - tol
+    reached = float(weights[machine >= 0].sum()) >= value - tol
     info["apps_assigned_exactly"] = reached
     status = "optimal" if proven and reached else "feasible" if bound is not None else "heuristic"
     return machine, status, (None if problem.exactly_once else bound), info
@@ -257,48 +259,47 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
 
 def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: float, deadline: float,
            tol: float, info: dict):
-    """Best pattern solution and an upper bound, by staged reduced-cost enumeration.
+    """Best machine contents ``(value, chosen)`` (or None) and an upper bound, by staged
+    reduced-cost enumeration.
 
-    Any solution is worth at most ``z_lp + sum_p rc_p lam_p`` (``rc_p <= 0``), so one better
-    than ``z_lp - delta`` uses only patterns with ``rc_p >= -delta``. Each stage enumerates
-    those (maximal ones suffice: jobs can be dropped) and solves the pattern MILP over them;
-    its optimum ``v`` gives the bound ``max(v, z_lp - delta)``, and ``v >= z_lp - delta`` is a
-    proof. Stages start at ``STAGE_GAP * z_lp`` and widen (by GROWTH) towards ``z_lp - v``:
-    a good incumbent first keeps the final, proving enumeration small.
+    A solution within ``delta`` of the LP bound uses only patterns with ``rc_p >= -delta``,
+    spends at most ``delta`` reduced cost and places per shape a count in the window of
+    ``delta``. Each stage enumerates those patterns (maximal ones suffice: jobs can be
+    dropped), cuts them to the window and solves the pattern MILP so restricted: its
+    optimum ``v`` gives the bound ``max(v, z_lp - delta)``, and ``v >= z_lp - delta`` is a
+    proof. Stages start at ``STAGE_GAP * z_lp`` and widen (by GROWTH) up to ``z_lp - lb``,
+    where the stage holds every better solution: a good incumbent keeps that stage small.
     """
-    best = _pattern_ip(master, min(deadline, time.perf_counter() + QUICK_IP))
-    lb = max(lb, best.objective if best.x is not None else lb)
-    info["quick_incumbent"] = lb
+    sol = _pattern_ip(master, min(deadline, time.perf_counter() + QUICK_IP))
+    best = (sol.objective, master.chosen(sol.x)) if sol.x is not None else None
+    lb = max(lb, best[0] if best else lb)
+    info["quick_incumbent"] = (round(lb, 6), round(sol.time, 3))
     bound, delta = z_lp, max(STAGE_GAP * abs(z_lp), tol)
     stages = []
     while time.perf_counter() < deadline and bound - lb > tol:
         delta = min(delta, z_lp - lb)
-        before = len(master.columns)
         if not _enumerate(master, pi, mu, delta + tol, info):
             break
-        if stages and len(master.columns) == before:  # same patterns: the last optimum stands
-            bound = min(bound, max(lb, z_lp - delta))
-            delta *= GROWTH
-            continue
-        sol = _pattern_ip(master, deadline, (pi, mu, delta + tol), best)
-        stages.append((round(delta, 6), len(master.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
-        if sol.x is not None and (best.x is None or sol.objective > best.objective):
-            best, lb = sol, max(lb, sol.objective)
+        stage = master.projected(pi, mu, delta + tol)
+        inside = best is not None and best[0] >= z_lp - delta - tol  # a start outside the window only slows HiGHS
+        sol = _pattern_ip(stage, deadline, (pi, mu, delta + tol), stage.point(best[1]) if inside else None)
+        stages.append((round(delta, 6), len(stage.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
+        if sol.x is not None and (best is None or sol.objective > best[0]):
+            best = (sol.objective, stage.chosen(sol.x))
+            lb = max(lb, sol.objective)
         if sol.status == "infeasible":  # nothing within delta of the LP bound
             bound = min(bound, max(lb, z_lp - delta))
-            delta *= GROWTH
-            continue
-        if sol.status != "optimal":
+        else:
             bound = min(bound, max(sol.bound, z_lp - delta))
-            break
-        bound = min(bound, max(sol.bound, z_lp - delta))
+            if sol.status != "optimal":
+                break
         delta *= GROWTH
     info["proof_stages"] = stages
     return best, max(bound, lb)
 
 
-def _pattern_ip(master: Master, deadline: float, budget=None, incumbent=None):
-    """The pattern MILP, optionally started from ``incumbent`` (a solution over a prefix of the columns).
+def _pattern_ip(master: Master, deadline: float, budget=None, start: np.ndarray | None = None):
+    """The pattern MILP, optionally from a ``start`` point (:meth:`Master.point`).
 
     ``budget = (pi, mu, delta)`` keeps (at least) the solutions within ``delta`` of the LP bound:
     they spend at most that much reduced cost, ``sum(-rc_p lam_p) <= delta``, and place per
@@ -309,9 +310,6 @@ def _pattern_ip(master: Master, deadline: float, budget=None, incumbent=None):
     if budget is not None:
         pi, mu, delta = budget
         model.add_row(lam, master.reduced_costs(pi, mu), hi=delta)
-    start = None
-    if incumbent is not None and incumbent.x is not None:
-        start = master.point(master.patterns_of(incumbent.x))
     # presolve reformulates the many near-duplicate pattern columns slowly; off is 3-4x faster here
     return model.solve(max(deadline - time.perf_counter(), 0.1), REL_GAP, options={"presolve": "off"},
                        start=start)
