@@ -274,15 +274,16 @@ def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: floa
     best = (sol.objective, master.chosen(sol.x)) if sol.x is not None else None
     lb = max(lb, best[0] if best else lb)
     info["quick_incumbent"] = (round(lb, 6), round(sol.time, 3))
-    bound, delta = z_lp, max(STAGE_GAP * abs(z_lp), tol)
+    bound, delta = z_lp, STAGE_GAP * abs(z_lp)
+    pad = 1e-9 * max(1.0, abs(z_lp))  # numerical slack on windows (``tol`` only decides when to stop)
     stages = []
     while time.perf_counter() < deadline and bound - lb > tol:
         delta = min(delta, z_lp - lb)
-        if not _enumerate(master, pi, mu, delta + tol, info):
+        if not _enumerate(master, pi, mu, delta + pad, info):
             break
-        stage = master.projected(pi, mu, delta + tol)
-        inside = best is not None and best[0] >= z_lp - delta - tol  # a start outside the window only slows HiGHS
-        sol = _pattern_ip(stage, deadline, (pi, mu, delta + tol), stage.point(best[1]) if inside else None)
+        stage = master.projected(pi, mu, delta + pad)
+        inside = best is not None and best[0] >= z_lp - delta - pad  # a start outside the window only slows HiGHS
+        sol = _pattern_ip(stage, deadline, (pi, mu, delta + pad), stage.point(best[1]) if inside else None)
         stages.append((round(delta, 6), len(stage.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
         if sol.x is not None and (best is None or sol.objective > best[0]):
             best = (sol.objective, stage.chosen(sol.x))
