@@ -31,22 +31,32 @@ def annealer(reads: int = 32, sweeps: int = 1000, seed: int = 0):
     return solve
 
 
+def random_bits(reads: int = 32, seed: int = 0):
+    """A control "solver" returning ``reads`` uniformly random bit vectors (for ablations)."""
+    rng = np.random.default_rng(seed)
+    return lambda qubo: rng.integers(0, 2, size=(reads, qubo.n_vars), dtype=np.int8)
+
+
 MAX_DIRECT_VARS = 2000
 
 
 def solve_qubo_sa(problem: BatchProblem, *, reads: int = 64, sweeps: int = 2000, seed: int = 0,
                   time_limit: float = 60.0, max_slack_bits: int | None = 6, method: str = "decomposed",
-                  patience: int = 3,
-                  **pricer_options) -> Assignment:
+                  patience: int = 3, sampler: str = "sa", **pricer_options) -> Assignment:
     """Decomposed QUBO solved by simulated annealing (slack units coarsened to ``max_slack_bits``).
 
     ``method="direct"`` anneals the whole placement QUBO instead (small problems only).
+    ``sampler="random"`` replaces the annealer by random bits (control for ablations);
+    ``polish=False`` (a :class:`QuboPricer` option) keeps the raw samples.
     """
     if method == "direct":
         return _direct(problem, annealer(reads, sweeps, seed))
-    pricer = QuboPricer(annealer(reads, sweeps, seed), max_slack_bits=max_slack_bits, **pricer_options)
+    if sampler not in ("sa", "random"):
+        raise ValueError(f"sampler {sampler!r}: choose sa or random")
+    subsolver = annealer(reads, sweeps, seed) if sampler == "sa" else random_bits(reads, seed)
+    pricer = QuboPricer(subsolver, max_slack_bits=max_slack_bits, **pricer_options)
     result = solve_decomposed(problem, pricer, "qubo-sa", time_limit, patience)
-    result.info.update(reads=reads, sweeps=sweeps)
+    result.info.update(reads=reads, sweeps=sweeps, sampler=sampler)
     return result
 
 

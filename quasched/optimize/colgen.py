@@ -52,10 +52,13 @@ class Shapes:
 
     def feasible(self, t: int, a: np.ndarray) -> bool:
         """Whether counts ``a`` fit one machine of type ``t``."""
-        if np.any(a > self.fit[t]) or np.any(a @ self.demand > self.capacity[t]):
-            return False
-        heavy = int(a[self.hi[t]].sum())
-        return heavy <= 1 and (heavy == 0 or a[self.lo_only[t]].sum() == 0)
+        return bool(self.feasible_rows(t, a[None])[0])
+
+    def feasible_rows(self, t: int, a: np.ndarray) -> np.ndarray:
+        """Which rows of counts ``a`` (P, S) fit one machine of type ``t``."""
+        ok = np.all((a >= 0) & (a <= self.fit[t]), axis=1) & np.all(a @ self.demand <= self.capacity[t], axis=1)
+        heavy = a[:, self.hi[t]].sum(axis=1)
+        return ok & (heavy <= 1) & ((heavy == 0) | (a[:, self.lo_only[t]].sum(axis=1) == 0))
 
 
 def shapes(problem: BatchProblem, classes: list[JobClass]) -> Shapes:

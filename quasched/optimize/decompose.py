@@ -5,8 +5,11 @@ answers every pricing question "which machine content is worth most at these
 shape prices?" (:func:`quasched.optimize.qubo.pattern_qubo`); HiGHS solves the
 restricted master LP that sets the prices, picks how many machines use each
 QUBO-found pattern, and assigns apps to the slots
-(:func:`quasched.optimize.milp.solve_milp`'s pipeline). Nothing is seeded
-from a greedy answer: the only starting columns are single-shape patterns.
+(:func:`quasched.optimize.milp.solve_milp`'s pipeline). Each sample is
+repaired and climbed to a local optimum classically (:mod:`quasched.optimize.polish`,
+on by default; ``benchmarks/qubo_ablation.py`` measures raw samples and random
+starts beside it). Nothing is seeded from a greedy answer: the only starting
+columns are single-shape patterns.
 Generation stops when no sample of a pricing QUBO improves the LP, so no
 bound is claimed.
 """
@@ -22,6 +25,7 @@ from quasched.optimize.assignment import Assignment
 from quasched.optimize.classes import job_classes
 from quasched.optimize.colgen import Shapes
 from quasched.optimize.milp import REL_GAP, _patterns
+from quasched.optimize.polish import polish
 from quasched.optimize.problem import BatchProblem
 from quasched.optimize.qubo import PENALTY, PatternQubo, pattern_qubo
 
@@ -37,18 +41,21 @@ class QuboPricer:
     """Pricing by QUBO samples, with statistics.
 
     Each question is asked in every formulation of ``formulations`` (see
-    :data:`PORTFOLIO`); every feasible sample of any of them is a candidate column.
+    :data:`PORTFOLIO`); every feasible sample of any of them is a candidate column,
+    after the classical :func:`quasched.optimize.polish.polish` when ``polish`` is set
+    (then infeasible samples are repaired too).
     """
 
     def __init__(self, subsolver: SubSolver, max_vars: int | None = None, penalty: float = PENALTY,
-                 max_slack_bits: int | None = None, formulations=PORTFOLIO) -> None:
+                 max_slack_bits: int | None = None, formulations=PORTFOLIO, polish: bool = True) -> None:
         self.subsolver, self.max_vars = subsolver, max_vars
         self.penalty, self.max_slack_bits, self.formulations = penalty, max_slack_bits, formulations
-        self.subproblems = self.samples = self.feasible = self.largest = 0
+        self.polish = polish
+        self.subproblems = self.samples = self.feasible = self.polished = self.largest = 0
         self.time = 0.0
 
     def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
-        """Every feasible pattern among the QUBOs' samples (never a proof of optimality)."""
+        """Every feasible (or polished) pattern among the QUBOs' samples (never a proof of optimality)."""
         found: list[np.ndarray] = []
         for form in self.formulations:
             found += self._ask(sh, t, pi, form)
@@ -68,15 +75,19 @@ class QuboPricer:
         self.time += time.perf_counter() - start
         self.subproblems += 1
         self.largest = max(self.largest, qubo.n_vars)
-        found = []
+        found: dict[bytes, np.ndarray] = {}
         for sample in samples:
             a = qubo.counts(sample)
             ok = sh.feasible(t, a)
             self.samples += 1
             self.feasible += ok
-            if ok:
-                found.append(a)
-        return found
+            if self.polish and a.tobytes() not in found:
+                better = polish(sh, t, a, pi)
+                self.polished += bool(not ok or np.any(better != a))
+                found[a.tobytes()] = better
+            elif ok:
+                found[a.tobytes()] = a
+        return list(found.values())
 
     def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray, form) -> PatternQubo:
         return pattern_qubo(sh.demand, sh.capacity[t], sh.fit[t], sh.hi[t], sh.lo_only[t], pi, shapes,
@@ -85,6 +96,7 @@ class QuboPricer:
     def stats(self) -> dict:
         return {"subproblems": self.subproblems, "largest_qubo": self.largest,
                 "sample_feasibility": round(self.feasible / max(self.samples, 1), 4),
+                "polish": self.polish, "samples_changed_by_polish": round(self.polished / max(self.samples, 1), 4),
                 "subsolver_time": round(self.time, 3)}
 
 
