@@ -1,6 +1,7 @@
 """``quasched batch`` end to end on small machine counts."""
 
 import csv
+import json
 
 import typer
 from typer.testing import CliRunner
@@ -26,3 +27,13 @@ def test_batch_writes_verified_results_and_plots(data_dir, tmp_path):
     assert (greedy_qua["jobs"], greedy_qua["apps"]) == ("67", "5")
     assert (tmp_path / "qua-greedy-jobs.png").stat().st_size > 0
     assert (tmp_path / "qua-qubo-apps.png").stat().st_size > 0
+
+
+def test_batch_no_polish_keeps_raw_qubo_samples(data_dir, tmp_path):
+    result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "--instances", "qua-qubo", "--machines", "10",
+                                      "--solvers", "qubo-sa", "--no-polish", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / "results.csv") as handle:
+        (row,) = csv.DictReader(handle)
+    info = json.loads(row["info"])
+    assert row["verified"] == "True" and info["polish"] is False and info["samples_changed_by_polish"] == 0

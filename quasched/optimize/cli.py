@@ -69,6 +69,8 @@ def batch(
     qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
     seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
+    polish: bool = typer.Option(True, "--polish/--no-polish", help="Polish QUBO samples classically (qubo-sa, "
+                                "qaoa: repair, then add/swap moves); --no-polish keeps the raw samples."),
     out: Path | None = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
     data_dir: Path | None = typer.Option(None, help="Directory holding the trace files; default $QUASCHED_DATA, "
                                             "then the user cache."),
@@ -88,7 +90,8 @@ def batch(
     if objective not in OBJECTIVES:
         raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
     workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
-    options = {"milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed}}
+    options = {"milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed, "polish": polish},
+               "qaoa": {"polish": polish}}
     rows = []
     table = Table(title=f"Batch assignment ({rules} rules, {objective} objective, alpha {alpha:g})")
     for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "of MILP bound",

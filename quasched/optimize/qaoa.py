@@ -137,15 +137,15 @@ def qaoa_solver(stats: QaoaStats, **options):
 
 def solve_qaoa(problem: BatchProblem, *, max_qubits: int = 16, layers: int = 2, shots: int = 512,
                maxiter: int = 60, max_slack_bits: int = 3, formulations=((4.0, 20.0), None),
-               time_limit: float = 600.0) -> Assignment:
+               time_limit: float = 600.0, polish: bool = True) -> Assignment:
     """The QUBO decomposition with every pricing subproblem solved by QAOA (at most ``max_qubits``).
 
     By default each question is asked slack-free (unbalanced penalisation, more shapes per
-    qubit budget) and with 3-bit slack rows.
+    qubit budget) and with 3-bit slack rows; ``polish=False`` keeps the raw samples.
     """
     stats = QaoaStats()
     pricer = QuboPricer(qaoa_solver(stats, layers=layers, shots=shots, maxiter=maxiter), max_vars=max_qubits,
-                        max_slack_bits=max_slack_bits, formulations=formulations)
+                        max_slack_bits=max_slack_bits, formulations=formulations, polish=polish)
     result = solve_decomposed(problem, pricer, "qaoa", time_limit)
     result.info.update(stats.summary(), layers=layers, shots=shots)
     return result
