@@ -228,7 +228,9 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     fallback = greedy_priority(problem).machine if warm_start else np.full(problem.n_jobs, -1, dtype=np.int64)
     _seed(master, fallback)
     t0 = time.perf_counter()
-    z_lp, pi, mu, converged = generate(master, deadline - DISTRIBUTION_RESERVE, pricer, patience)
+    # a heuristic pricer's columns only count once the pattern MILP has picked from them: keep it time
+    cg_deadline = deadline - DISTRIBUTION_RESERVE - (QUICK_IP if pricer is not None else 0.0)
+    z_lp, pi, mu, converged = generate(master, cg_deadline, pricer, patience)
     info = {"formulation": "patterns", "classes": len(classes), "shapes": sh.n_shapes, "lp_value": z_lp,
             "cg_columns": len(master.columns), "cg_time": round(time.perf_counter() - t0, 3)}
     tol = rel_gap * max(1.0, abs(z_lp))
@@ -237,7 +239,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     if converged:
         best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, info)
     else:
-        sol = _pattern_ip(master, ip_deadline)
+        sol = _pattern_ip(master, max(ip_deadline, time.perf_counter() + QUICK_IP))
         best, bound = ((sol.objective, master.chosen(sol.x)) if sol.x is not None else None), None
     proven = best is not None and bound is not None and best[0] >= bound - tol
     info.update(patterns=len(master.columns))
@@ -371,7 +373,7 @@ def _distribute(problem: BatchProblem, classes: list[JobClass], slots: np.ndarra
         model.m.add_row(model.z, model.z_cost, lo=weighted_floor)
     if weighted_floor is not None or problem.exactly_once:
         model.m.set_objective(model.z, 1.0)
-    sol = model.m.solve(max(deadline - time.perf_counter(), 0.2), rel_gap)
+    sol = model.m.solve(max(deadline - time.perf_counter(), DISTRIBUTION_RESERVE), rel_gap)
     if sol.x is None:
         return np.full(problem.n_jobs, -1, dtype=np.int64)
     return expand(problem, classes, model.counts(sol.x))
