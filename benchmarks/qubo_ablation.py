@@ -21,7 +21,6 @@ from rich.table import Table
 from quasched.optimize.cli import parse_machines
 from quasched.optimize.instances import qua_jobs, qua_problem
 from quasched.optimize.solvers import solve
-from quasched.optimize.verify import verify
 from quasched.traces.catalog import trace_info
 from quasched.traces.datadir import resolve_trace
 from quasched.traces.dlrm import load_dlrm
@@ -48,7 +47,7 @@ def main(data_dir: Path | None = typer.Option(None, help="Directory holding the 
             start = time.perf_counter()
             answer = solve(problem, "qubo-sa", **options)
             took.append(time.perf_counter() - start)
-            verdict = verify(problem, answer.machine)
+            verdict = answer.verdict  # solve() runs the independent verifier
             if not verdict.feasible:
                 raise RuntimeError(f"{name} on {instance}@{m}: infeasible answer")
             share.append(100 * verdict.weighted / exact.objective)

@@ -56,12 +56,19 @@ class QuboPricer:
 
     def __call__(self, sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
         """Every feasible (or polished) pattern among the QUBOs' samples (never a proof of optimality)."""
-        found: list[np.ndarray] = []
-        for form in self.formulations:
-            found += self._ask(sh, t, pi, form)
-        return found, False
+        counts = np.concatenate([self._ask(sh, t, pi, form) for form in self.formulations])
+        ok = sh.feasible_rows(t, counts)
+        self.samples += len(counts)
+        self.feasible += int(ok.sum())
+        if not self.polish:
+            return list(np.unique(counts[ok], axis=0)), False
+        starts, inverse = np.unique(counts, axis=0, return_inverse=True)
+        better = polish(sh, t, starts, pi)
+        self.polished += int(np.any(better != starts, axis=1)[inverse.ravel()].sum())
+        return list(better), False
 
-    def _ask(self, sh: Shapes, t: int, pi: np.ndarray, form) -> list[np.ndarray]:
+    def _ask(self, sh: Shapes, t: int, pi: np.ndarray, form) -> np.ndarray:
+        """Shape counts of the samples of one formulation's QUBO (rows; none if it is too big)."""
         shapes = np.flatnonzero((pi > 1e-9) & (sh.fit[t] > 0))
         shapes = shapes[np.argsort(-pi[shapes], kind="stable")]
         qubo = self._qubo(sh, t, pi, shapes, form)
@@ -69,25 +76,13 @@ class QuboPricer:
             shapes = shapes[:-1]
             qubo = self._qubo(sh, t, pi, shapes, form)
         if not len(shapes) or (self.max_vars is not None and qubo.n_vars > self.max_vars):
-            return []
+            return np.zeros((0, sh.n_shapes), dtype=np.int64)
         start = time.perf_counter()
         samples = self.subsolver(qubo)
         self.time += time.perf_counter() - start
         self.subproblems += 1
         self.largest = max(self.largest, qubo.n_vars)
-        found: dict[bytes, np.ndarray] = {}
-        for sample in samples:
-            a = qubo.counts(sample)
-            ok = sh.feasible(t, a)
-            self.samples += 1
-            self.feasible += ok
-            if self.polish and a.tobytes() not in found:
-                better = polish(sh, t, a, pi)
-                self.polished += bool(not ok or np.any(better != a))
-                found[a.tobytes()] = better
-            elif ok:
-                found[a.tobytes()] = a
-        return list(found.values())
+        return qubo.counts(samples)
 
     def _qubo(self, sh: Shapes, t: int, pi: np.ndarray, shapes: np.ndarray, form) -> PatternQubo:
         return pattern_qubo(sh.demand, sh.capacity[t], sh.fit[t], sh.hi[t], sh.lo_only[t], pi, shapes,

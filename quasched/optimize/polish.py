@@ -23,14 +23,15 @@ from quasched.optimize.colgen import Shapes
 
 
 @lru_cache(maxsize=8)
-def moves(n_shapes: int) -> np.ndarray:
-    """Count changes of the neighbourhood: +1 of a shape, +1/-1 of two, +2/-1 of three (rows)."""
-    unit = np.eye(n_shapes, dtype=np.int64)
-    swaps = (unit[:, None, :] - unit[None, :, :]).reshape(-1, n_shapes)
-    pairs = np.array([unit[i] + unit[j] for i, j in combinations_with_replacement(range(n_shapes), 2)])
-    two_for_one = (pairs[:, None, :] - unit[None, :, :]).reshape(-1, n_shapes)
-    out = np.concatenate([unit, swaps, two_for_one])
-    return out[out.any(axis=1)]
+def moves(n_shapes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The neighbourhood as ``(plus, plus2, minus)`` shape indices, ``n_shapes`` meaning none:
+    add a job, swap one for another, swap one for two."""
+    none = n_shapes
+    shapes = range(n_shapes)
+    triples = [(i, none, none) for i in shapes]
+    triples += [(i, none, k) for i in shapes for k in shapes if k != i]
+    triples += [(i, j, k) for i, j in combinations_with_replacement(shapes, 2) for k in shapes if k not in (i, j)]
+    return tuple(np.array(column, dtype=np.int64) for column in zip(*triples))
 
 
 def repair(sh: Shapes, t: int, a: np.ndarray, price: np.ndarray) -> np.ndarray:
@@ -48,17 +49,42 @@ def repair(sh: Shapes, t: int, a: np.ndarray, price: np.ndarray) -> np.ndarray:
     return a
 
 
-def polish(sh: Shapes, t: int, a: np.ndarray, price: np.ndarray) -> np.ndarray:
-    """A feasible pattern at least as valuable at ``price`` as the repaired ``a``, with no
-    improving move left."""
-    a = repair(sh, t, a, price)
-    step = moves(sh.n_shapes)
-    step = step[step @ price > 1e-12]
-    gain = step @ price
-    while len(step):
-        ok = sh.feasible_rows(t, a[None] + step)
-        if not ok.any():
-            break
-        best = np.flatnonzero(ok)[np.argmax(gain[ok])]
-        a = a + step[best]
-    return a
+def polish(sh: Shapes, t: int, starts: np.ndarray, price: np.ndarray) -> np.ndarray:
+    """Each row of ``starts`` (counts) repaired, then climbed to a pattern with no improving
+    move at ``price``: feasible and at least as valuable as the repaired start.
+
+    Moves are checked incrementally (capacity left, room per shape, heavy counts), the
+    best gain first, so a step costs O(moves) rather than O(moves x shapes).
+    """
+    plus, plus2, minus = moves(sh.n_shapes)
+
+    def padded(values: np.ndarray) -> np.ndarray:  # index n_shapes is "no shape"
+        return np.append(values, 0)
+
+    gain = padded(price)[plus] + padded(price)[plus2] - padded(price)[minus]
+    order = np.flatnonzero(gain > 1e-12)
+    order = order[np.argsort(-gain[order], kind="stable")]
+    plus, plus2, minus = plus[order], plus2[order], minus[order]
+    demand = np.vstack([sh.demand, np.zeros(sh.demand.shape[1], dtype=sh.demand.dtype)])
+    use = demand[plus] + demand[plus2] - demand[minus]
+    hi, lo = padded(sh.hi[t]).astype(np.int64), padded(sh.lo_only[t]).astype(np.int64)
+    d_hi, d_lo = hi[plus] + hi[plus2] - hi[minus], lo[plus] + lo[plus2] - lo[minus]
+    need = 1 + (plus == plus2)
+    out = np.empty_like(starts)
+    for row, start in enumerate(starts):
+        a = np.append(repair(sh, t, start, price), 0)  # a[-1]: the "no shape" slot
+        while len(order):
+            room = np.append(sh.fit[t] - a[:-1], 2)
+            heavy, light = d_hi + a @ hi, d_lo + a @ lo
+            ok = ((room[plus] >= need) & (room[plus2] >= 1) & ((a[minus] >= 1) | (minus == sh.n_shapes))
+                  & np.all(use <= sh.capacity[t] - a[:-1] @ sh.demand, axis=1)
+                  & (heavy <= 1) & ((heavy == 0) | (light == 0)))
+            if not ok.any():
+                break
+            k = int(np.argmax(ok))  # moves are sorted by gain: the first feasible one is the best
+            a[plus[k]] += 1
+            a[plus2[k]] += 1
+            a[minus[k]] -= 1
+            a[-1] = 0
+        out[row] = a[:-1]
+    return out

@@ -169,11 +169,12 @@ class PatternQubo:
     def n_vars(self) -> int:
         return self.bqm.num_variables
 
-    def counts(self, sample: np.ndarray) -> np.ndarray:
-        a = np.zeros(self.n_shapes, dtype=np.int64)
+    def counts(self, samples: np.ndarray) -> np.ndarray:
+        """Shape counts of a sample (or of each row of a 2-D array of samples)."""
+        per_bit = np.zeros((len(self.bits), self.n_shapes), dtype=np.int64)
         for k, (s, c) in enumerate(self.bits):
-            a[s] += c * int(sample[k])
-        return a
+            per_bit[k, s] = c
+        return np.asarray(samples, dtype=np.int64)[..., :len(self.bits)] @ per_bit
 
 
 def pattern_qubo(demand: np.ndarray, capacity: np.ndarray, fit: np.ndarray, hi: np.ndarray, lo_only: np.ndarray,
