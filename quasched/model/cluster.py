@@ -12,9 +12,9 @@ fit a GPU request and never count as idle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -54,7 +54,12 @@ def accessible(node_model: str, spec: str) -> bool:
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """Static node capacities, one array entry per node."""
+    """Static node capacities, one array entry per node.
+
+    ``labels`` holds one ``dict[str, str]`` per node (None = no labels);
+    ``extra`` the capacities of resources registered beyond the built-in ones,
+    keyed by resource name.
+    """
 
     name: np.ndarray
     cpu_milli: np.ndarray
@@ -63,6 +68,8 @@ class NodeSpec:
     gpu_model: np.ndarray
     rdma: np.ndarray | None = None
     disk_mib: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     source: str = ""
 
     def __len__(self) -> int:

@@ -10,7 +10,7 @@ GPU), RDMA as a percentage of one NIC. Times are seconds; ``nan`` = unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -65,7 +65,10 @@ class Workload:
     """A list of pods held column-wise.
 
     All arrays have the same length. ``app`` indexes ``app_names`` (``-1`` =
-    the pod belongs to no app and has no density limit).
+    the pod belongs to no app and has no density limit). ``team``/``user``
+    are owner names ("" = none), ``priority`` an integer (higher = sooner).
+    ``extra`` holds request columns of resources registered beyond the
+    built-in ones (:mod:`quasched.model.resources`), keyed by resource name.
     """
 
     name: np.ndarray
@@ -82,7 +85,11 @@ class Workload:
     disk_mib: np.ndarray = field(default=None)  # type: ignore[assignment]
     creation_time: np.ndarray = field(default=None)  # type: ignore[assignment]
     deletion_time: np.ndarray = field(default=None)  # type: ignore[assignment]
+    team: np.ndarray = field(default=None)  # type: ignore[assignment]
+    user: np.ndarray = field(default=None)  # type: ignore[assignment]
+    priority: np.ndarray = field(default=None)  # type: ignore[assignment]
     app_names: tuple[str, ...] = ()
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -96,6 +103,9 @@ class Workload:
             "disk_mib": lambda: np.zeros(n, dtype=np.int64),
             "creation_time": lambda: np.full(n, np.nan),
             "deletion_time": lambda: np.full(n, np.nan),
+            "team": lambda: np.full(n, "", dtype=object),
+            "user": lambda: np.full(n, "", dtype=object),
+            "priority": lambda: np.zeros(n, dtype=np.int64),
         }
         for f in fields(self):
             value = getattr(self, f.name)
@@ -103,6 +113,9 @@ class Workload:
                 object.__setattr__(self, f.name, defaults[f.name]())
             elif isinstance(value, np.ndarray) and len(value) != n:
                 raise ValueError(f"column {f.name!r} has {len(value)} rows, expected {n}")
+        for name, column in self.extra.items():
+            if len(column) != n:
+                raise ValueError(f"extra column {name!r} has {len(column)} rows, expected {n}")
 
     def __len__(self) -> int:
         return len(self.name)
@@ -141,7 +154,8 @@ class Workload:
         }
         if names is not None:
             columns["name"] = np.asarray(names, dtype=object)
-        return replace(self, **columns)
+        extra = {name: column[rows] for name, column in self.extra.items()}
+        return replace(self, extra=extra, **columns)
 
 
 def shape_keys(workload: Workload) -> list[tuple[int, int, int, str]]:
