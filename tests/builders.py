@@ -22,10 +22,27 @@ def cluster_with_free(gpu_free: list[list[int]], cpu: int = 64_000, model: str =
     """A cluster whose node ``i`` has devices with free milli ``gpu_free[i]``."""
     cluster = Cluster(nodes(*[(cpu, 1 << 20, len(g), model) for g in gpu_free]))
     for i, free in enumerate(gpu_free):
-        cluster.gpu_free[i, : len(free)] = free
+        cluster.gpu_alloc[i, : len(free)] = 1000 - np.asarray(free)
+        cluster._refresh(i)  # a hand-made state no sequence of placements needs to reach
     return cluster
 
 
 def pod(cpu=1000, mem=1024, k=0, m=0, spec="", uid=0, **kw) -> Pod:
     return Pod(uid=uid, name=f"p{uid}", cpu_milli=cpu, memory_mib=mem, num_gpu=k, gpu_milli=m,
                gpu_spec=spec, **kw)
+
+
+def assert_consistent(cluster: Cluster) -> None:
+    """Every state array equals what the placements imply; nothing over-committed or on padding."""
+    free = cluster.capacity.copy()
+    alloc = np.zeros_like(cluster.gpu_alloc)
+    for uid, placement in cluster.placements.items():
+        assert uid == placement.pod.uid and cluster.present[placement.node]
+        free[placement.node] -= placement.pod.request
+        for d in placement.devices:
+            alloc[placement.node, d] += placement.pod.gpu_milli
+    assert (cluster.free == free).all() and (free >= 0).all()
+    assert (cluster.gpu_alloc == alloc).all() and (alloc <= 1000).all()
+    assert (cluster.gpu_free == np.where(cluster.gpu_healthy, 1000 - alloc, 0)).all()
+    assert not (cluster.gpu_healthy & ~cluster.device_exists).any()
+    assert (cluster.schedulable == (cluster.present & ~cluster.cordoned)).all()

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import nodes
+from builders import assert_consistent, nodes
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster, NodeSpec, PlacementError, Workload
 from quasched.policies import Scheduler, make_policy, policy_names
@@ -47,25 +47,6 @@ problems = st.integers(1, 40).flatmap(
         st.lists(st.sampled_from(["", "", "T4", "V100M16|T4", "A10"]), min_size=n, max_size=n),
     )
 )
-
-
-def assert_consistent(cluster: Cluster) -> None:
-    spec = cluster.nodes
-    cpu = spec.cpu_milli.copy()
-    mem = spec.memory_mib.copy()
-    gpu = np.where(cluster.device_exists, 1000, 0)
-    seen = set()
-    for uid, placement in cluster.placements.items():
-        assert uid == placement.pod.uid and uid not in seen
-        seen.add(uid)
-        cpu[placement.node] -= placement.pod.cpu_milli
-        mem[placement.node] -= placement.pod.memory_mib
-        for d in placement.devices:
-            gpu[placement.node, d] -= placement.pod.gpu_milli
-    assert (cluster.cpu_free == cpu).all() and (cpu >= 0).all()
-    assert (cluster.mem_free == mem).all() and (mem >= 0).all()
-    assert (cluster.gpu_free == gpu).all() and (gpu >= 0).all()
-    assert (cluster.gpu_free[~cluster.device_exists] == 0).all()
 
 
 @settings(max_examples=60, deadline=None)

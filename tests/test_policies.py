@@ -109,10 +109,10 @@ def test_filter_checks_every_resource_and_gpu_model():
 
 
 def test_filter_enforces_app_density_rdma_and_disk():
-    cluster = Cluster(nodes((8000, 4096, 1, "T4"), (8000, 4096, 1, "T4")), n_apps=1)
-    first = pod(uid=0, app=0, max_per_node=1, rdma=60)
+    cluster = Cluster(nodes((8000, 4096, 1, "T4"), (8000, 4096, 1, "T4")))
+    first = pod(uid=0, app="a", max_per_node=1, rdma=60)
     cluster.place(first, 0)
-    second = pod(uid=1, app=0, max_per_node=1)
+    second = pod(uid=1, app="a", max_per_node=1)
     assert feasible_nodes(cluster, second).tolist() == [1]
     assert feasible_nodes(cluster, pod(uid=2, rdma=50)).tolist() == [1]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -184,8 +186,7 @@ def test_deterministic_for_a_seed_and_run_replay_entry_point():
         (int(rng.integers(1, 8)) * 1000, 1024, int(k), int(m), c, c + int(rng.integers(0, 30)))
         for k, m, c in zip(rng.choice([0, 1, 1, 2], n), rng.choice([300, 500, 1000], n), create)
     ])
-    w = Workload(**{**w.__dict__, "gpu_milli": np.where(w.num_gpu == 0, 0,
-                                                         np.where(w.num_gpu > 1, 1000, w.gpu_milli))})
+    w = replace(w, gpu_milli=np.where(w.num_gpu == 0, 0, np.where(w.num_gpu > 1, 1000, w.gpu_milli)))
     spec = nodes(*[(16000, 65536, 2, "A")] * 4)
     a = run_replay(spec, w, "random", 7, missing_creation="skip")
     b = run_replay(spec, w, "random", 7, missing_creation="skip")

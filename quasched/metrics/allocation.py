@@ -14,16 +14,20 @@ def _pct(used: float, total: float) -> float:
 
 
 def allocation_summary(cluster: Cluster, frag: FragReport | None = None) -> dict[str, float]:
-    """CPU, memory, GPU-device and GPU-milli allocation in %, pods and apps placed,
+    """Allocation in % of every registered resource, GPU devices and GPU milli, pods and apps placed,
     plus the fragmentation categories (milli-GPU) when ``frag`` is given."""
-    spec = cluster.nodes
-    used_devices = int(((cluster.gpu_free < FULL_GPU_MILLI) & cluster.device_exists).sum())
-    apps = {p.pod.app for p in cluster.placements.values() if p.pod.app >= 0}
+    used_devices = int(np.count_nonzero(cluster.gpu_alloc))
+    apps = {p.pod.app for p in cluster.placements.values() if p.pod.app}
+    capacity, used = cluster.capacity.sum(axis=0), (cluster.capacity - cluster.free).sum(axis=0)
     summary = {
-        "cpu_alloc_pct": _pct(int(spec.cpu_milli.sum() - cluster.cpu_free.sum()), int(spec.cpu_milli.sum())),
-        "mem_alloc_pct": _pct(int(spec.memory_mib.sum() - cluster.mem_free.sum()), int(spec.memory_mib.sum())),
-        "gpu_devices_alloc_pct": _pct(used_devices, spec.total_gpus),
-        "gpu_milli_alloc_pct": _pct(cluster.used_gpu_milli, FULL_GPU_MILLI * spec.total_gpus),
+        f"{name}_alloc_pct": _pct(int(used[i]), int(capacity[i])) for i, name in enumerate(cluster.resources.names)
+    }
+    summary = {
+        "cpu_alloc_pct": summary.pop("cpu_alloc_pct"),
+        "mem_alloc_pct": summary.pop("memory_alloc_pct"),
+        **summary,
+        "gpu_devices_alloc_pct": _pct(used_devices, cluster.total_gpus),
+        "gpu_milli_alloc_pct": _pct(cluster.used_gpu_milli, FULL_GPU_MILLI * cluster.total_gpus),
         "pods_placed": len(cluster.placements),
         "apps_placed": len(apps),
     }

@@ -1,13 +1,26 @@
 """Cluster state held in NumPy arrays.
 
-A :class:`Cluster` is a fixed list of nodes (capacities, GPU model, device
-count) plus the mutable allocation state: free CPU, memory, RDMA and disk per
-node, free milli-GPU per device, instances per app and node, and which pods
-run where. :meth:`Cluster.place` and :meth:`Cluster.remove` are the only
-mutators; ``remove`` restores the exact state before the matching ``place``.
+A :class:`Cluster` holds node slots and their allocation state:
 
-Devices beyond a node's GPU count are padding with 0 free milli, so they never
-fit a GPU request and never count as idle.
+- ``free`` / ``capacity``: ``(N, R)`` scalar resources in registry order
+  (:mod:`quasched.model.resources`: CPU, memory, pod slots, RDMA, disk, ...);
+- ``gpu_alloc``: ``(N, D)`` milli-GPU allocated per device, ``gpu_healthy``
+  per device, and the derived ``gpu_free``: milli a new pod may use (0 on
+  unhealthy devices and on padding beyond a node's GPU count);
+- ``schedulable``: present and not cordoned; ``gpu_class_count`` and
+  ``app_count`` for affinity and density rules;
+- ``version``: bumped on every change of a node, so caches keyed by node
+  state know what to refresh; ``layout`` bumped when ``N``, ``D`` or the GPU
+  model list change, so caches know when to resize.
+
+:meth:`place` and :meth:`remove` bind and unbind pods (``remove`` restores the
+exact state before the matching ``place``); :meth:`add_node`,
+:meth:`remove_node`, :meth:`cordon`, :meth:`uncordon` and
+:meth:`set_device_health` change the cluster itself. Nodes keep their slot
+index for life; a removed node's slot is reused by the next node added, so
+arrays and caches stay as large as the most nodes present at once. Every
+change that can let a waiting pod fit (a removal, a node added or uncordoned,
+a device recovered) is remembered in :meth:`take_grown`.
 """
 
 from __future__ import annotations
@@ -18,17 +31,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Pod
-
-MAX_PODS_PER_NODE = 1001
-RDMA_CAPACITY = 100
+from quasched.model.fit import placement_problem
+from quasched.model.resources import RESOURCES, ResourceRegistry
+from quasched.model.workload import FULL_GPU_MILLI, Pod
 
 #: GPU-affinity classes of bound GPU pods (``share-gpu``, ``1-gpu`` .. ``8-gpu``).
 N_GPU_CLASSES = 9
 
 
 class PlacementError(ValueError):
-    """A placement that violates capacity or bookkeeping rules."""
+    """A placement or cluster change that violates capacity or bookkeeping rules."""
 
 
 def gpu_class(pod: Pod) -> int:
@@ -79,6 +91,17 @@ class NodeSpec:
     def total_gpus(self) -> int:
         return int(self.num_gpus.sum())
 
+    def take(self, rows: Sequence[int] | np.ndarray) -> NodeSpec:
+        """The nodes at ``rows``, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        pick = lambda a: None if a is None else np.asarray(a)[rows]  # noqa: E731
+        return NodeSpec(
+            name=self.name[rows], cpu_milli=self.cpu_milli[rows], memory_mib=self.memory_mib[rows],
+            num_gpus=self.num_gpus[rows], gpu_model=self.gpu_model[rows], rdma=pick(self.rdma),
+            disk_mib=pick(self.disk_mib), labels=pick(self.labels),
+            extra={k: v[rows] for k, v in self.extra.items()}, source=self.source,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -90,83 +113,237 @@ class Placement:
 
 
 class Cluster:
-    """Mutable allocation state of a set of nodes.
+    """Mutable allocation state of a changing set of nodes (see the module docstring)."""
 
-    Arrays (``N`` nodes, ``D`` = most GPUs on any node):
-
-    - ``cpu_free``, ``mem_free``, ``rdma_free``, ``disk_free``, ``pod_count``: ``(N,)``
-    - ``gpu_free``: ``(N, D)`` free milli per device (padding devices hold 0)
-    - ``gpu_class_count``: ``(N, 9)`` bound GPU pods per affinity class
-    - ``version``: ``(N,)`` bumped on every change of a node, so caches keyed
-      by node state know what to refresh.
-    """
-
-    def __init__(self, nodes: NodeSpec, n_apps: int = 0) -> None:
-        self.nodes = nodes
-        n = len(nodes)
-        self.n_nodes = n
-        self.max_devices = max(1, int(nodes.num_gpus.max(initial=0)))
-        self.models: tuple[str, ...] = tuple(sorted(set(nodes.gpu_model.tolist())))
-        self.model_id = np.array([self.models.index(m) for m in nodes.gpu_model], dtype=np.int64)
-        self.device_exists = np.arange(self.max_devices)[None, :] < nodes.num_gpus[:, None]
-        self.n_apps = n_apps
+    def __init__(self, nodes: NodeSpec, resources: ResourceRegistry = RESOURCES) -> None:
+        self.resources = resources.copy()
+        self.models: list[str] = sorted(set(nodes.gpu_model.tolist()))
+        self.layout = 0
         self._spec_masks: dict[str, np.ndarray] = {}
-        self.reset()
-
-    # ------------------------------------------------------------------ state
-    def reset(self) -> None:
-        """Empty every node."""
-        nodes, n = self.nodes, self.n_nodes
-        self.cpu_free = nodes.cpu_milli.astype(np.int64).copy()
-        self.mem_free = nodes.memory_mib.astype(np.int64).copy()
-        self.rdma_free = (
-            nodes.rdma.astype(np.int64).copy()
-            if nodes.rdma is not None
-            else np.full(n, RDMA_CAPACITY, dtype=np.int64)
-        )
-        self.disk_free = (
-            nodes.disk_mib.astype(np.int64).copy()
-            if nodes.disk_mib is not None
-            else np.full(n, np.iinfo(np.int64).max // 4, dtype=np.int64)
-        )
-        self.gpu_free = np.where(self.device_exists, FULL_GPU_MILLI, 0).astype(np.int64)
-        self.pod_count = np.zeros(n, dtype=np.int64)
-        self.gpu_class_count = np.zeros((n, N_GPU_CLASSES), dtype=np.int64)
-        self.app_count = np.zeros((n, max(self.n_apps, 1)), dtype=np.int64)
-        self.version = np.zeros(n, dtype=np.int64)
+        self._apps: dict[str, int] = {}
+        self._node_index: dict[str, int] = {}
         self.placements: dict[int, Placement] = {}
+        self._grown: set[int] = set()
+        self._allocate(len(nodes), max(1, int(nodes.num_gpus.max(initial=0))))
+        self._fill(np.arange(len(nodes)), nodes)
+        self._grown.clear()
 
-    def snapshot(self) -> tuple[np.ndarray, ...]:
-        """Copies of every state array (for tests and rollbacks)."""
-        return tuple(
-            a.copy()
-            for a in (
-                self.cpu_free, self.mem_free, self.rdma_free, self.disk_free, self.gpu_free,
-                self.pod_count, self.gpu_class_count, self.app_count,
-            )
+    # ------------------------------------------------------------ storage
+    def _allocate(self, n: int, d: int) -> None:
+        """Empty arrays for ``n`` absent node slots of ``d`` devices."""
+        r = len(self.resources)
+        self.n_nodes = n
+        self.max_devices = d
+        self.names = np.full(n, "", dtype=object)
+        self.model_id = np.zeros(n, dtype=np.int64)
+        self.num_gpus = np.zeros(n, dtype=np.int64)
+        self.capacity = np.zeros((n, r), dtype=np.int64)
+        self.free = np.zeros((n, r), dtype=np.int64)
+        self.gpu_alloc = np.zeros((n, d), dtype=np.int64)
+        self.gpu_healthy = np.zeros((n, d), dtype=bool)
+        self.gpu_free = np.zeros((n, d), dtype=np.int64)
+        self.present = np.zeros(n, dtype=bool)
+        self.cordoned = np.zeros(n, dtype=bool)
+        self.schedulable = np.zeros(n, dtype=bool)
+        self.gpu_class_count = np.zeros((n, N_GPU_CLASSES), dtype=np.int64)
+        self.app_count = np.zeros((n, max(len(self._apps), 1)), dtype=np.int64)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.labels = np.empty(n, dtype=object)
+
+    _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
+                    "gpu_free", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
+                    "version", "labels")
+    _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_free")
+
+    def _grow(self, n: int, d: int) -> None:
+        """Resize node and device axes to at least ``n`` slots and ``d`` devices (padding is absent)."""
+        n, d = max(n, self.n_nodes), max(d, self.max_devices)
+        if (n, d) == (self.n_nodes, self.max_devices):
+            return
+        for name in self._NODE_ARRAYS:
+            old = getattr(self, name)
+            shape = (n, d) if name in self._DEVICE_ARRAYS else (n, *old.shape[1:])
+            new = np.zeros(shape, dtype=old.dtype)
+            new[tuple(slice(0, s) for s in old.shape)] = old
+            setattr(self, name, new)
+        self.max_devices = d
+        self.n_nodes = n
+        self.layout += 1
+
+    # -------------------------------------------------------------- nodes
+    def add_nodes(self, nodes: NodeSpec) -> np.ndarray:
+        """Add every node of ``nodes`` (empty, schedulable); returns their slot indices."""
+        clash = [str(n) for n in nodes.name if str(n) in self._node_index]
+        if clash or len(set(nodes.name.tolist())) != len(nodes):
+            raise PlacementError(f"node names must be unique; {clash[:3] or 'duplicates'} already exist")
+        absent = np.flatnonzero(~self.present)[: len(nodes)]
+        slots = np.concatenate([absent, self.n_nodes + np.arange(len(nodes) - len(absent))]).astype(np.int64)
+        self._grow(int(slots.max(initial=-1)) + 1, int(nodes.num_gpus.max(initial=0)))
+        self._fill(slots, nodes)
+        return slots
+
+    def add_node(self, name: str, capacity: Mapping[str, int], num_gpus: int = 0, gpu_model: str = "",
+                 labels: Mapping[str, str] | None = None) -> int:
+        """Add one empty node; ``capacity`` maps resource names to amounts (registry defaults otherwise)."""
+        unknown = set(capacity) - set(self.resources.names)
+        if unknown:
+            raise PlacementError(f"node {name!r}: unknown resources {sorted(unknown)}")
+        columns = {r.column or r.name: capacity.get(r.name) for r in self.resources}
+        spec = NodeSpec(
+            name=np.array([name], dtype=object), cpu_milli=np.array([capacity.get("cpu", 0)]),
+            memory_mib=np.array([capacity.get("memory", 0)]), num_gpus=np.array([num_gpus]),
+            gpu_model=np.array([gpu_model], dtype=object), labels=np.array([labels], dtype=object),
+            rdma=None if columns.get("rdma") is None else np.array([columns["rdma"]]),
+            disk_mib=None if columns.get("disk_mib") is None else np.array([columns["disk_mib"]]),
+            extra={r.name: np.array([capacity[r.name]]) for r in self.resources
+                   if not r.column and r.name in capacity},
         )
+        return int(self.add_nodes(spec)[0])
+
+    def _fill(self, slots: np.ndarray, nodes: NodeSpec) -> None:
+        """Write new empty nodes into ``slots``."""
+        capacity = self.resources.capacity_matrix(nodes)
+        if (capacity < 0).any() or (nodes.num_gpus < 0).any():
+            raise PlacementError(f"{nodes.source or 'nodes'}: negative capacity")
+        for model in nodes.gpu_model.tolist():
+            if model not in self.models:
+                self.models.append(model)
+                self.layout += 1
+        self._node_index.update(zip(nodes.name.tolist(), slots.tolist()))
+        self.names[slots] = nodes.name
+        self.model_id[slots] = [self.models.index(m) for m in nodes.gpu_model.tolist()]
+        self.num_gpus[slots] = nodes.num_gpus
+        self.capacity[slots] = capacity
+        self.free[slots] = capacity
+        self.gpu_alloc[slots] = 0
+        self.gpu_healthy[slots] = np.arange(self.max_devices)[None, :] < nodes.num_gpus[:, None]
+        self.labels[slots] = [dict(x or {}) for x in (nodes.labels if nodes.labels is not None else [None] * len(nodes))]
+        self.present[slots] = True
+        self.cordoned[slots] = False
+        self._spec_masks.clear()
+        for slot in slots.tolist():
+            self._refresh(slot)
+        self._grown.update(slots.tolist())
+
+    def remove_node(self, node: int | str) -> None:
+        """Remove an empty node (evict its pods first); its slot becomes free."""
+        node = self.node(node)
+        running = [p for p in self.placements.values() if p.node == node]
+        if running:
+            raise PlacementError(f"node {self.names[node]!r} still runs {len(running)} pods, e.g. {running[0].pod.name}")
+        del self._node_index[self.names[node]]
+        self.present[node] = False
+        self.capacity[node] = 0
+        self.free[node] = 0
+        self.num_gpus[node] = 0
+        self.gpu_healthy[node] = False
+        self.names[node] = ""
+        self._spec_masks.clear()
+        self._refresh(node)
+
+    def cordon(self, node: int | str) -> None:
+        """Stop placing pods on ``node``; running pods stay."""
+        node = self.node(node)
+        self.cordoned[node] = True
+        self._refresh(node)
+
+    def uncordon(self, node: int | str) -> None:
+        node = self.node(node)
+        self.cordoned[node] = False
+        self._refresh(node)
+        self._grown.add(node)
+
+    def set_device_health(self, node: int | str, device: int, healthy: bool) -> None:
+        """Mark a GPU device (un)healthy; pods on it stay bound (the caller decides to evict)."""
+        node = self.node(node)
+        if not 0 <= device < self.num_gpus[node]:
+            raise PlacementError(f"node {self.names[node]!r} has no GPU device {device}")
+        self.gpu_healthy[node, device] = healthy
+        self._refresh(node)
+        if healthy:
+            self._grown.add(node)
+
+    def node(self, node: int | str) -> int:
+        """Slot index of a present node given by index or name."""
+        if isinstance(node, str):
+            if node not in self._node_index:
+                raise PlacementError(f"no node named {node!r}")
+            return self._node_index[node]
+        if not (0 <= node < self.n_nodes and self.present[node]):
+            raise PlacementError(f"no node at index {node}")
+        return int(node)
+
+    def _refresh(self, node: int) -> None:
+        """Recompute the derived per-node arrays after any change of ``node``."""
+        self.schedulable[node] = self.present[node] and not self.cordoned[node]
+        self.gpu_free[node] = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
+        self.version[node] += 1
 
     # -------------------------------------------------------------- queries
     def spec_mask(self, spec: str) -> np.ndarray:
-        """Boolean mask of nodes whose GPU model satisfies ``spec`` (cached)."""
+        """Boolean mask of nodes with GPUs whose model satisfies ``spec`` (cached until nodes change)."""
         mask = self._spec_masks.get(spec)
         if mask is None:
-            allowed = [accessible(m, spec) for m in self.models]
-            mask = np.asarray(allowed, dtype=bool)[self.model_id] & (self.nodes.num_gpus > 0)
+            allowed = np.asarray([accessible(m, spec) for m in self.models], dtype=bool)
+            mask = allowed[self.model_id] & (self.num_gpus > 0)
             self._spec_masks[spec] = mask
         return mask
 
+    def app_column(self, app: str) -> int:
+        """Column of ``app`` in :attr:`app_count`, added on first sight."""
+        col = self._apps.get(app)
+        if col is None:
+            col = self._apps[app] = len(self._apps)
+            if col >= self.app_count.shape[1]:
+                grown = np.zeros((self.n_nodes, 2 * self.app_count.shape[1]), dtype=np.int64)
+                grown[:, : self.app_count.shape[1]] = self.app_count
+                self.app_count = grown
+        return col
+
+    def take_grown(self) -> np.ndarray:
+        """Sorted nodes whose free capacity may have grown since the last call (then forgotten)."""
+        grown = np.array(sorted(n for n in self._grown if self.present[n]), dtype=np.int64)
+        self._grown.clear()
+        return grown
+
+    @property
+    def device_exists(self) -> np.ndarray:
+        return np.arange(self.max_devices)[None, :] < self.num_gpus[:, None]
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.num_gpus.sum())
+
     @property
     def used_gpu_milli(self) -> int:
-        return int(FULL_GPU_MILLI * self.nodes.total_gpus - self.gpu_free.sum())
+        return int(self.gpu_alloc.sum())
+
+    def column(self, resource: str) -> np.ndarray:
+        """Free capacity of one scalar resource, a view ``(N,)``."""
+        return self.free[:, self.resources.index(resource)]
+
+    @property
+    def cpu_free(self) -> np.ndarray:
+        return self.free[:, 0]
+
+    @property
+    def mem_free(self) -> np.ndarray:
+        return self.free[:, 1]
+
+    def snapshot(self) -> tuple[np.ndarray, ...]:
+        """Copies of every state array but the cache versions (for tests and rollbacks)."""
+        return tuple(getattr(self, name).copy() for name in self._NODE_ARRAYS if name not in ("labels", "version"))
 
     # ------------------------------------------------------------ mutators
     def place(self, pod: Pod, node: int, devices: Sequence[int] = ()) -> Placement:
-        """Bind ``pod`` to ``node`` using GPU ``devices``; raise on any violation."""
+        """Bind ``pod`` to ``node`` using GPU ``devices``; raise :class:`PlacementError` on any violation."""
         if pod.uid in self.placements:
             raise PlacementError(f"pod {pod.name} (uid {pod.uid}) is already placed")
         devices = tuple(int(d) for d in devices)
-        self._check_fits(pod, node, devices)
+        why = placement_problem(self, pod, node, devices)
+        if why:
+            where = self.names[node] if 0 <= node < self.n_nodes else node
+            raise PlacementError(f"pod {pod.name} does not fit node {where}: {why}")
         self._apply(pod, node, devices, sign=-1)
         placement = Placement(pod, node, devices)
         self.placements[pod.uid] = placement
@@ -179,49 +356,17 @@ class Cluster:
         if placement is None:
             raise PlacementError(f"pod uid {uid} is not placed")
         self._apply(placement.pod, placement.node, placement.devices, sign=+1)
+        self._grown.add(placement.node)
         return placement
 
-    def _check_fits(self, pod: Pod, node: int, devices: tuple[int, ...]) -> None:
-        def fail(why: str) -> None:
-            raise PlacementError(f"pod {pod.name} does not fit node {self.nodes.name[node]}: {why}")
-
-        if not 0 <= node < self.n_nodes:
-            fail("no such node")
-        if pod.cpu_milli > self.cpu_free[node]:
-            fail("cpu")
-        if pod.memory_mib > self.mem_free[node]:
-            fail("memory")
-        if pod.rdma > self.rdma_free[node]:
-            fail("rdma")
-        if pod.disk_mib > self.disk_free[node]:
-            fail("disk")
-        if self.pod_count[node] + 1 > MAX_PODS_PER_NODE:
-            fail("pod count")
-        if pod.app >= 0 and pod.max_per_node != NO_LIMIT:
-            if self.app_count[node, pod.app] + 1 > pod.max_per_node:
-                fail("max instances of the app per node")
-        if pod.is_gpu:
-            if len(devices) != pod.num_gpu or len(set(devices)) != len(devices):
-                fail(f"needs {pod.num_gpu} distinct devices, got {devices}")
-            if not self.spec_mask(pod.gpu_spec)[node]:
-                fail(f"GPU model {self.nodes.gpu_model[node]!r} not in {pod.gpu_spec!r}")
-            for d in devices:
-                if not (0 <= d < self.nodes.num_gpus[node]) or self.gpu_free[node, d] < pod.gpu_milli:
-                    fail(f"device {d} lacks {pod.gpu_milli} milli")
-        elif devices:
-            fail("CPU-only pod given GPU devices")
-
     def _apply(self, pod: Pod, node: int, devices: tuple[int, ...], sign: int) -> None:
-        self.cpu_free[node] += sign * pod.cpu_milli
-        self.mem_free[node] += sign * pod.memory_mib
-        self.rdma_free[node] += sign * pod.rdma
-        self.disk_free[node] += sign * pod.disk_mib
-        self.pod_count[node] -= sign
+        self.free[node] += sign * pod.request
         for d in devices:
-            self.gpu_free[node, d] += sign * pod.gpu_milli
+            self.gpu_alloc[node, d] -= sign * pod.gpu_milli
         cls = gpu_class(pod)
         if cls >= 0:
             self.gpu_class_count[node, cls] -= sign
-        if pod.app >= 0:
-            self.app_count[node, pod.app] -= sign
-        self.version[node] += 1
+        if pod.app:
+            col = self.app_column(pod.app)  # may grow app_count
+            self.app_count[node, col] -= sign
+        self._refresh(node)

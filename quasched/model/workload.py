@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from quasched.model.resources import RESOURCES, ResourceRegistry
+
 FULL_GPU_MILLI = 1000
 NO_LIMIT = -1
 
@@ -22,10 +24,14 @@ QOS_CLASSES = ("LS", "Burstable", "BE", "Guaranteed", "")
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """One pod (job, instance): a row of a :class:`Workload`.
+    """One pod (job, instance) as the scheduler sees it.
 
-    ``uid`` is the row index in the workload it came from and is the key the
-    cluster uses to remember where the pod runs.
+    ``uid`` is the key the cluster remembers the pod by; whoever creates pods
+    chooses it (an engine's event index, a service's job id), independent of
+    any trace row. ``app`` names the pod's app ("" = none); ``max_per_node``
+    limits the app's instances on one node. ``request`` is the scalar request
+    vector in registry order (:mod:`quasched.model.resources`); by default it
+    is built from the named fields with the default registry.
     """
 
     uid: int
@@ -35,10 +41,21 @@ class Pod:
     num_gpu: int = 0
     gpu_milli: int = 0
     gpu_spec: str = ""
-    app: int = NO_LIMIT
+    app: str = ""
     max_per_node: int = NO_LIMIT
     rdma: int = 0
     disk_mib: int = 0
+    team: str = ""
+    user: str = ""
+    priority: int = 0
+    request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.request is None:
+            values = {"cpu_milli": self.cpu_milli, "memory_mib": self.memory_mib,
+                      "rdma": self.rdma, "disk_mib": self.disk_mib}
+            request = [r.per_pod if r.per_pod is not None else values.get(r.column, 0) for r in RESOURCES]
+            object.__setattr__(self, "request", np.asarray(request, dtype=np.int64))
 
     @property
     def gpu_request(self) -> int:
@@ -55,9 +72,20 @@ class Pod:
         return self.num_gpu == 1 and 0 < self.gpu_milli < FULL_GPU_MILLI
 
     @property
+    def limited(self) -> bool:
+        """Whether an app density limit applies."""
+        return self.app != "" and self.max_per_node != NO_LIMIT
+
+    @property
     def shape(self) -> tuple[int, int, int, str]:
         """The scheduling shape ``(cpu, gpu_milli, num_gpu, gpu_spec)``; memory excluded."""
         return (self.cpu_milli, self.gpu_milli, self.num_gpu, self.gpu_spec)
+
+    @property
+    def fit_key(self) -> tuple:
+        """Everything the fit test reads: pods with equal keys fit exactly the same nodes."""
+        app = (self.app, self.max_per_node) if self.limited else ("", NO_LIMIT)
+        return (*self.request.tolist(), self.num_gpu, self.gpu_milli, self.gpu_spec, *app)
 
 
 @dataclass(frozen=True)
@@ -91,9 +119,12 @@ class Workload:
     app_names: tuple[str, ...] = ()
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     source: str = ""
+    _requests: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.name)
+        if self.app is not None and int(np.max(self.app, initial=-1)) >= len(self.app_names):
+            raise ValueError(f"app ids go up to {int(np.max(self.app))} but there are {len(self.app_names)} app names")
         defaults = {
             "qos": lambda: np.full(n, "", dtype=object),
             "role": lambda: np.full(n, "", dtype=object),
@@ -120,21 +151,36 @@ class Workload:
     def __len__(self) -> int:
         return len(self.name)
 
-    def pod(self, i: int) -> Pod:
-        """Row ``i`` as a :class:`Pod` (``uid = i``)."""
+    def pod(self, i: int, uid: int | None = None, resources: ResourceRegistry | None = None) -> Pod:
+        """Row ``i`` as a :class:`Pod` with key ``uid`` (default ``i``) and the request
+        vector of ``resources`` (default registry)."""
+        app = int(self.app[i])
         return Pod(
-            uid=i,
+            uid=i if uid is None else uid,
             name=str(self.name[i]),
             cpu_milli=int(self.cpu_milli[i]),
             memory_mib=int(self.memory_mib[i]),
             num_gpu=int(self.num_gpu[i]),
             gpu_milli=int(self.gpu_milli[i]),
             gpu_spec=str(self.gpu_spec[i]),
-            app=int(self.app[i]),
+            app=self.app_names[app] if app >= 0 else "",
             max_per_node=int(self.max_per_node[i]),
             rdma=int(self.rdma[i]),
             disk_mib=int(self.disk_mib[i]),
+            team=str(self.team[i]),
+            user=str(self.user[i]),
+            priority=int(self.priority[i]),
+            request=self.requests(resources)[i],
         )
+
+    def requests(self, resources: ResourceRegistry | None = None) -> np.ndarray:
+        """``(P, R)`` request matrix for ``resources`` (default registry), computed once per registry."""
+        resources = resources or RESOURCES
+        cache = self._requests
+        key = (id(resources), resources.names)
+        if key not in cache:
+            cache[key] = resources.request_matrix(self)
+        return cache[key]
 
     def pods(self) -> list[Pod]:
         return [self.pod(i) for i in range(len(self))]

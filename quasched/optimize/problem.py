@@ -27,7 +27,8 @@ from functools import cached_property
 
 import numpy as np
 
-from quasched.model.cluster import RDMA_CAPACITY, NodeSpec, accessible
+from quasched.model.cluster import NodeSpec, accessible
+from quasched.model.resources import RDMA_CAPACITY
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 
 #: resources a problem can constrain, with the workload column each comes from

@@ -25,7 +25,7 @@ class GpuPacking(Policy):
         idle_taken = (taken & (free == FULL_GPU_MILLI)).sum(axis=1)
         leftover_pct = np.where(taken, (free * 100) // FULL_GPU_MILLI, 0).sum(axis=1)
         return np.where(
-            n_full == cluster.nodes.num_gpus[nodes],
+            n_full == cluster.num_gpus[nodes],
             np.maximum(33 - n_full, n_full),
             np.where(
                 idle_taken > 0,

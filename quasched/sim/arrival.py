@@ -168,7 +168,7 @@ def run_experiment(
     rng.after_tuning()
     rank = node_ranks(nodes, rng)
 
-    cluster = Cluster(nodes, n_apps=len(workload.app_names))
+    cluster = Cluster(nodes)
     scheduler = Scheduler(cluster, make_policy(config.policy, typical), rank, rng)
     table = state_table(cluster, typical)
     log = EventLog.empty(len(events_workload))

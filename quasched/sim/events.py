@@ -1,13 +1,8 @@
-"""Building blocks of the time-based replay (:mod:`quasched.sim.replay`).
+"""The timeline of a time-based replay (:mod:`quasched.sim.replay`).
 
-- :func:`build_timeline` turns a workload's creation/deletion columns into
-  arrival and departure times (skipping rows without a creation time, giving
-  rows without a deletion time the end of the trace).
-- :class:`FitClasses` groups pods whose *feasibility* is identical (every
-  field the Filter step reads) and tests whole classes against a few nodes at
-  once, vectorised. It mirrors :func:`quasched.policies.filter.feasible_mask`
-  exactly; the replay uses it only as a guard that decides which queued pods
-  are worth a full scheduling cycle.
+:func:`build_timeline` turns a workload's creation/deletion columns into
+arrival and departure times (skipping rows without a creation time, giving
+rows without a deletion time the end of the trace).
 """
 
 from __future__ import annotations
@@ -17,8 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.model.cluster import MAX_PODS_PER_NODE, Cluster
-from quasched.model.workload import NO_LIMIT, Workload
+from quasched.model.workload import Workload
 
 MissingCreation = Literal["skip", "start"]
 
@@ -74,57 +68,3 @@ def build_timeline(workload: Workload, missing_creation: MissingCreation = "skip
     rows = np.flatnonzero(~skipped)
     order = rows[np.argsort(arrival[rows], kind="stable")]
     return Timeline(arrival, leave, order, skipped, start, end)
-
-
-class FitClasses:
-    """Pods grouped by everything the Filter step looks at.
-
-    Two pods of one class are feasible on exactly the same nodes in any
-    cluster state: same CPU, memory, RDMA, disk, GPU count, milli and model
-    constraint, and (for apps with a per-node limit) the same app and limit.
-    """
-
-    def __init__(self, workload: Workload, cluster: Cluster) -> None:
-        specs, spec_id = np.unique(workload.gpu_spec.astype(str), return_inverse=True)
-        limited = (workload.app >= 0) & (workload.max_per_node != NO_LIMIT)
-        key = np.stack([
-            workload.cpu_milli, workload.memory_mib, workload.rdma, workload.disk_mib,
-            workload.num_gpu, workload.gpu_milli, spec_id.astype(np.int64),
-            np.where(limited, workload.app, -1), np.where(limited, workload.max_per_node, NO_LIMIT),
-        ], axis=1).astype(np.int64)
-        if len(key):
-            uniq, inverse = np.unique(key, axis=0, return_inverse=True)
-        else:
-            uniq, inverse = np.zeros((0, key.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)
-        #: class of each workload row
-        self.of_pod = inverse.reshape(-1).astype(np.int64)
-        (self.cpu, self.mem, self.rdma, self.disk, self.num_gpu, self.milli, spec,
-         self.app, self.max_per_node) = uniq.T
-        self.limited = self.app >= 0
-        self.is_gpu = self.milli > 0
-        spec_masks = np.array([cluster.spec_mask(str(s)) for s in specs]).reshape(len(specs), -1)
-        self.spec_ok = spec_masks[spec] if len(uniq) else np.zeros((0, cluster.n_nodes), dtype=bool)
-
-    def __len__(self) -> int:
-        return len(self.cpu)
-
-    def fits(self, cluster: Cluster, classes: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """``(len(classes), len(nodes))``: can a pod of each class go on each node now."""
-        c = classes[:, None]
-        ok = self.cpu[c] <= cluster.cpu_free[nodes]
-        ok &= self.mem[c] <= cluster.mem_free[nodes]
-        ok &= self.rdma[c] <= cluster.rdma_free[nodes]
-        ok &= self.disk[c] <= cluster.disk_free[nodes]
-        ok &= cluster.pod_count[nodes] < MAX_PODS_PER_NODE
-        limited = self.limited[classes]
-        if limited.any():
-            apps = np.maximum(self.app[classes], 0)
-            count = cluster.app_count[np.ix_(nodes, apps)].T
-            ok &= ~limited[:, None] | (count < self.max_per_node[c])
-        is_gpu = self.is_gpu[classes]
-        if is_gpu.any():
-            free = cluster.gpu_free[nodes]
-            n_fit = (free[None, :, :] >= self.milli[c][:, :, None]).sum(axis=2)
-            gpu_ok = self.spec_ok[np.ix_(classes, nodes)] & (n_fit >= self.num_gpu[c])
-            ok &= ~is_gpu[:, None] | gpu_ok
-        return ok

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import heapq
 import time as _time
-from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Literal
 
@@ -75,7 +74,8 @@ from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Pod, Workload
 from quasched.policies import Scheduler, make_policy
 from quasched.sim.arrival import node_ranks
-from quasched.sim.events import FitClasses, MissingCreation, Timeline, build_timeline
+from quasched.policies.queue import PendingQueue
+from quasched.sim.events import MissingCreation, Timeline, build_timeline
 from quasched.sim.random import NumpyStream
 
 DepartureMode = Literal["trace", "duration"]
@@ -298,10 +298,10 @@ class _Replay:
         self.typical = typical or TypicalPods.from_workload(workload, config.typical_threshold)
         self.rng = NumpyStream(config.seed)
         self.rank = node_ranks(nodes, self.rng)
-        self.cluster = Cluster(nodes, n_apps=len(workload.app_names))
+        self.cluster = Cluster(nodes)
         self.scheduler = Scheduler(self.cluster, make_policy(config.policy, self.typical), self.rank, self.rng)
         self.table = state_table(self.cluster, self.typical)
-        self.classes = FitClasses(workload, self.cluster)
+        self.queue = PendingQueue(self.cluster)
         self._pods: dict[int, Pod] = {}
 
         n = len(workload)
@@ -318,11 +318,6 @@ class _Replay:
         self.log = ReplayEvents.empty(3 * len(tl.order) + 1)
         self.n_events = 0
         self.heap: list[tuple[float, int]] = []
-        # queue: per fit class, FIFO of (sequence, uid); withdrawn entries are dropped lazily
-        self.queues: dict[int, deque[tuple[int, int]]] = {}
-        self.class_live = np.zeros(len(self.classes), dtype=np.int64)
-        self.queue_len = 0
-        self.seq = 0
         # constants for the per-event metrics
         self.gpu_capacity = FULL_GPU_MILLI * nodes.total_gpus
         self.cpu_capacity = int(nodes.cpu_milli.sum())
@@ -343,7 +338,7 @@ class _Replay:
         log.kind[e] = kind
         log.pod[e] = uid
         log.node[e] = node
-        log.queue_len[e] = self.queue_len
+        log.queue_len[e] = len(self.queue)
         self.n_events = e + 1
         if kind in (QUEUE, WITHDRAW) and e > 0:  # the cluster is as after the previous event
             for column in _STATE_COLUMNS:
@@ -378,22 +373,9 @@ class _Replay:
         self.record(t, kind, uid, node)
 
     def enqueue(self, t: float, uid: int) -> None:
-        cls = int(self.classes.of_pod[uid])
-        queue = self.queues.get(cls)
-        if queue is None:
-            queue = self.queues[cls] = deque()
-        queue.append((self.seq, uid))
-        self.seq += 1
-        self.class_live[cls] += 1
-        self.queue_len += 1
+        self.queue.push(self.pod(uid))
         self.status[uid] = QUEUED
         self.record(t, QUEUE, uid, -1)
-
-    def head(self, cls: int) -> tuple[int, int] | None:
-        queue = self.queues[cls]
-        while queue and self.status[queue[0][1]] != QUEUED:
-            queue.popleft()
-        return queue[0] if queue else None
 
     # ------------------------------------------------------------------ steps
     def arrive(self, t: float, uid: int) -> None:
@@ -407,7 +389,7 @@ class _Replay:
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
-        heap, freed = self.heap, []
+        heap, freed = self.heap, False
         while heap and heap[0][0] == t:
             _, uid = heapq.heappop(heap)
             state = self.status[uid]
@@ -415,47 +397,15 @@ class _Replay:
                 placement = self.cluster.remove(uid)
                 self.status[uid] = DONE
                 self.outcome.departed[uid] = t
-                freed.append(placement.node)
+                freed = True
                 self.record(t, DEPART, uid, placement.node)
             elif state == QUEUED:
                 self.status[uid] = WITHDRAWN
-                self.class_live[self.classes.of_pod[uid]] -= 1
-                self.queue_len -= 1
+                self.queue.discard(uid)
                 self.record(t, WITHDRAW, uid, -1)
-        if freed and self.queue_len:
-            self.retry(t, np.unique(np.asarray(freed, dtype=np.int64)))
-
-    def retry(self, t: float, freed: np.ndarray) -> None:
-        """One FIFO pass over the queue after ``freed`` nodes (sorted) got room (see module doc)."""
-        active = np.flatnonzero(self.class_live > 0)
-        fit = self.classes.fits(self.cluster, active, freed)
-        keep = fit.any(axis=1)
-        candidates, fit = active[keep], fit[keep]
-        row = {cls: i for i, cls in enumerate(candidates.tolist())}
-        heads = []
-        for cls in row:
-            head = self.head(cls)
-            if head is not None:
-                heads.append((head[0], cls))
-        heapq.heapify(heads)
-        while heads:
-            _, cls = heapq.heappop(heads)
-            if not fit[row[cls]].any():
-                continue  # the class is out for this round: the state only gets fuller
-            queue = self.queues[cls]
-            uid = queue[0][1]
-            decision = self.scheduler.schedule(self.pod(uid))
-            col = int(np.searchsorted(freed, decision.node))
-            if not decision.placed or col == len(freed) or freed[col] != decision.node:
-                raise RuntimeError(f"replay guard out of sync with the Filter step for pod {uid} at t={t}")
-            queue.popleft()
-            self.class_live[cls] -= 1
-            self.queue_len -= 1
-            self.start(t, uid, decision.node, decision.devices, START)
-            fit[:, col] = self.classes.fits(self.cluster, candidates, freed[col:col + 1])[:, 0]
-            head = self.head(cls) if self.class_live[cls] else None
-            if head is not None:
-                heapq.heappush(heads, (head[0], cls))
+        if freed and len(self.queue):
+            for pod, decision in self.queue.retry(self.scheduler.schedule):
+                self.start(t, pod.uid, decision.node, decision.devices, START)
 
     def run(self, progress: Callable[[int, int], None] | None) -> None:
         order = self.timeline.order

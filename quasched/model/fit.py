@@ -1,0 +1,134 @@
+"""The one rule for "can this pod run on this node now".
+
+Every consumer goes through :func:`fit_checks`: the Filter step
+(:func:`fit_mask`), the pending queue's fit classes (:class:`Demand` rows ×
+nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
+(:func:`placement_problem`) and the reasons a pod is pending
+(:func:`fit_reasons`). The checks, in order:
+
+1. the node is present and not cordoned;
+2. every scalar resource of the registry: ``free >= request``;
+3. app density: fewer than ``max_per_node`` instances of the pod's app;
+4. GPU model: the node has GPUs of a model the pod accepts;
+5. GPU devices: ``k`` distinct healthy devices with ``m`` free milli each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+
+from quasched.model.workload import NO_LIMIT, Pod
+
+if TYPE_CHECKING:
+    from quasched.model.cluster import Cluster
+
+UNSCHEDULABLE = "node unschedulable"
+APP_DENSITY = "app density limit"
+GPU_MODEL = "GPU model"
+GPU_DEVICES = "GPU devices"
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What ``C`` pods (or pod classes) ask for, as arrays with one row each."""
+
+    request: np.ndarray  # (C, R)
+    num_gpu: np.ndarray  # (C,)
+    milli: np.ndarray  # (C,) per device
+    spec: tuple[str, ...]
+    app: tuple[str, ...]  # "" = no density limit applies
+    limit: np.ndarray  # (C,)
+
+    @classmethod
+    def of(cls, pods: Sequence[Pod]) -> Demand:
+        return cls(
+            request=np.array([p.request for p in pods], dtype=np.int64).reshape(len(pods), -1),
+            num_gpu=np.array([p.num_gpu for p in pods], dtype=np.int64),
+            milli=np.array([p.gpu_milli for p in pods], dtype=np.int64),
+            spec=tuple(p.gpu_spec for p in pods),
+            app=tuple(p.app if p.limited else "" for p in pods),
+            limit=np.array([p.max_per_node if p.limited else NO_LIMIT for p in pods], dtype=np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.num_gpu)
+
+    def rows(self, rows: np.ndarray) -> Demand:
+        return Demand(self.request[rows], self.num_gpu[rows], self.milli[rows],
+                      tuple(self.spec[i] for i in rows.tolist()), tuple(self.app[i] for i in rows.tolist()),
+                      self.limit[rows])
+
+
+def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` over ``nodes`` (all slots if None)."""
+    pick = (lambda a: a) if nodes is None else (lambda a: a[nodes])  # noqa: E731
+    yield UNSCHEDULABLE, pick(cluster.schedulable)[None, :]
+    free = pick(cluster.free)
+    for col in np.flatnonzero(demand.request.any(axis=0)).tolist():
+        yield cluster.resources.names[col], free[None, :, col] >= demand.request[:, col, None]
+    limited = [i for i, app in enumerate(demand.app) if app]
+    if limited:
+        ok = np.ones((len(demand), len(free)), dtype=bool)
+        for i in limited:
+            col = cluster.app_column(demand.app[i])  # may grow app_count
+            ok[i] = pick(cluster.app_count[:, col]) < demand.limit[i]
+        yield APP_DENSITY, ok
+    is_gpu = demand.milli > 0
+    if is_gpu.any():
+        masks = {s: pick(cluster.spec_mask(s)) for s in set(demand.spec)}
+        model_ok = np.array([masks[s] for s in demand.spec]).reshape(len(demand), len(free))
+        yield GPU_MODEL, model_ok | ~is_gpu[:, None]
+        gpu = pick(cluster.gpu_free)
+        if len(demand) == 1 and demand.num_gpu[0] == 1:  # one device: its largest free milli decides
+            n_fit_ok = gpu.max(axis=1)[None, :] >= demand.milli[0]
+        else:
+            n_fit_ok = (gpu[None, :, :] >= demand.milli[:, None, None]).sum(axis=2) >= demand.num_gpu[:, None]
+        yield GPU_DEVICES, n_fit_ok | ~is_gpu[:, None]
+
+
+def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | None = None) -> np.ndarray:
+    """``(C, M)``: can each demand row run on each node now."""
+    ok = None
+    for _, check in fit_checks(cluster, demand, nodes):
+        ok = check if ok is None else ok & check
+    return np.broadcast_to(ok, (len(demand), ok.shape[1])) if ok is not None else ok
+
+
+def fit_mask(cluster: Cluster, pod: Pod) -> np.ndarray:
+    """Mask over all node slots that can host ``pod`` now (the Filter step)."""
+    return fit_matrix(cluster, Demand.of([pod]))[0]
+
+
+def fit_reasons(cluster: Cluster, pod: Pod, nodes: np.ndarray | None = None) -> dict[str, int]:
+    """How many of ``nodes`` (present nodes if None) fail each check first; ``{}`` if one fits."""
+    nodes = np.flatnonzero(cluster.present) if nodes is None else nodes
+    pending = np.ones(len(nodes), dtype=bool)
+    counts: dict[str, int] = {}
+    for name, check in fit_checks(cluster, Demand.of([pod]), nodes):
+        failing = pending & ~check[0]
+        if failing.any():
+            counts[name] = int(failing.sum())
+            pending &= ~failing
+    return counts if not pending.any() else {}
+
+
+def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int, ...]) -> str | None:
+    """Why ``pod`` cannot be bound to ``node`` with GPU ``devices`` now (None = it can)."""
+    if not 0 <= node < cluster.n_nodes:
+        return "no such node"
+    if len(pod.request) != len(cluster.resources):
+        return f"request has {len(pod.request)} resources, the cluster registers {len(cluster.resources)}"
+    for name, check in fit_checks(cluster, Demand.of([pod]), np.array([node])):
+        if not check[0, 0]:
+            return name
+    if not pod.is_gpu:
+        return "CPU-only pod given GPU devices" if devices else None
+    if len(devices) != pod.num_gpu or len(set(devices)) != len(devices):
+        return f"needs {pod.num_gpu} distinct devices, got {devices}"
+    for d in devices:
+        if not 0 <= d < cluster.num_gpus[node] or cluster.gpu_free[node, d] < pod.gpu_milli:
+            return f"device {d} lacks {pod.gpu_milli} healthy free milli"
+    return None
