@@ -6,7 +6,8 @@ A :class:`Cluster` holds node slots and their allocation state:
   (:mod:`quasched.model.resources`: CPU, memory, pod slots, RDMA, disk, ...);
 - ``gpu_alloc``: ``(N, D)`` milli-GPU allocated per device, ``gpu_healthy``
   per device, and the derived ``gpu_free``: milli a new pod may use (0 on
-  unhealthy devices and on padding beyond a node's GPU count);
+  unhealthy devices and on padding beyond a node's GPU count) with its
+  per-node maximum ``gpu_free_max``;
 - ``schedulable``: present and not cordoned; ``gpu_class_count`` and
   ``app_count`` for affinity and density rules;
 - ``version``: bumped on every change of a node, so caches keyed by node
@@ -117,6 +118,7 @@ class Cluster:
 
     def __init__(self, nodes: NodeSpec, resources: ResourceRegistry = RESOURCES) -> None:
         self.resources = resources.copy()
+        self.resource_names = self.resources.names
         self.models: list[str] = sorted(set(nodes.gpu_model.tolist()))
         self.layout = 0
         self._spec_masks: dict[str, np.ndarray] = {}
@@ -142,6 +144,7 @@ class Cluster:
         self.gpu_alloc = np.zeros((n, d), dtype=np.int64)
         self.gpu_healthy = np.zeros((n, d), dtype=bool)
         self.gpu_free = np.zeros((n, d), dtype=np.int64)
+        self.gpu_free_max = np.zeros(n, dtype=np.int64)
         self.present = np.zeros(n, dtype=bool)
         self.cordoned = np.zeros(n, dtype=bool)
         self.schedulable = np.zeros(n, dtype=bool)
@@ -151,7 +154,7 @@ class Cluster:
         self.labels = np.empty(n, dtype=object)
 
     _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
-                    "gpu_free", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
+                    "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
                     "version", "labels")
     _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_free")
 
@@ -277,6 +280,7 @@ class Cluster:
         """Recompute the derived per-node arrays after any change of ``node``."""
         self.schedulable[node] = self.present[node] and not self.cordoned[node]
         self.gpu_free[node] = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
+        self.gpu_free_max[node] = self.gpu_free[node].max()
         self.version[node] += 1
 
     # -------------------------------------------------------------- queries

@@ -16,6 +16,7 @@ nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ GPU_MODEL = "GPU model"
 GPU_DEVICES = "GPU devices"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Demand:
     """What ``C`` pods (or pod classes) ask for, as arrays with one row each."""
 
@@ -44,7 +45,9 @@ class Demand:
 
     @classmethod
     def of(cls, pods: Sequence[Pod]) -> Demand:
-        return cls(
+        if len(pods) == 1 and pods[0].demand_cache is not None:
+            return pods[0].demand_cache
+        demand = cls(
             request=np.array([p.request for p in pods], dtype=np.int64).reshape(len(pods), -1),
             num_gpu=np.array([p.num_gpu for p in pods], dtype=np.int64),
             milli=np.array([p.gpu_milli for p in pods], dtype=np.int64),
@@ -52,6 +55,14 @@ class Demand:
             app=tuple(p.app if p.limited else "" for p in pods),
             limit=np.array([p.max_per_node if p.limited else NO_LIMIT for p in pods], dtype=np.int64),
         )
+        if len(pods) == 1:
+            object.__setattr__(pods[0], "demand_cache", demand)
+        return demand
+
+    @cached_property
+    def columns(self) -> list[int]:
+        """Resource columns some row requests (a zero request always fits)."""
+        return np.flatnonzero(self.request.any(axis=0)).tolist()
 
     def __len__(self) -> int:
         return len(self.num_gpu)
@@ -62,13 +73,15 @@ class Demand:
                       self.limit[rows])
 
 
-def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | None = None) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` over ``nodes`` (all slots if None)."""
+def fit_checks(cluster: Cluster, demand: Demand,
+               nodes: np.ndarray | slice | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` (or ``(1, M)``) over ``nodes`` (all slots if None)."""
     pick = (lambda a: a) if nodes is None else (lambda a: a[nodes])  # noqa: E731
     yield UNSCHEDULABLE, pick(cluster.schedulable)[None, :]
     free = pick(cluster.free)
-    for col in np.flatnonzero(demand.request.any(axis=0)).tolist():
-        yield cluster.resources.names[col], free[None, :, col] >= demand.request[:, col, None]
+    names = cluster.resource_names
+    for col in demand.columns:
+        yield names[col], free[None, :, col] >= demand.request[:, col, None]
     limited = [i for i, app in enumerate(demand.app) if app]
     if limited:
         ok = np.ones((len(demand), len(free)), dtype=bool)
@@ -78,23 +91,26 @@ def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | None = None
         yield APP_DENSITY, ok
     is_gpu = demand.milli > 0
     if is_gpu.any():
-        masks = {s: pick(cluster.spec_mask(s)) for s in set(demand.spec)}
-        model_ok = np.array([masks[s] for s in demand.spec]).reshape(len(demand), len(free))
-        yield GPU_MODEL, model_ok | ~is_gpu[:, None]
-        gpu = pick(cluster.gpu_free)
-        if len(demand) == 1 and demand.num_gpu[0] == 1:  # one device: its largest free milli decides
-            n_fit_ok = gpu.max(axis=1)[None, :] >= demand.milli[0]
+        if len(demand) == 1:
+            yield GPU_MODEL, pick(cluster.spec_mask(demand.spec[0]))[None, :]
+            if demand.num_gpu[0] == 1:  # one device: the node's largest free milli decides
+                yield GPU_DEVICES, pick(cluster.gpu_free_max)[None, :] >= demand.milli[0]
+                return
         else:
-            n_fit_ok = (gpu[None, :, :] >= demand.milli[:, None, None]).sum(axis=2) >= demand.num_gpu[:, None]
-        yield GPU_DEVICES, n_fit_ok | ~is_gpu[:, None]
+            masks = {s: pick(cluster.spec_mask(s)) for s in set(demand.spec)}
+            model_ok = np.array([masks[s] for s in demand.spec]).reshape(len(demand), len(free))
+            yield GPU_MODEL, model_ok | ~is_gpu[:, None]
+        n_fit = (pick(cluster.gpu_free)[None, :, :] >= demand.milli[:, None, None]).sum(axis=2)
+        yield GPU_DEVICES, (n_fit >= demand.num_gpu[:, None]) | ~is_gpu[:, None]
 
 
-def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | None = None) -> np.ndarray:
+def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | None = None) -> np.ndarray:
     """``(C, M)``: can each demand row run on each node now."""
-    ok = None
-    for _, check in fit_checks(cluster, demand, nodes):
-        ok = check if ok is None else ok & check
-    return np.broadcast_to(ok, (len(demand), ok.shape[1])) if ok is not None else ok
+    checks = fit_checks(cluster, demand, nodes)
+    ok = next(checks)[1]
+    for _, check in checks:
+        ok = ok & check
+    return ok if len(ok) == len(demand) else np.repeat(ok, len(demand), axis=0)
 
 
 def fit_mask(cluster: Cluster, pod: Pod) -> np.ndarray:
@@ -121,7 +137,7 @@ def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int,
         return "no such node"
     if len(pod.request) != len(cluster.resources):
         return f"request has {len(pod.request)} resources, the cluster registers {len(cluster.resources)}"
-    for name, check in fit_checks(cluster, Demand.of([pod]), np.array([node])):
+    for name, check in fit_checks(cluster, Demand.of([pod]), slice(node, node + 1)):
         if not check[0, 0]:
             return name
     if not pod.is_gpu:

@@ -49,6 +49,8 @@ class Pod:
     user: str = ""
     priority: int = 0
     request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    #: the pod's :class:`~quasched.model.fit.Demand`, built on first use
+    demand_cache: object = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.request is None:
