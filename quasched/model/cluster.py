@@ -22,6 +22,8 @@ from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Pod
 
 MAX_PODS_PER_NODE = 1001
 RDMA_CAPACITY = 100
+#: disk of a node that sets none: more than any request, with room to add requests without overflow
+UNLIMITED_DISK_MIB = np.iinfo(np.int64).max // 4
 
 #: GPU-affinity classes of bound GPU pods (``share-gpu``, ``1-gpu`` .. ``8-gpu``).
 N_GPU_CLASSES = 9
@@ -127,7 +129,7 @@ class Cluster:
         self.disk_free = (
             nodes.disk_mib.astype(np.int64).copy()
             if nodes.disk_mib is not None
-            else np.full(n, np.iinfo(np.int64).max // 4, dtype=np.int64)
+            else np.full(n, UNLIMITED_DISK_MIB, dtype=np.int64)
         )
         self.gpu_free = np.where(self.device_exists, FULL_GPU_MILLI, 0).astype(np.int64)
         self.pod_count = np.zeros(n, dtype=np.int64)

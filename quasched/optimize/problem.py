@@ -27,7 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
-from quasched.model.cluster import RDMA_CAPACITY, NodeSpec, accessible
+from quasched.model.cluster import RDMA_CAPACITY, UNLIMITED_DISK_MIB, NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 
 #: resources a problem can constrain, with the workload column each comes from
@@ -212,7 +212,7 @@ def job_demand(workload: Workload, resources: tuple[str, ...]) -> np.ndarray:
 def node_capacity(nodes: NodeSpec, resources: tuple[str, ...]) -> np.ndarray:
     """(m, R) capacities with the cluster model's defaults (RDMA 100 %, disk unlimited)."""
     m = len(nodes)
-    unlimited = np.full(m, np.iinfo(np.int64).max // 4, dtype=np.int64)
+    unlimited = np.full(m, UNLIMITED_DISK_MIB, dtype=np.int64)
     columns = {
         "cpu_milli": nodes.cpu_milli,
         "gpu_milli": nodes.num_gpus * FULL_GPU_MILLI,
