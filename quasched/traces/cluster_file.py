@@ -34,49 +34,53 @@ def load_cluster_file(path: str | Path) -> NodeSpec:
     doc = _Document(Path(path))
     top = doc.mapping(doc.root, "", TOP_KEYS, ("pools",))
     title = doc.text(top["name"], "name") if "name" in top else doc.path.name
-    pools = top["pools"]
-    if not isinstance(pools, SequenceNode) or not pools.value:
-        doc.fail(pools, "pools", f"must be a non-empty list of pools, e.g.\n{EXAMPLE}")
-    columns: dict[str, list[Any]] = {key: [] for key in ("name", "cpu", "memory", "model", "count", "rdma", "disk", "labels")}
-    any_disk = False
-    seen: dict[str, int] = {}
-    for i, node in enumerate(pools.value):
-        field = f"pools[{i}]"
-        pool = doc.mapping(node, field, POOL_KEYS, POOL_REQUIRED)
-        name = doc.text(pool["name"], f"{field}.name", MODEL_NAME.fullmatch, NAME_HINT)
-        if name in seen:
-            doc.fail(pool["name"], f"{field}.name",
-                     f"{name!r} already names pools[{seen[name]}]; give each pool its own name")
-        seen[name] = i
-        count = doc.integer(pool["count"], f"{field}.count", 1, "a whole number of nodes, at least 1")
-        any_disk |= "disk" in pool
-        gpu = doc.mapping(pool["gpu"], f"{field}.gpu", GPU_KEYS, GPU_KEYS) if "gpu" in pool else {}
-        value = {
-            "name": name,
-            "cpu": doc.amount(pool["cpu"], f"{field}.cpu", parse_cpu),
-            "memory": doc.amount(pool["memory"], f"{field}.memory", parse_memory),
-            "model": doc.text(gpu["model"], f"{field}.gpu.model", MODEL_NAME.fullmatch, NAME_HINT) if gpu else "",
-            "count": doc.integer(gpu["count"], f"{field}.gpu.count", 1,
-                                 "a whole number of GPUs, at least 1 (omit gpu for CPU-only nodes)") if gpu else 0,
-            "rdma": doc.integer(pool["rdma"], f"{field}.rdma", 0, f"a whole percentage of one NIC, 0 to {RDMA_CAPACITY}",
-                                RDMA_CAPACITY) if "rdma" in pool else RDMA_CAPACITY,
-            "disk": doc.amount(pool["disk"], f"{field}.disk", parse_memory) if "disk" in pool else UNLIMITED_DISK_MIB,
-            "labels": doc.labels(pool["labels"], f"{field}.labels") if "labels" in pool else {},
-        }
-        for key in columns:
-            columns[key] += [f"{name}-{k}" for k in range(count)] if key == "name" else [value[key]] * count
-        columns["labels"][-count:] = [dict(value["labels"]) for _ in range(count)]  # one dict per node
+    if not isinstance(top["pools"], SequenceNode) or not top["pools"].value:
+        doc.fail(top["pools"], "pools", f"must be a non-empty list of pools, e.g.\n{EXAMPLE}")
+    pools: list[dict[str, Any]] = []
+    for i, node in enumerate(top["pools"].value):
+        pool = _pool(doc, node, f"pools[{i}]")
+        for j, other in enumerate(pools):
+            if other["name"] == pool["name"]:
+                doc.fail(pool["node"], f"pools[{i}].name",
+                         f"{pool['name']!r} already names pools[{j}]; give each pool its own name")
+        pools.append(pool)
+    counts = [pool["count"] for pool in pools]
+
+    def column(key: str, dtype: Any) -> np.ndarray:
+        return np.repeat(np.array([pool[key] for pool in pools], dtype=dtype), counts)
+
     return NodeSpec(
-        name=np.array(columns["name"], dtype=object),
-        cpu_milli=np.array(columns["cpu"], dtype=np.int64),
-        memory_mib=np.array(columns["memory"], dtype=np.int64),
-        num_gpus=np.array(columns["count"], dtype=np.int64),
-        gpu_model=np.array(columns["model"], dtype=object),
-        rdma=np.array(columns["rdma"], dtype=np.int64),
-        disk_mib=np.array(columns["disk"], dtype=np.int64) if any_disk else None,
-        labels=_objects(columns["labels"]),
+        name=np.array([f"{pool['name']}-{k}" for pool in pools for k in range(pool["count"])], dtype=object),
+        cpu_milli=column("cpu", np.int64),
+        memory_mib=column("memory", np.int64),
+        num_gpus=column("gpus", np.int64),
+        gpu_model=column("model", object),
+        rdma=column("rdma", np.int64),
+        disk_mib=column("disk", np.int64) if any(pool["has_disk"] for pool in pools) else None,
+        labels=_objects([dict(pool["labels"]) for pool in pools for _ in range(pool["count"])]),
         source=title,
     )
+
+
+def _pool(doc: "_Document", node: Node, field: str) -> dict[str, Any]:
+    """One pool's values (``node``: the node of its name, for errors about it)."""
+    pool = doc.mapping(node, field, POOL_KEYS, POOL_REQUIRED)
+    gpu = doc.mapping(pool["gpu"], f"{field}.gpu", GPU_KEYS, GPU_KEYS) if "gpu" in pool else {}
+    return {
+        "node": pool["name"],
+        "name": doc.text(pool["name"], f"{field}.name", MODEL_NAME.fullmatch, NAME_HINT),
+        "count": doc.integer(pool["count"], f"{field}.count", 1, "a whole number of nodes, at least 1"),
+        "cpu": doc.amount(pool["cpu"], f"{field}.cpu", parse_cpu),
+        "memory": doc.amount(pool["memory"], f"{field}.memory", parse_memory),
+        "model": doc.text(gpu["model"], f"{field}.gpu.model", MODEL_NAME.fullmatch, NAME_HINT) if gpu else "",
+        "gpus": doc.integer(gpu["count"], f"{field}.gpu.count", 1,
+                            "a whole number of GPUs, at least 1 (omit gpu for CPU-only nodes)") if gpu else 0,
+        "rdma": doc.integer(pool["rdma"], f"{field}.rdma", 0, f"a whole percentage of one NIC, 0 to {RDMA_CAPACITY}",
+                            RDMA_CAPACITY) if "rdma" in pool else RDMA_CAPACITY,
+        "has_disk": "disk" in pool,
+        "disk": doc.amount(pool["disk"], f"{field}.disk", parse_memory) if "disk" in pool else UNLIMITED_DISK_MIB,
+        "labels": doc.labels(pool["labels"], f"{field}.labels") if "labels" in pool else {},
+    }
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -114,8 +118,8 @@ class _Document:
     ) -> dict[str, Node]:
         """The ``key: value`` nodes of a mapping with only ``allowed`` keys (None: any) and every ``required`` one."""
         if not isinstance(node, MappingNode):
-            what = f"{field} must" if field else "the file must"
-            self.fail(node, field, f"{what} be a mapping of key: value" + (f" ({', '.join(allowed)})" if allowed else ""))
+            keys = f" ({', '.join(allowed)})" if allowed else ""
+            self.fail(node, field, f"{field or 'the file'} must be a mapping of key: value{keys}")
         found: dict[str, Node] = {}
         for key, value in node.value:
             path = f"{field}.{key.value}" if field else str(key.value)
