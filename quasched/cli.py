@@ -33,6 +33,8 @@ DATA_DIR_HELP = (
     "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
     "then the user cache (~/.cache/quasched)."
 )
+CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats.md), e.g. examples/cluster.yaml."
+WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -84,6 +86,8 @@ def simulate(
         "(needs go_rng_cooked.txt), 'native' uses NumPy, 'auto' = go when the table is found."
     ),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
     compat_data: Optional[Path] = typer.Option(
         None, help="Directory with go_rng_cooked.txt (default: next to --data-dir, e.g. ../shared/data)."
     ),
@@ -109,9 +113,10 @@ def simulate(
         rng = "native"
     rng_kind = "native" if rng == "native" else "go"
     try:
-        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
+        nodes, workload = catalog.load_inputs(trace, cluster_file, workload_file, data_dir)
     except TraceError as err:
         fail(str(err))
+    trace = catalog.inputs_label(trace, cluster_file, workload_file)
     config = ExperimentConfig(tune_ratio=tune, rng=rng_kind, compat_data=compat_data or data_dir)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
@@ -159,6 +164,8 @@ def replay(
         1.0, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
     out: Optional[Path] = typer.Option(None, help="Write per-event CSVs, per-pod waits and a summary CSV here."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
@@ -169,11 +176,12 @@ def replay(
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
     try:
-        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
+        nodes, workload = catalog.load_inputs(trace, cluster_file, workload_file, data_dir)
     except TraceError as err:
         fail(str(err))
-    if catalog.trace_info(trace).kind == "dlrm":
+    if cluster_file is None and catalog.trace_info(trace).kind == "dlrm":
         nodes = dlrm_cluster(workload, headroom=headroom)
+    trace = catalog.inputs_label(trace, cluster_file, workload_file)
     console.print(f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs)")
     results = []
     with Progress(

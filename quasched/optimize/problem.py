@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from quasched.model.cluster import NodeSpec, accessible
-from quasched.model.resources import RDMA_CAPACITY
+from quasched.model.resources import RESOURCES as MODEL_RESOURCES
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 
 #: resources a problem can constrain, with the workload column each comes from
@@ -198,30 +198,26 @@ class BatchProblem:
         return BatchProblem(**values)
 
 
+def _scalar_columns(resources: tuple[str, ...]) -> dict[str, int]:
+    """Registry column of each problem resource named by its model column (``cpu_milli``, ...)."""
+    return {r.column or r.name: i for i, r in enumerate(MODEL_RESOURCES) if (r.column or r.name) in resources}
+
+
 def job_demand(workload: Workload, resources: tuple[str, ...]) -> np.ndarray:
-    """(n, R) requests; ``gpu_milli`` is the total ``num_gpu * gpu_milli``."""
-    columns = {
-        "cpu_milli": workload.cpu_milli,
-        "gpu_milli": workload.gpu_request,
-        "memory_mib": workload.memory_mib,
-        "rdma": workload.rdma,
-        "disk_mib": workload.disk_mib,
-    }
-    return np.stack([np.asarray(columns[r], dtype=np.int64) for r in resources], axis=1)
+    """(n, R) requests from the cluster model's request matrix; ``gpu_milli`` is ``num_gpu * gpu_milli``.
+
+    Device-level packing is not modelled: the batch problem aggregates GPUs per machine.
+    """
+    matrix, columns = workload.requests(MODEL_RESOURCES), _scalar_columns(resources)
+    return np.stack([workload.gpu_request.astype(np.int64) if r == "gpu_milli" else matrix[:, columns[r]]
+                     for r in resources], axis=1)
 
 
 def node_capacity(nodes: NodeSpec, resources: tuple[str, ...]) -> np.ndarray:
-    """(m, R) capacities with the cluster model's defaults (RDMA 100 %, disk unlimited)."""
-    m = len(nodes)
-    unlimited = np.full(m, np.iinfo(np.int64).max // 4, dtype=np.int64)
-    columns = {
-        "cpu_milli": nodes.cpu_milli,
-        "gpu_milli": nodes.num_gpus * FULL_GPU_MILLI,
-        "memory_mib": nodes.memory_mib,
-        "rdma": nodes.rdma if nodes.rdma is not None else np.full(m, RDMA_CAPACITY),
-        "disk_mib": nodes.disk_mib if nodes.disk_mib is not None else unlimited,
-    }
-    return np.stack([np.asarray(columns[r], dtype=np.int64) for r in resources], axis=1)
+    """(m, R) capacities from the cluster model's capacity matrix (its defaults: RDMA 100 %, disk unlimited)."""
+    matrix, columns = MODEL_RESOURCES.capacity_matrix(nodes), _scalar_columns(resources)
+    return np.stack([(nodes.num_gpus * FULL_GPU_MILLI).astype(np.int64) if r == "gpu_milli" else matrix[:, columns[r]]
+                     for r in resources], axis=1)
 
 
 def from_workload(

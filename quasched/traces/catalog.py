@@ -9,11 +9,13 @@ import numpy as np
 
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload, shape_keys
+from quasched.traces.cluster_file import load_cluster_file
 from quasched.traces.datadir import resolve_trace
 from quasched.traces.dlrm import dlrm_cluster, load_dlrm
 from quasched.traces.errors import TraceError
 from quasched.traces.openb import load_openb_nodes, load_openb_pods
 from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
+from quasched.traces.workload_file import load_workload_file
 
 OPENB_DIR = "alibaba-gpu-v2023"
 OPENB_NODES = f"{OPENB_DIR}/openb_node_list_gpu_node.csv"
@@ -108,6 +110,35 @@ def load_trace(
         nodes = load_openb_nodes(resolve_trace(node_file, data_dir, download=download))
         workload = load_openb_pods(resolve_trace(info.path, data_dir, download=download))
     return nodes, replace(workload, source=name)
+
+
+def load_inputs(
+    trace: str = "synthetic",
+    cluster: str | Path | None = None,
+    workload: str | Path | None = None,
+    data_dir: str | Path | None = None,
+) -> tuple[NodeSpec, Workload]:
+    """Nodes and workload from a trace, a cluster file, a workload file or a mix.
+
+    A cluster file (:func:`load_cluster_file`) replaces the trace's nodes, a
+    workload file (:func:`load_workload_file`) its pods; with both, ``trace``
+    is not read. The workload's ``source`` is the trace name or the file name.
+    """
+    if cluster is not None and workload is not None:
+        return load_cluster_file(cluster), load_workload_file(workload)
+    nodes, pods = load_trace(trace, data_dir)
+    if cluster is not None:
+        nodes = load_cluster_file(cluster)
+    if workload is not None:
+        pods = load_workload_file(workload)
+    return nodes, pods
+
+
+def inputs_label(trace: str, cluster: str | Path | None = None, workload: str | Path | None = None) -> str:
+    """How reports name the inputs: ``trace``, or e.g. ``workload.csv on cluster.yaml``."""
+    if cluster is None and workload is None:
+        return trace
+    return f"{Path(workload).name if workload else trace} on {Path(cluster).name if cluster else trace}"
 
 
 def describe(workload: Workload, nodes: NodeSpec | None = None) -> dict[str, int | float]:

@@ -25,8 +25,13 @@ _OPEN_QUOTE = re.compile(r"EOF inside string starting at row (\d+)")
 Message = str | Callable[[int], str]
 
 
-def read_table(path: str | Path, required: Sequence[str], optional: Sequence[str] = ()) -> "Table":
-    """Read ``path`` as text and check its header holds every ``required`` column."""
+def read_table(
+    path: str | Path, required: Sequence[str], optional: Sequence[str] = (), *, strict: bool = False
+) -> "Table":
+    """Read ``path`` as text and check its header holds every ``required`` column.
+
+    Other columns are ignored, or rejected if ``strict``.
+    """
     path = Path(path)
     if not path.is_file():
         raise TraceNotFound(path, [str(path)], "Fix: check the path.")
@@ -47,6 +52,10 @@ def read_table(path: str | Path, required: Sequence[str], optional: Sequence[str
     for column in required:
         if column not in header:
             raise TraceError(path, f"required column is missing (header: {','.join(header)})", 1, column)
+    for column in header if strict else ():
+        if column not in required and column not in optional:
+            known = ", ".join([*required, *optional])
+            raise TraceError(path, f"unknown column; rename or remove it (known columns: {known})", 1, column)
     wanted = [c for c in header if c in required or c in optional]
     body = frame.iloc[1:, [header.index(c) for c in wanted]].set_axis(wanted, axis=1)
     body = body.apply(lambda column: column.str.strip())
@@ -75,6 +84,14 @@ class Table:
         self._lines = body.index.to_numpy() + 1
         self._header = header
         self._problems: list[tuple[int, int, int, str, str]] = []
+
+    @classmethod
+    def from_records(cls, path: Path, records: Sequence[tuple[int, dict[str, str]]], header: list[str]) -> "Table":
+        """A table of text cells given as ``(file line, {column: text})``; absent cells are ""."""
+        lines = [line for line, _ in records]
+        body = pd.DataFrame([[row.get(c, "") for c in header] for _, row in records],
+                            columns=header, index=np.asarray(lines, dtype=np.int64) - 1, dtype=object)
+        return cls(path, body, header)
 
     def has(self, column: str) -> bool:
         return column in self._cells
@@ -137,6 +154,30 @@ class Table:
         if empty is not None:
             values[blank] = empty
         return values.astype(np.int64) if integer else values
+
+    def convert(self, column: str, parse: Callable[[str], float], *, empty: float | None = None) -> np.ndarray:
+        """A column converted by ``parse`` one distinct cell at a time (float64).
+
+        ``parse`` raises ``ValueError`` with the problem's text; ``empty`` is
+        the value of an empty cell (``None``: a value is required). Bad cells read as 0.
+        """
+        raw = self._cells[column]
+        inverse, unique = pd.factorize(raw)
+        values = np.zeros(len(unique))
+        problems: dict[int, str] = {}
+        for j, cell in enumerate(unique):
+            try:
+                values[j] = (0 if empty is None else empty) if cell == "" else parse(cell)
+            except ValueError as exc:
+                problems[j] = str(exc)
+        if empty is None:
+            self.flag(column, raw == "", "value is missing")
+        self.flag(column, np.isin(inverse, list(problems)), lambda i: problems[int(inverse[i])])
+        return values[inverse]
+
+    def text(self, column: str) -> np.ndarray:
+        """Strings as written ("" = empty)."""
+        return self._cells[column]
 
     def required_text(self, column: str) -> np.ndarray:
         """Non-empty strings."""
