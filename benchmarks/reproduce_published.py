@@ -35,7 +35,7 @@ def main() -> int:
     published = published_curves(args.golden)
     start = time.perf_counter()
     runs = run_sweep(nodes, workload, PAPER_POLICIES, seeds,
-                     ExperimentConfig(compat_data=args.data_dir), keep_logs=True)
+                     ExperimentConfig(rng="go"), keep_logs=True)
     wall = time.perf_counter() - start
     print(f"{len(runs)} runs in {wall:.1f} s wall")
     ok = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Optional
 
@@ -14,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from quasched.optimize.cli import batch
 from quasched.policies import PAPER_POLICIES, policy_names
 from quasched.sim.arrival import ExperimentConfig
-from quasched.sim.gocompat import find_cooked
 from quasched.traces import catalog
 from quasched.traces.errors import TraceError
 
@@ -33,6 +33,11 @@ DATA_DIR_HELP = (
     "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
     "then the user cache (~/.cache/quasched)."
 )
+
+
+class Rng(StrEnum):
+    go = "go"
+    native = "native"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -79,13 +84,14 @@ def simulate(
     tune: float = typer.Option(
         1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: str = typer.Option(
-        "auto", help="Random stream: 'go' reproduces the FGD artifact's Go simulator bit for bit "
-        "(needs go_rng_cooked.txt), 'native' uses NumPy, 'auto' = go when the table is found."
+    rng: Rng = typer.Option(
+        Rng.native, help="Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's "
+        "Go simulator bit for bit (Go's math/rand, seeded from the packaged rngCooked table)."
     ),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     compat_data: Optional[Path] = typer.Option(
-        None, help="Directory with go_rng_cooked.txt (default: next to --data-dir, e.g. ../shared/data)."
+        None, help="--rng go: read go_rng_cooked.txt from this directory instead of the packaged "
+        "table (default: $QUASCHED_COMPAT_DATA if set)."
     ),
     out: Optional[Path] = typer.Option(
         None, help="Write curves CSVs (published layout), failed pods and PNG plots here."
@@ -101,21 +107,21 @@ def simulate(
     from quasched.sim.sweep import run_sweep
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    if rng not in ("auto", "go", "native"):
-        fail(f"--rng must be auto, go or native, not {rng!r}")
-    if rng != "native" and find_cooked(compat_data, data_dir) is None:
-        if rng == "go":
-            fail("--rng go needs go_rng_cooked.txt; pass --compat-data DIR (e.g. ../shared/data) or use --rng native")
-        rng = "native"
-    rng_kind = "native" if rng == "native" else "go"
+    if rng is Rng.go:
+        from quasched.compat.gorand import CompatDataMissing, load_cooked
+
+        try:
+            load_cooked(compat_data)
+        except CompatDataMissing as err:
+            fail(str(err))
     try:
         nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
     except TraceError as err:
         fail(str(err))
-    config = ExperimentConfig(tune_ratio=tune, rng=rng_kind, compat_data=compat_data or data_dir)
+    config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
-        f"tune {tune}, rng {rng_kind}, {len(policies)} policies × {len(seed_list)} seeds"
+        f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
     )
     start = time.perf_counter()
     with Progress(
