@@ -12,8 +12,8 @@ import argparse
 import time
 from pathlib import Path
 
+from quasched.compat.artifact import policy_label
 from quasched.policies import PAPER_POLICIES
-from quasched.report.files import policy_label
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog

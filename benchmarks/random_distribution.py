@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from quasched.compat.golden import published_curves
 from quasched.sim.arrival import ExperimentConfig
-from quasched.sim.golden import published_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 

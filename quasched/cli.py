@@ -101,7 +101,8 @@ def simulate(
 ) -> None:
     """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
-    from quasched.report.files import write_curves, write_events, write_failures, write_summary
+    from quasched.compat.artifact import write_curves, write_events
+    from quasched.report.files import write_failures, write_summary
     from quasched.report.plots import plot_curves
     from quasched.report.tables import failure_table, policy_table
     from quasched.sim.sweep import run_sweep

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from quasched.compat.golden import compare_curves, compare_events, published_curves
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.sim.golden import compare_curves, compare_events, published_curves
 from quasched.sim.sweep import summarize
 
 GOLDEN = Path(__file__).parents[2] / "shared" / "golden" / "kss-default"
