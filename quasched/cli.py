@@ -6,17 +6,14 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quasched.optimize.cli import batch
-from quasched.policies import PAPER_POLICIES, policy_names
-from quasched.sim.arrival import ExperimentConfig
-from quasched.traces import catalog
-from quasched.traces.errors import TraceError
+
+# Command bodies import NumPy, pandas, matplotlib and the engines, so --help starts fast.
 
 app = typer.Typer(
     help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
@@ -57,6 +54,8 @@ def parse_seeds(text: str) -> list[int]:
 
 def parse_policies(text: str) -> list[str]:
     """``all`` (the six paper policies), one name, or a comma-separated list."""
+    from quasched.policies import PAPER_POLICIES, policy_names
+
     if text.strip().lower() == "all":
         return list(PAPER_POLICIES)
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
@@ -66,9 +65,30 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
+
+
+def load_trace(name: str, data_dir: Path | None):
+    """``(nodes, workload)`` of a named trace; a clean error (exit 2) when it cannot be loaded."""
+    from quasched.traces import catalog
+    from quasched.traces.errors import TraceError
+
+    try:
+        return catalog.load_trace(name, data_dir=data_dir)
+    except TraceError as err:
+        fail(str(err))
+
+
+def progress_bar():
+    """A transient bar with count and elapsed time."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    )
 
 
 @app.command()
@@ -105,6 +125,7 @@ def simulate(
     from quasched.report.files import write_failures, write_summary
     from quasched.report.plots import plot_curves
     from quasched.report.tables import failure_table, policy_table
+    from quasched.sim.arrival import ExperimentConfig
     from quasched.sim.sweep import run_sweep
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
@@ -115,20 +136,14 @@ def simulate(
             load_cooked(compat_data)
         except CompatDataMissing as err:
             fail(str(err))
-    try:
-        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
-    except TraceError as err:
-        fail(str(err))
+    nodes, workload = load_trace(trace, data_dir)
     config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
         f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
     )
     start = time.perf_counter()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         task = bar.add_task("simulating", total=len(policies) * len(seed_list))
         runs = run_sweep(
             nodes, workload, policies, seed_list, config, workers=workers or None,
@@ -172,21 +187,16 @@ def replay(
     fits, run and depart; report waiting, queue length, allocation and fragmentation over time."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
+    from quasched.traces.catalog import trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    try:
-        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
-    except TraceError as err:
-        fail(str(err))
-    if catalog.trace_info(trace).kind == "dlrm":
+    nodes, workload = load_trace(trace, data_dir)
+    if trace_info(trace).kind == "dlrm":
         nodes = dlrm_cluster(workload, headroom=headroom)
     console.print(f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs)")
     results = []
-    with Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         for name in policies:
             for seed in seed_list:
                 task = bar.add_task(f"{name} seed {seed}", total=len(workload))
@@ -206,6 +216,8 @@ def replay(
 @traces_app.command("list")
 def traces_list() -> None:
     """List the trace names quasched knows."""
+    from quasched.traces import catalog
+
     for name in catalog.list_traces():
         console.print(name)
 
@@ -218,12 +230,11 @@ def traces_show(
     """Shape summary of a trace: pod classes, GPU request, distinct shapes."""
     from rich.table import Table
 
-    try:
-        nodes, workload = catalog.load_trace(name, data_dir=data_dir)
-    except TraceError as err:
-        fail(str(err))
+    from quasched.traces.catalog import describe
+
+    nodes, workload = load_trace(name, data_dir)
     table = Table(title=name, show_header=False)
-    for key, value in catalog.describe(workload, nodes).items():
+    for key, value in describe(workload, nodes).items():
         table.add_row(str(key), f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 
