@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).parents[1] / "quasched"
 SHARED_TABLE = Path(__file__).parents[2] / "shared" / "data" / COOKED_FILE
 
 
-def _run(code_or_args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
-    return subprocess.run([sys.executable, *code_or_args], capture_output=True, text=True, env=env, cwd=cwd)
+def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
