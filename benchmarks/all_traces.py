@@ -12,8 +12,8 @@ import argparse
 import time
 from pathlib import Path
 
+from quasched.compat.artifact import policy_label
 from quasched.policies import PAPER_POLICIES
-from quasched.report.files import policy_label
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
@@ -33,7 +33,7 @@ def main() -> None:
         nodes, workload = catalog.load_trace(name, data_dir=args.data_dir)
         start = time.perf_counter()
         runs = run_sweep(nodes, workload, PAPER_POLICIES, [args.seed],
-                         ExperimentConfig(compat_data=args.data_dir), workers=args.workers)
+                         ExperimentConfig(rng="go"), workers=args.workers)
         wall = time.perf_counter() - start
         cells = " | ".join(f"{r.curves.alloc[130]:.2f}" for r in runs)
         print(f"| {name} | {len(workload)} | {runs[0].events} | {wall:.1f} | {cells} |", flush=True)

@@ -53,7 +53,7 @@ def main() -> None:
         records[trace] = {}
         for policy in args.policies:
             start = time.perf_counter()
-            runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(compat_data=args.data_dir),
+            runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(rng="go"),
                              workers=args.workers)
             records[trace][policy] = {
                 "seeds": [r.seed for r in runs],

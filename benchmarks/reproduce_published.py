@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from quasched.compat.artifact import event_stem, policy_label
+from quasched.compat.golden import compare_curves, compare_events, published_curves
 from quasched.policies import PAPER_POLICIES
-from quasched.report.files import policy_label
 from quasched.sim.arrival import ExperimentConfig
-from quasched.sim.golden import compare_curves, compare_events, published_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -35,7 +35,7 @@ def main() -> int:
     published = published_curves(args.golden)
     start = time.perf_counter()
     runs = run_sweep(nodes, workload, PAPER_POLICIES, seeds,
-                     ExperimentConfig(compat_data=args.data_dir), keep_logs=True)
+                     ExperimentConfig(rng="go"), keep_logs=True)
     wall = time.perf_counter() - start
     print(f"{len(runs)} runs in {wall:.1f} s wall")
     ok = True
@@ -49,7 +49,7 @@ def main() -> int:
             if diff.mismatches:
                 ok = False
                 print(f"MISMATCH {policy_label(run.policy)} seed {run.seed} {diff.curve}: {diff.mismatches[:3]}")
-        golden_events = args.golden / f"{policy_label(run.policy).split('-', 1)[1]}_{run.seed}.csv"
+        golden_events = args.golden / f"{event_stem(run.policy, run.seed)}.csv"
         if golden_events.exists():
             counts = compare_events(run, golden_events, nodes.total_gpus)
             bad = {k: v for k, v in counts.items() if v}

@@ -30,14 +30,14 @@ def main() -> None:
     start = time.perf_counter()
     nodes, workload = catalog.load_trace(args.trace, data_dir=args.data_dir)
     loaded = time.perf_counter()
-    run = run_experiment(nodes, workload, ExperimentConfig(policy="fgd", seed=42, compat_data=args.data_dir))
+    run = run_experiment(nodes, workload, ExperimentConfig(policy="fgd", seed=42, rng="go"))
     one = time.perf_counter() - start
     print(f"one FGD run: {one:.2f} s wall (load {loaded - start:.2f} s, simulate {run.elapsed_s:.2f} s, "
           f"{len(run.events)} events)")
 
     start = time.perf_counter()
     runs = run_sweep(nodes, workload, PAPER_POLICIES, range(42, 52),
-                     ExperimentConfig(compat_data=args.data_dir), workers=args.workers)
+                     ExperimentConfig(rng="go"), workers=args.workers)
     print(f"{len(runs)} runs (6 policies × 10 seeds) on {args.workers} workers: "
           f"{time.perf_counter() - start:.1f} s wall")
     parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quasched.optimize.cli import batch
-from quasched.policies import PAPER_POLICIES, policy_names
-from quasched.sim.arrival import ExperimentConfig
-from quasched.sim.gocompat import find_cooked
-from quasched.traces import catalog
-from quasched.traces.errors import TraceError
+
+# Command bodies import NumPy, pandas, matplotlib and the engines, so --help starts fast.
 
 app = typer.Typer(
     help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
@@ -37,6 +34,11 @@ CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats
 WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
 
 
+class Rng(StrEnum):
+    go = "go"
+    native = "native"
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42``, ``42-51`` or ``42,45,50`` → list of seeds."""
     seeds: list[int] = []
@@ -54,6 +56,8 @@ def parse_seeds(text: str) -> list[int]:
 
 def parse_policies(text: str) -> list[str]:
     """``all`` (the six paper policies), one name, or a comma-separated list."""
+    from quasched.policies import PAPER_POLICIES, policy_names
+
     if text.strip().lower() == "all":
         return list(PAPER_POLICIES)
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
@@ -63,9 +67,32 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
+
+
+def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = None,
+                workload_file: Path | None = None):
+    """``(nodes, workload)`` of a named trace, optionally replaced by a cluster and/or workload
+    file; a clean error (exit 2) when they cannot be loaded."""
+    from quasched.traces import catalog
+    from quasched.traces.errors import TraceError
+
+    try:
+        return catalog.load_inputs(trace, cluster_file, workload_file, data_dir)
+    except TraceError as err:
+        fail(str(err))
+
+
+def progress_bar():
+    """A transient bar with count and elapsed time."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    )
 
 
 @app.command()
@@ -81,15 +108,16 @@ def simulate(
     tune: float = typer.Option(
         1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: str = typer.Option(
-        "auto", help="Random stream: 'go' reproduces the FGD artifact's Go simulator bit for bit "
-        "(needs go_rng_cooked.txt), 'native' uses NumPy, 'auto' = go when the table is found."
+    rng: Rng = typer.Option(
+        Rng.native, help="Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's "
+        "Go simulator bit for bit (Go's math/rand, seeded from the packaged rngCooked table)."
     ),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
     compat_data: Optional[Path] = typer.Option(
-        None, help="Directory with go_rng_cooked.txt (default: next to --data-dir, e.g. ../shared/data)."
+        None, help="--rng go: read go_rng_cooked.txt from this directory instead of the packaged "
+        "table (default: $QUASCHED_COMPAT_DATA if set)."
     ),
     out: Optional[Path] = typer.Option(
         None, help="Write curves CSVs (published layout), failed pods and PNG plots here."
@@ -99,34 +127,31 @@ def simulate(
 ) -> None:
     """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
-    from quasched.report.files import write_curves, write_events, write_failures, write_summary
+    from quasched.compat.artifact import write_curves, write_events
+    from quasched.report.files import write_failures, write_summary
     from quasched.report.plots import plot_curves
     from quasched.report.tables import failure_table, policy_table
+    from quasched.sim.arrival import ExperimentConfig
     from quasched.sim.sweep import run_sweep
+    from quasched.traces.catalog import inputs_label
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    if rng not in ("auto", "go", "native"):
-        fail(f"--rng must be auto, go or native, not {rng!r}")
-    if rng != "native" and find_cooked(compat_data, data_dir) is None:
-        if rng == "go":
-            fail("--rng go needs go_rng_cooked.txt; pass --compat-data DIR (e.g. ../shared/data) or use --rng native")
-        rng = "native"
-    rng_kind = "native" if rng == "native" else "go"
-    try:
-        nodes, workload = catalog.load_inputs(trace, cluster_file, workload_file, data_dir)
-    except TraceError as err:
-        fail(str(err))
-    trace = catalog.inputs_label(trace, cluster_file, workload_file)
-    config = ExperimentConfig(tune_ratio=tune, rng=rng_kind, compat_data=compat_data or data_dir)
+    if rng is Rng.go:
+        from quasched.compat.gorand import CompatDataMissing, load_cooked
+
+        try:
+            load_cooked(compat_data)
+        except CompatDataMissing as err:
+            fail(str(err))
+    nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
+    trace = inputs_label(trace, cluster_file, workload_file)
+    config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
-        f"tune {tune}, rng {rng_kind}, {len(policies)} policies × {len(seed_list)} seeds"
+        f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
     )
     start = time.perf_counter()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         task = bar.add_task("simulating", total=len(policies) * len(seed_list))
         runs = run_sweep(
             nodes, workload, policies, seed_list, config, workers=workers or None,
@@ -172,22 +197,17 @@ def replay(
     fits, run and depart; report waiting, queue length, allocation and fragmentation over time."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
+    from quasched.traces.catalog import inputs_label, trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    try:
-        nodes, workload = catalog.load_inputs(trace, cluster_file, workload_file, data_dir)
-    except TraceError as err:
-        fail(str(err))
-    if cluster_file is None and catalog.trace_info(trace).kind == "dlrm":
+    nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
+    if cluster_file is None and trace_info(trace).kind == "dlrm":
         nodes = dlrm_cluster(workload, headroom=headroom)
-    trace = catalog.inputs_label(trace, cluster_file, workload_file)
+    trace = inputs_label(trace, cluster_file, workload_file)
     console.print(f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs)")
     results = []
-    with Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         for name in policies:
             for seed in seed_list:
                 task = bar.add_task(f"{name} seed {seed}", total=len(workload))
@@ -207,6 +227,8 @@ def replay(
 @traces_app.command("list")
 def traces_list() -> None:
     """List the trace names quasched knows."""
+    from quasched.traces import catalog
+
     for name in catalog.list_traces():
         console.print(name)
 
@@ -219,12 +241,11 @@ def traces_show(
     """Shape summary of a trace: pod classes, GPU request, distinct shapes."""
     from rich.table import Table
 
-    try:
-        nodes, workload = catalog.load_trace(name, data_dir=data_dir)
-    except TraceError as err:
-        fail(str(err))
+    from quasched.traces.catalog import describe
+
+    nodes, workload = load_inputs(name, data_dir)
     table = Table(title=name, show_header=False)
-    for key, value in catalog.describe(workload, nodes).items():
+    for key, value in describe(workload, nodes).items():
         table.add_row(str(key), f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from quasched.compat.golden import compare_curves, compare_events, published_curves
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.sim.golden import compare_curves, compare_events, published_curves
 from quasched.sim.sweep import summarize
 
 GOLDEN = Path(__file__).parents[2] / "shared" / "golden" / "kss-default"
@@ -43,7 +43,7 @@ def default_trace(openb):
 def test_deterministic_policy_reproduces_published_run(policy, seed, golden_file, published,
                                                        default_trace, compat_dir):
     nodes, workload = default_trace
-    result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, compat_data=compat_dir))
+    result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go", compat_data=compat_dir))
     run = summarize(result, keep_log=True)
     for diff in compare_curves(run, published):
         assert not diff.mismatches, f"{diff.curve}: {diff.mismatches[:5]}"
@@ -53,7 +53,7 @@ def test_deterministic_policy_reproduces_published_run(policy, seed, golden_file
 
 def test_fgd_end_state_matches_reference_summary(default_trace, compat_dir):
     nodes, workload = default_trace
-    result = run_experiment(nodes, workload, ExperimentConfig(policy="fgd", seed=42, compat_data=compat_dir))
+    result = run_experiment(nodes, workload, ExperimentConfig(policy="fgd", seed=42, rng="go", compat_data=compat_dir))
     assert len(result.events) == 10866 and len(result.failed) == 2532
     assert result.cluster.used_gpu_milli == 5_919_410
     assert int(result.cluster.cpu_free.sum()) == 107_018_000 - 89_928_302
@@ -62,7 +62,7 @@ def test_fgd_end_state_matches_reference_summary(default_trace, compat_dir):
 
 def test_random_policy_matches_published_distribution(published, default_trace, compat_dir):
     nodes, workload = default_trace
-    result = run_experiment(nodes, workload, ExperimentConfig(policy="random", seed=42, compat_data=compat_dir))
+    result = run_experiment(nodes, workload, ExperimentConfig(policy="random", seed=42, rng="go", compat_data=compat_dir))
     col130 = summarize(result).curves.alloc[130]
     reference = published["alloc"]
     values = reference[reference.sc_policy == "01-Random"]["130"]

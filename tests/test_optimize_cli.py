@@ -12,6 +12,14 @@ app = typer.Typer()
 app.command()(batch)
 
 
+def test_help_names_match_the_registries():
+    from quasched.optimize.cli import INSTANCE_NAMES, SOLVER_NAMES
+    from quasched.optimize.instances import INSTANCES
+    from quasched.optimize.solvers import SOLVERS
+
+    assert INSTANCE_NAMES == INSTANCES and SOLVER_NAMES == tuple(SOLVERS)
+
+
 def test_parse_machines():
     assert parse_machines("10:30:10") == [10, 20, 30]
     assert parse_machines("5,7") == [5, 7]

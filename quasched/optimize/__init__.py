@@ -1,7 +1,27 @@
-"""Batch optimisation: Qua's job-assignment problem, solved by greedy, MILP, QUBO and QAOA, always verified."""
+"""Batch optimisation: Qua's job-assignment problem, solved by greedy, MILP, QUBO and QAOA, always verified.
 
-from quasched.optimize.assignment import Assignment
-from quasched.optimize.problem import BatchProblem, HeavyRule, from_workload
-from quasched.optimize.verify import Verdict, verify
+The names below are imported on first use, so ``quasched.optimize.cli`` loads without NumPy.
+"""
 
-__all__ = ["Assignment", "BatchProblem", "HeavyRule", "Verdict", "from_workload", "verify"]
+from __future__ import annotations
+
+from importlib import import_module
+
+_EXPORTS = {
+    "Assignment": "quasched.optimize.assignment",
+    "BatchProblem": "quasched.optimize.problem",
+    "HeavyRule": "quasched.optimize.problem",
+    "from_workload": "quasched.optimize.problem",
+    "Verdict": "quasched.optimize.verify",
+    "verify": "quasched.optimize.verify",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

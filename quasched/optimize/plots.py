@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 METRICS = {"jobs": "Jobs placed", "apps": "Distinct apps placed", "weighted": "Priority-weighted jobs placed"}
 
 
 def plot_metric(rows: list[dict], instance: str, metric: str, path: Path) -> Path:
     """One PNG: ``metric`` vs machines for each solver; MILP points marked where proven optimal."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     mine = [r for r in rows if r["instance"] == instance]
     for solver in dict.fromkeys(r["solver"] for r in mine):
         pts = sorted((r["machines"], r[metric]) for r in mine if r["solver"] == solver and r["verified"])
@@ -35,5 +33,4 @@ def plot_metric(rows: list[dict], instance: str, metric: str, path: Path) -> Pat
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path

@@ -1,4 +1,7 @@
-"""CSV outputs in the layouts of the FGD artifact (published curves, per-event logs)."""
+"""Generic CSV outputs of a sweep: failed pods per shape and a per-run summary.
+
+The FGD artifact's layouts (curves, per-event logs) are in :mod:`quasched.compat.artifact`.
+"""
 
 from __future__ import annotations
 
@@ -6,66 +9,7 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
-from quasched.metrics.curves import CURVES
 from quasched.sim.sweep import RunSummary
-
-#: Row labels the FGD artifact uses for its policies (``sc_policy`` column).
-POLICY_LABELS = {
-    "random": "01-Random", "dotprod": "02-DotProd", "gpuclustering": "03-GpuClustering",
-    "gpupacking": "04-GpuPacking", "bestfit": "05-BestFit", "fgd": "06-FGD", "firstfit": "07-FirstFit",
-}
-CURVE_FILES = {"alloc": "allo", "frag_ratio": "frag_ratio", "frag_amount": "frag"}
-EVENT_COLUMNS = (
-    "pod", "node", "arrived", "used_nodes", "used_gpus", "used_milli", "total_gpus",
-    "frag_milli", "frag_ratio", "q124",
-)
-
-
-def policy_label(policy: str) -> str:
-    return POLICY_LABELS.get(policy.lower(), policy)
-
-
-def write_curves(out: Path, workload: str, tune: float, total_gpus: int,
-                 runs: Sequence[RunSummary]) -> list[Path]:
-    """``analysis_<curve>_discrete.csv`` files, one row per run, columns 0..130."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for curve in CURVES:
-        path = out / f"analysis_{CURVE_FILES[curve]}_discrete.csv"
-        n_cols = len(runs[0].curves[curve]) if runs else 0
-        head = ["workload", "sc_policy", "tune", "seed"] + (["total_gpus"] if curve == "alloc" else [])
-        with path.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(head + [str(i) for i in range(n_cols)])
-            for run in runs:
-                key = [workload, policy_label(run.policy), tune, run.seed]
-                key += [total_gpus] if curve == "alloc" else []
-                values = ["" if np.isnan(v) else repr(float(v)) for v in run.curves[curve]]
-                writer.writerow(key + values)
-        paths.append(path)
-    return paths
-
-
-def write_events(out: Path, run: RunSummary, total_gpus: int) -> Path:
-    """Per-event log ``<Policy>_<seed>.csv`` in the golden layout (node empty = failed)."""
-    log, names = run.log, run.display_nodes
-    if log is None or names is None:
-        raise ValueError("run was summarised without its event log (use keep_logs)")
-    path = out / f"{policy_label(run.policy).split('-', 1)[-1]}_{run.seed}.csv"
-    out.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(EVENT_COLUMNS)
-        for e in range(len(log)):
-            node = log.node[e]
-            writer.writerow([
-                log.pod[e], names[node] if node >= 0 else "", log.arrived[e], log.used_nodes[e],
-                log.used_gpus[e], log.used_milli[e], total_gpus, repr(float(log.frag_milli[e])),
-                repr(float(log.frag_ratio[e])), repr(float(log.q124[e])),
-            ])
-    return path
 
 
 def write_failures(out: Path, runs: Sequence[RunSummary]) -> Path:
@@ -74,10 +18,10 @@ def write_failures(out: Path, runs: Sequence[RunSummary]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["sc_policy", "seed", "shape", "failed"])
+        writer.writerow(["policy", "seed", "shape", "failed"])
         for run in runs:
             for shape, count in run.failed_shapes.most_common():
-                writer.writerow([policy_label(run.policy), run.seed, shape, count])
+                writer.writerow([run.policy, run.seed, shape, count])
     return path
 
 
@@ -88,8 +32,8 @@ def write_summary(out: Path, runs: Sequence[RunSummary]) -> Path:
     keys = list(runs[0].end_state) if runs else []
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["sc_policy", "seed", "events", "placed", "failed", "elapsed_s", *keys])
+        writer.writerow(["policy", "seed", "events", "placed", "failed", "elapsed_s", *keys])
         for run in runs:
-            writer.writerow([policy_label(run.policy), run.seed, run.events, run.placed, run.failed,
+            writer.writerow([run.policy, run.seed, run.events, run.placed, run.failed,
                              f"{run.elapsed_s:.3f}", *(run.end_state[k] for k in keys)])
     return path

@@ -1,4 +1,4 @@
-"""Matplotlib figures (Agg backend, written to PNG)."""
+"""Matplotlib figures written to PNG (object-oriented API: no pyplot, no global backend)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from quasched.report.files import policy_label  # noqa: E402
-from quasched.sim.sweep import RunSummary  # noqa: E402
+from quasched.compat.artifact import policy_label
+from quasched.sim.sweep import RunSummary
 
 _LABELS = {
     "alloc": "GPU allocation (% of capacity)",
@@ -27,7 +24,8 @@ def plot_curves(path: Path, runs: Sequence[RunSummary], curve: str = "alloc", ti
     by_policy: dict[str, list[np.ndarray]] = defaultdict(list)
     for run in runs:
         by_policy[run.policy].append(run.curves[curve])
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig = Figure(figsize=(7, 4.5), dpi=120)
+    ax = fig.subplots()
     for policy, rows in by_policy.items():
         values = np.vstack(rows)
         x = np.arange(values.shape[1])
@@ -46,5 +44,4 @@ def plot_curves(path: Path, runs: Sequence[RunSummary], curve: str = "alloc", ti
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
     return path

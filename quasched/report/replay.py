@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from quasched.report.files import policy_label  # noqa: E402
-from quasched.sim.replay import STATUS_NAMES, ReplayResult  # noqa: E402
+from quasched.compat.artifact import event_stem, policy_label
+from quasched.sim.replay import STATUS_NAMES, ReplayResult
 
 _COLUMNS = (
     ("placed", "placed", "{:,}"),
@@ -44,7 +41,7 @@ def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
 
 
 def _stem(result: ReplayResult) -> str:
-    return f"{policy_label(result.config.policy).split('-', 1)[-1]}_{result.config.seed}"
+    return event_stem(result.config.policy, result.config.seed)
 
 
 def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
@@ -70,7 +67,8 @@ def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
 
 def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:
     """GPU allocation and queue length over trace time, one line per run."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), dpi=120, sharex=True)
+    fig = Figure(figsize=(8, 6), dpi=120)
+    top, bottom = fig.subplots(2, 1, sharex=True)
     for r in results:
         hours = (r.events.time - r.events.time[0]) / 3600 if len(r.events) else r.events.time
         label = f"{policy_label(r.config.policy)} seed {r.config.seed}"
@@ -84,5 +82,4 @@ def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:
     top.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path

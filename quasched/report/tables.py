@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 from rich.table import Table
 
-from quasched.report.files import policy_label
+from quasched.compat.artifact import policy_label
 from quasched.sim.sweep import RunSummary
 
 POINTS = (100, 110, 120, 130)

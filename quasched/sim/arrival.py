@@ -5,10 +5,10 @@ scheduled exactly once (an unschedulable pod is dropped). The workload is
 first *tuned*: resampled up (or randomly thinned down) until its total GPU
 request is ``tune_ratio`` × the cluster's GPU capacity. After every event the
 cluster's GPU allocation and fragmentation are recorded; post-processing
-(:mod:`quasched.metrics.curves`) bins them by arrived GPU request.
+(:mod:`quasched.compat.curves`) bins them by arrived GPU request.
 
 With ``rng="go"`` every random draw comes from the Go ``math/rand`` port in
-:mod:`quasched.sim.gocompat`, which reproduces the published results exactly;
+:mod:`quasched.compat.gorand`, which reproduces the published results exactly;
 ``rng="native"`` uses NumPy's generator.
 """
 
@@ -25,7 +25,6 @@ from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, s
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies import Scheduler, make_policy
-from quasched.sim.gocompat import GoRand, load_cooked
 from quasched.sim.random import NumpyStream, RandomStream
 
 RngKind = Literal["go", "native"]
@@ -38,7 +37,7 @@ class ExperimentConfig:
     policy: str = "fgd"
     seed: int = 42
     tune_ratio: float = 1.3
-    rng: RngKind = "go"
+    rng: RngKind = "native"
     typical_threshold: float = 95.0
     compat_data: Path | None = None
 
@@ -99,6 +98,8 @@ class ExperimentResult:
 
 def make_stream(config: ExperimentConfig) -> RandomStream:
     if config.rng == "go":
+        from quasched.compat.gorand import GoRand, load_cooked
+
         return GoRand(config.seed, load_cooked(config.compat_data))
     if config.rng == "native":
         return NumpyStream(config.seed)

@@ -17,8 +17,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from quasched.compat.curves import Curves, discrete_curves
 from quasched.metrics.allocation import allocation_summary
-from quasched.metrics.curves import Curves, discrete_curves
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload

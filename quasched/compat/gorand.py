@@ -14,14 +14,15 @@ here and nowhere else:
   nodes to draw from (this reproduces the validated reference's Random runs).
 
 The generator is seeded from Go's ``rngCooked`` table (607 constants from
-``src/math/rand/rng.go``, Copyright The Go Authors, BSD-3-Clause), which is
-read from ``<data>/go_rng_cooked.txt`` and not shipped with this package.
+``src/math/rand/rng.go``, Copyright The Go Authors, BSD-3-Clause), shipped as
+``quasched/compat/data/go_rng_cooked.txt`` beside its licence.
 """
 
 from __future__ import annotations
 
 import os
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 _LEN = 607
@@ -37,51 +38,45 @@ INFORMER_DRAWS = 10
 SEED_LOG_DRAWS = 1
 
 COOKED_FILE = "go_rng_cooked.txt"
+ENV_VAR = "QUASCHED_COMPAT_DATA"
 
 
 class CompatDataMissing(FileNotFoundError):
-    """The Go ``rngCooked`` table could not be found."""
+    """The Go ``rngCooked`` table is not in the directory it was pointed at."""
 
 
-def cooked_candidates(*dirs: Path | None) -> list[Path]:
-    """Where the ``rngCooked`` table is looked for, in order.
-
-    Each given directory and its sibling ``data/`` (so a trace directory such
-    as ``../shared/traces`` finds ``../shared/data``), then
-    ``QUASCHED_COMPAT_DATA``, then ``$QUASCHED_DATA/../data``, then the user cache.
-    """
-    roots: list[Path] = []
-    for d in dirs:
-        if d is not None:
-            roots += [Path(d), Path(d).parent / "data"]
-    if os.environ.get("QUASCHED_COMPAT_DATA"):
-        roots.append(Path(os.environ["QUASCHED_COMPAT_DATA"]))
-    if os.environ.get("QUASCHED_DATA"):
-        roots.append(Path(os.environ["QUASCHED_DATA"]).parent / "data")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quasched"
-    roots += [cache, cache / "data"]
-    return [root / COOKED_FILE for root in roots]
-
-
-def find_cooked(*dirs: Path | None) -> Path | None:
-    """The first existing ``rngCooked`` file among :func:`cooked_candidates`, or ``None``."""
-    return next((p for p in cooked_candidates(*dirs) if p.is_file()), None)
+def override_dirs(*dirs: Path | None) -> list[Path]:
+    """Directories explicitly given for the table: the arguments, else ``$QUASCHED_COMPAT_DATA``."""
+    given = [Path(d) for d in dirs if d is not None]
+    if not given and os.environ.get(ENV_VAR):
+        given.append(Path(os.environ[ENV_VAR]))
+    return given
 
 
 @lru_cache(maxsize=4)
 def load_cooked(*dirs: Path | None) -> tuple[int, ...]:
-    """The 607 ``rngCooked`` constants as unsigned 64-bit integers."""
-    path = find_cooked(*dirs)
-    if path is None:
-        looked = "\n  ".join(str(p) for p in cooked_candidates(*dirs))
-        raise CompatDataMissing(
-            f"Go compatibility mode needs {COOKED_FILE} (Go's rngCooked table). Looked in:\n  {looked}\n"
-            "Point --compat-data (or QUASCHED_COMPAT_DATA) at the folder holding it, "
-            "e.g. ../shared/data, or use --rng native."
-        )
-    values = [int(line) for line in path.read_text().split()]
+    """The 607 ``rngCooked`` constants as unsigned 64-bit integers.
+
+    Read from the first given directory holding ``go_rng_cooked.txt`` (or
+    ``$QUASCHED_COMPAT_DATA`` when none is given); without either, from the
+    table packaged with quasched. An override without the file is an error.
+    """
+    overrides = override_dirs(*dirs)
+    if overrides:
+        path = next((d / COOKED_FILE for d in overrides if (d / COOKED_FILE).is_file()), None)
+        if path is None:
+            looked = "\n  ".join(str(d / COOKED_FILE) for d in overrides)
+            raise CompatDataMissing(
+                f"Go compatibility mode: {COOKED_FILE} (Go's rngCooked table) not found in:\n  {looked}\n"
+                f"Fix --compat-data (or {ENV_VAR}), drop it to use the packaged table, or use --rng native."
+            )
+        where, text = str(path), path.read_text()
+    else:
+        packaged = resources.files("quasched.compat") / "data" / COOKED_FILE
+        where, text = str(packaged), packaged.read_text()
+    values = [int(line) for line in text.split()]
     if len(values) != _LEN:
-        raise CompatDataMissing(f"{path}: expected {_LEN} constants, found {len(values)}")
+        raise CompatDataMissing(f"{where}: expected {_LEN} constants, found {len(values)}")
     return tuple(v & _MASK64 for v in values)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quasched.metrics.curves import CURVES
-from quasched.report.files import CURVE_FILES, policy_label
+from quasched.compat.artifact import CURVE_FILES, policy_label
+from quasched.compat.curves import CURVES
 from quasched.sim.sweep import RunSummary
 
 EVENT_EXACT = ("pod", "node", "arrived", "used_nodes", "used_gpus", "used_milli", "total_gpus")
