@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from quasched.optimize.cli import batch
+from quasched.policies.registry import describe as describe_policies
 
 # Command bodies import NumPy, pandas, matplotlib and the engines, so --help starts fast.
 
@@ -29,6 +30,10 @@ console = Console(width=None if sys.stdout.isatty() else 140)
 DATA_DIR_HELP = (
     "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
     "then the user cache (~/.cache/quasched)."
+)
+POLICY_HELP = (
+    "Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,headroom:beta=2,bestfit), "
+    "or 'all' (the six paper policies). " + describe_policies()
 )
 CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats.md), e.g. examples/cluster.yaml."
 WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
@@ -55,16 +60,13 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_policies(text: str) -> list[str]:
-    """``all`` (the six paper policies), one name, or a comma-separated list."""
-    from quasched.policies import PAPER_POLICIES, policy_names
+    """Policy specs from ``all`` (the six paper policies) or ``fgd,headroom:beta=2,bestfit``."""
+    from quasched.policies.registry import parse_specs
 
-    if text.strip().lower() == "all":
-        return list(PAPER_POLICIES)
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in policy_names()]
-    if unknown or not names:
-        raise typer.BadParameter(f"unknown policy {unknown}; choose from all, {', '.join(policy_names())}")
-    return names
+    try:
+        return [str(spec) for spec in parse_specs(text)]
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
 
 
 def fail(message: str) -> NoReturn:
@@ -100,10 +102,7 @@ def simulate(
     trace: str = typer.Option(
         "synthetic", help="Trace name (see `quasched traces list`); 'synthetic' needs no download."
     ),
-    policy: str = typer.Option(
-        "fgd", help="Policy name, comma-separated names, or 'all' (random, dotprod, gpuclustering, "
-        "gpupacking, bestfit, fgd). Also available: firstfit."
-    ),
+    policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
         1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
@@ -175,7 +174,7 @@ def replay(
     trace: str = typer.Option(
         "synthetic", help="Trace with creation/deletion times: synthetic (no download), dlrm-2025, openb-*."
     ),
-    policy: str = typer.Option("fgd", help="Policy name, comma-separated names, or 'all'."),
+    policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
     departure: str = typer.Option(
         "duration", help="'duration': a pod runs its trace lifetime from placement; "

@@ -21,7 +21,7 @@ def test_default_simulate_needs_no_data_and_writes_outputs(tmp_path):
     result = runner.invoke(app, ["simulate", "--policy", "fgd,bestfit", "--rng", "native",
                                  "--workers", "1", "--out", str(tmp_path), "--events"])
     assert result.exit_code == 0, result.output
-    assert "06-FGD" in result.output and "05-BestFit" in result.output
+    assert "│ FGD " in result.output and "│ BestFit " in result.output and "06-FGD" not in result.output
     for name in ("analysis_allo_discrete.csv", "analysis_frag_ratio_discrete.csv",
                  "analysis_frag_discrete.csv", "failed_pods.csv", "summary.csv", "alloc.png",
                  "events/FGD_42.csv"):
@@ -69,6 +69,6 @@ def test_traces_list_names_every_family():
 def test_default_replay_needs_no_data_and_writes_outputs(tmp_path):
     result = runner.invoke(app, ["replay", "--policy", "fgd", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "06-FGD" in result.output
+    assert "│ FGD " in result.output and "06-FGD" not in result.output
     for name in ("summary.csv", "events_FGD_42.csv", "pods_FGD_42.csv", "replay.png"):
         assert (tmp_path / name).stat().st_size > 0, name

@@ -11,7 +11,7 @@ from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster, NodeSpec, PlacementError, Workload
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 
 MODELS = ("T4", "V100M16", "")
 

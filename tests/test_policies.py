@@ -8,17 +8,25 @@ import pytest
 from builders import cluster_with_free, nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster
-from quasched.policies import (
-    BestFit, DotProduct, FirstFit, GpuClustering, GpuPacking, Scheduler, make_policy, policy_names,
-)
+from quasched.policies import CycleState, Policy, Scheduler, make_policy, parse_specs, policy_names
 from quasched.policies import devices
+from quasched.policies.best_fit import BestFit
+from quasched.policies.dot_product import DotProduct
+from quasched.policies.first_fit import FirstFit
+from quasched.policies.gpu_clustering import GpuClustering
+from quasched.policies.gpu_packing import GpuPacking
 from quasched.policies.filter import feasible_nodes
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 
 
-def scores(policy, cluster, p):
-    policy.attach(cluster, NumpyStream(0))
-    return policy.score(cluster, p, np.arange(cluster.n_nodes)).tolist()
+def scores(plugin, cluster, p):
+    """Raw scores of a score plugin on every node."""
+    plugin.attach(cluster, NumpyStream(0))
+    return plugin.score(cluster, p, np.arange(cluster.n_nodes), CycleState()).tolist()
+
+
+def alone(plugin) -> Policy:
+    return Policy([(plugin, 1.0)])
 
 
 @pytest.mark.parametrize(
@@ -66,13 +74,13 @@ def test_gpu_clustering_affinity_tiers():
 
 def test_first_fit_takes_the_first_feasible_node():
     cluster = cluster_with_free([[0], [1000], [1000]])
-    scheduler = Scheduler(cluster, FirstFit(), rank=np.array([2, 1, 0]), rng=NumpyStream(0))
+    scheduler = Scheduler(cluster, alone(FirstFit()), rank=np.array([2, 1, 0]), rng=NumpyStream(0))
     assert scheduler.schedule(pod(k=1, m=1000)).node == 1
 
 
 def test_ties_go_to_the_lowest_rank():
     cluster = cluster_with_free([[1000]] * 3)
-    scheduler = Scheduler(cluster, GpuPacking(), rank=np.array([2, 0, 1]), rng=NumpyStream(0))
+    scheduler = Scheduler(cluster, alone(GpuPacking()), rank=np.array([2, 0, 1]), rng=NumpyStream(0))
     assert scheduler.schedule(pod(k=1, m=1000)).node == 1
 
 
@@ -82,7 +90,7 @@ def test_single_feasible_node_is_chosen_without_scoring():
             raise AssertionError("score must not run")
 
     cluster = cluster_with_free([[0], [1000]])
-    assert Scheduler(cluster, Exploding(), np.array([0, 1]), NumpyStream(0)).schedule(pod(k=1, m=1)).node == 1
+    assert Scheduler(cluster, alone(Exploding()), np.array([0, 1]), NumpyStream(0)).schedule(pod(k=1, m=1)).node == 1
 
 
 def test_best_device_choice_and_exclusive_allocation():
@@ -123,6 +131,36 @@ def test_every_registered_policy_builds_and_scores():
     for name in policy_names():
         policy = make_policy(name, typical)
         policy.attach(cluster, NumpyStream(0))
-        assert len(policy.score(cluster, pod(k=1, m=500), np.array([0, 1]))) == 2
+        for p in (pod(k=1, m=500), pod(k=2, m=1000), pod()):
+            final = policy.score(cluster, p, np.array([0, 1]), CycleState())
+            assert final.shape == (2,)
+            for plugin, _ in policy.plugins:  # the 0..100 contract of NormalizeScore
+                part = plugin.normalize(plugin.score(cluster, p, np.array([0, 1]), CycleState()))
+                assert ((part >= 0) & (part <= 100) | np.isneginf(part)).all(), (name, part)
     with pytest.raises(ValueError, match="unknown policy"):
         make_policy("nope", typical)
+
+
+def test_policy_specs_parse_validate_and_label():
+    fgd, head, best = parse_specs("fgd,headroom:beta=4,learn=false,bestfit")
+    assert (fgd.label, head.label, best.label) == ("FGD", "Headroom(beta=4.0, learn=False)", "BestFit")
+    assert str(head) == "headroom:beta=4.0,learn=False" and parse_specs(str(head)) == [head]
+    assert [s.name for s in parse_specs("all")] == ["random", "dotprod", "gpuclustering", "gpupacking",
+                                                    "bestfit", "fgd"]
+    for bad, why in (("FGD", "unknown policy"), ("headroom:beta=-1", "at least"), ("headroom:gamma=1", "bad parameter"),
+                     ("fgd:scale=cubic", "choose from"), ("headroom:beta=x", "not a float")):
+        with pytest.raises(ValueError, match=why):
+            parse_specs(bad)
+
+
+def test_headroom_is_fgd_plus_beta_times_the_headroom_term():
+    cluster = cluster_with_free([[1000, 500], [1000, 1000], [300, 0]])
+    typical = TypicalPods(((1000, 500, 1, ""), (2000, 1000, 1, "")), (3, 1), np.array([0.75, 0.25]))
+    nodes_, p = np.array([0, 1, 2]), pod(k=1, m=1000)
+    composed = make_policy("headroom:beta=3", typical)
+    composed.attach(cluster, NumpyStream(0))
+    (fgd, w_f), (term, w_h) = composed.plugins
+    assert (fgd.name, w_f, term.name, w_h) == ("fgd", 1.0, "headroom", 3.0)
+    got = composed.score(cluster, p, nodes_, CycleState())
+    want = fgd.score(cluster, p, nodes_, CycleState()) + 3.0 * term.score(cluster, p, nodes_, CycleState())
+    np.testing.assert_allclose(got, want)

@@ -8,11 +8,11 @@ import pytest
 from builders import cluster_with_free, nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster
-from quasched.policies import _FACTORIES, Scheduler, make_policy
+from quasched.policies import CycleState, Policy, Scheduler, make_policy
 from quasched.policies.fgd import FGD
-from quasched.policies.headroom import Headroom, HeadroomModel
+from quasched.policies.headroom import HeadroomModel, HeadroomScore
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
 
 #: the specification's toy typical pods (§7.2) as counts 5 / 3 / 2 → f = 0.5 / 0.3 / 0.2
@@ -56,34 +56,40 @@ def test_multi_gpu_slots_need_distinct_devices():
 
 def scores(policy, cluster, p):
     policy.attach(cluster, NumpyStream(0))
-    return policy.score(cluster, p, np.arange(cluster.n_nodes)).tolist()
+    return policy.score(cluster, p, np.arange(cluster.n_nodes), CycleState()).tolist()
+
+
+def headroom_policy(typical=TOY) -> Policy:
+    """FGD (linear scale) + 2 × headroom term, with the typical pods fixed."""
+    return make_policy("headroom:learn=false", typical)
 
 
 def test_sharing_pod_matches_fgd_worked_example_when_headroom_is_unchanged():
     # §7.2 example node: T4, 6 cores, [300, 1000]. FGD Δ = 200 (device 0), 100 (device 1);
-    # headroom before/after is 2500 either way (one 500 m copy, CPU-bound) → score = 100·Δ
+    # headroom before/after is 2500 either way (one 500 m copy, CPU-bound) → 50 + Δ/160 + 2·50
     cluster = cluster_with_free([[300, 1000]], cpu=6000)
-    policy = Headroom(TOY, learn=False)
+    policy = headroom_policy()
     p = pod(cpu=2000, k=1, m=200)
-    assert scores(policy, cluster, p) == [20000]
-    assert policy.select_devices(cluster, p, 0) == (0,)
+    assert scores(policy, cluster, p) == [150 + 200 / 160]
+    assert policy.reserve(cluster, p, 0, CycleState()) == (0,)
 
 
 def test_whole_gpu_pod_pays_for_the_headroom_it_destroys():
     # same node, pod 3 cores / 1 GPU: FGD Δ = 500; headroom 2500 → 0, β·ΔH/N = 2·(−2500)/10 = −500
+    # → 50 (1 + β) + (500 − 500)/160 = 150
     cluster = cluster_with_free([[300, 1000]], cpu=6000)
-    assert scores(Headroom(TOY, learn=False), cluster, pod(cpu=3000, k=1, m=1000)) == [0]
+    assert scores(headroom_policy(), cluster, pod(cpu=3000, k=1, m=1000)) == [150]
 
 
 def test_cpu_only_pod_goes_to_the_cpu_rich_node_where_fgd_ties():
     # node 0: 16 cores, node 1: 40 cores, both [1000, 1000]. A 4-core CPU-only pod changes no FGD
     # category on either node (ΔF = 0, FGD 50 = 50), but on node 0 it costs one 500 m copy
-    # (min(4, 4) → 3) and one 1000 m copy (2 → 1): ΔH = −(5·500 + 3·1000) = −5500 → 100·2·(−550)
+    # (min(4, 4) → 3) and one 1000 m copy (2 → 1): ΔH = −(5·500 + 3·1000) = −5500 → 150 + 2·(−550)/160
     cluster = Cluster(nodes((16000, 1 << 20, 2, "T4"), (40000, 1 << 20, 2, "T4")))
     p = pod(cpu=4000)
     assert scores(FGD(TOY), cluster, p) == [50, 50]
-    assert scores(Headroom(TOY, learn=False), cluster, p) == [-110000, 0]
-    decision = Scheduler(cluster, Headroom(TOY, learn=False), np.array([0, 1]), NumpyStream(0)).decide(p)
+    assert scores(headroom_policy(), cluster, p) == [150 - 1100 / 160, 150]
+    decision = Scheduler(cluster, headroom_policy(), np.array([0, 1]), NumpyStream(0)).decide(p)
     assert decision.node == 1
 
 
@@ -91,14 +97,14 @@ def test_sharing_device_ties_go_to_the_tightest_device():
     # CPU-only typical pods only: H = 0 and ΔF is the same on every device → tie → tightest fit
     typical = TypicalPods(((1000, 0, 0, ""),), (1,), np.array([1.0]))
     cluster = cluster_with_free([[1000, 600, 700]])
-    policy = Headroom(typical, learn=False)
+    policy = headroom_policy(typical)
     p = pod(cpu=1000, k=1, m=500)
     policy.attach(cluster, NumpyStream(0))
-    assert policy.select_devices(cluster, p, 0) == (1,)
+    assert policy.reserve(cluster, p, 0, CycleState()) == (1,)
 
 
 def test_learned_shapes_cover_pods_and_gpu_demand():
-    policy = Headroom(TOY, cover=90.0, first_refresh=1 << 30)
+    policy = HeadroomScore(TOY, cover=90.0, first_refresh=1 << 30)
     policy.attach(cluster_with_free([[1000]]), NumpyStream(0))
     for uid in range(18):
         policy._observe(pod(cpu=1000, mem=10, k=1, m=100, uid=uid))
@@ -113,7 +119,7 @@ def test_learned_shapes_cover_pods_and_gpu_demand():
 def test_registered_and_runs_end_to_end_on_a_synthetic_trace():
     spec, workload = synthetic_cluster(n_nodes=40, seed=3), synthetic_workload(n_pods=600, seed=3)
     typical = TypicalPods.from_workload(workload)
-    assert isinstance(make_policy("headroom", typical), Headroom)
+    assert isinstance(make_policy("headroom", typical).plugins[1][0], HeadroomScore)
     config = ExperimentConfig(policy="headroom", seed=7, rng="native")
     result = run_experiment(spec, workload, config)
     again = run_experiment(spec, workload, config)
@@ -127,11 +133,10 @@ def test_registered_and_runs_end_to_end_on_a_synthetic_trace():
 
 
 @pytest.mark.parametrize("learn", [True, False])
-def test_not_worse_than_fgd_by_much_on_a_small_synthetic_trace(learn, monkeypatch):
+def test_not_worse_than_fgd_by_much_on_a_small_synthetic_trace(learn):
     """Smoke check of the claim's direction, not of its size (small trace, one seed)."""
     spec, workload = synthetic_cluster(n_nodes=60, seed=5), synthetic_workload(n_pods=900, seed=5)
-    monkeypatch.setitem(_FACTORIES, "headroomnolearn", lambda typical: Headroom(typical, learn=False))
-    name = "headroom" if learn else "headroomnolearn"
+    name = "headroom" if learn else "headroom:learn=false"
     ours = run_experiment(spec, workload, ExperimentConfig(policy=name, seed=1, rng="native"))
     fgd = run_experiment(spec, workload, ExperimentConfig(policy="fgd", seed=1, rng="native"))
     assert ours.events.used_milli[-1] >= 0.97 * fgd.events.used_milli[-1]

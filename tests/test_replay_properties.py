@@ -23,7 +23,7 @@ from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.sim.arrival import node_ranks
 from quasched.policies.queue import FitClasses
 from quasched.sim.events import build_timeline
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 from quasched.sim.replay import ARRIVE, DEPART, QUEUE, START, WITHDRAW, ReplayConfig, replay
 
 NAN = float("nan")

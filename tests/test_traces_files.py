@@ -385,7 +385,7 @@ runner = CliRunner()
 def test_cli_runs_on_files(command) -> None:
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
-    assert "on cluster.yaml: 30 pods on 14 nodes (56 GPUs)" in result.output and "06-FGD" in result.output
+    assert "on cluster.yaml: 30 pods on 14 nodes (56 GPUs)" in result.output and "│ FGD " in result.output
 
 
 @pytest.mark.parametrize("command", ["simulate", "replay"])

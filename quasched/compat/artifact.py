@@ -12,13 +12,9 @@ from typing import Sequence
 import numpy as np
 
 from quasched.compat.curves import CURVES
+from quasched.policies.registry import parse_spec
 from quasched.sim.sweep import RunSummary
 
-#: Row labels the FGD artifact uses for its policies (``sc_policy`` column).
-POLICY_LABELS = {
-    "random": "01-Random", "dotprod": "02-DotProd", "gpuclustering": "03-GpuClustering",
-    "gpupacking": "04-GpuPacking", "bestfit": "05-BestFit", "fgd": "06-FGD", "firstfit": "07-FirstFit",
-}
 #: Curve name → file stem infix (``analysis_<infix>_discrete.csv``, ``published_<infix>_discrete.csv``).
 CURVE_FILES = {"alloc": "allo", "frag_ratio": "frag_ratio", "frag_amount": "frag"}
 EVENT_COLUMNS = (
@@ -28,13 +24,14 @@ EVENT_COLUMNS = (
 
 
 def policy_label(policy: str) -> str:
-    """The artifact's numbered label (``fgd`` → ``06-FGD``); other names unchanged."""
-    return POLICY_LABELS.get(policy.lower(), policy)
+    """The artifact's numbered label of a policy spec (``fgd`` → ``06-FGD``, from the registry)."""
+    spec = parse_spec(policy)
+    return spec.info.artifact_label if spec.label == spec.info.label else spec.label
 
 
 def event_stem(policy: str, seed: int) -> str:
     """Per-run file stem of the artifact's event logs, e.g. ``FGD_42``."""
-    return f"{policy_label(policy).split('-', 1)[-1]}_{seed}"
+    return f"{parse_spec(policy).label}_{seed}"
 
 
 def write_curves(out: Path, workload: str, tune: float, total_gpus: int,

@@ -89,7 +89,7 @@ def _park_miller(x: int) -> int:
 class GoRand:
     """Go's ``math/rand`` global source, seeded like ``rand.Seed(seed)``.
 
-    Also a :class:`~quasched.sim.random.RandomStream` whose hooks spend the
+    Also a :class:`~quasched.model.random.RandomStream` whose hooks spend the
     draws the Go simulator spends outside the scheduling algorithm.
     """
 
@@ -167,6 +167,14 @@ class GoRand:
             a[i] = a[j]
             a[j] = i
         return a
+
+    def pick(self, items: list) -> object:
+        """Reservoir sampling, one ``Intn`` draw per item (the Go simulator's device choice)."""
+        choice = None
+        for seen, item in enumerate(items, start=1):
+            if self.intn(seen) == 0:
+                choice = item
+        return choice
 
     def burn(self, draws: int) -> None:
         for _ in range(draws):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quasched.model.cluster import Cluster, accessible
+from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Workload, shape_keys
 
 CATEGORIES = (
@@ -121,60 +122,90 @@ def frag_amount(vectors: np.ndarray) -> np.ndarray:
     return total
 
 
-class StateTable:
-    """Interns node states of one cluster and memoises their fragmentation.
+class NodeStates:
+    """Interns node states of one cluster: (GPU model, free CPU[, free memory], sorted free GPU milli).
 
-    ``ids()`` returns the state id of every node, refreshing only nodes whose
-    :attr:`Cluster.version` changed since the last call.
+    ``ids()`` returns the state id of every node slot, re-interning only nodes
+    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``,
+    ``mem`` (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold
+    the states. The table is bounded: past ``max_states`` states, or when the
+    cluster's layout (node slots, devices, GPU models) changes, it starts over
+    and ``generation`` increments, so caches keyed by state id must check it.
     """
 
-    def __init__(self, cluster: Cluster, model: FragmentationModel) -> None:
+    def __init__(self, cluster: Cluster, with_memory: bool = False, max_states: int = 1 << 18) -> None:
         self.cluster = cluster
-        self.model = model
+        self.with_memory = with_memory
+        self.max_states = max_states
+        self.generation = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        c = self.cluster
+        self.layout = c.layout
         self._index: dict[tuple[int, ...], int] = {}
         self._pending: list[tuple[int, ...]] = []
-        self.cpu = np.zeros(0, dtype=np.int64)
-        self.gpu = np.zeros((0, cluster.max_devices), dtype=np.int64)
         self.model_id = np.zeros(0, dtype=np.int64)
-        self.vectors = np.zeros((0, 7))
-        self.amount = np.zeros(0)
-        self._node_ids = np.full(cluster.n_nodes, -1, dtype=np.int64)
-        self._seen = np.full(cluster.n_nodes, -1, dtype=np.int64)
+        self.cpu = np.zeros(0, dtype=np.int64)
+        self.mem = np.zeros(0, dtype=np.int64)
+        self.gpu = np.zeros((0, c.max_devices), dtype=np.int64)
+        self._node_ids = np.full(c.n_nodes, -1, dtype=np.int64)
+        self._seen = np.full(c.n_nodes, -1, dtype=np.int64)
+        self.generation += 1
 
     def __len__(self) -> int:
         return len(self.cpu)
 
-    def _intern(self, node: int) -> int:
-        c = self.cluster
-        key = (int(c.model_id[node]), int(c.cpu_free[node]), *sorted(c.gpu_free[node].tolist()))
-        state = self._index.get(key)
-        if state is None:
-            state = len(self._index)
-            self._index[key] = state
-            self._pending.append(key)
-        return state
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        keys = np.array(self._pending, dtype=np.int64)
-        self._pending.clear()
-        model, cpu, gpu = keys[:, 0], keys[:, 1], keys[:, 2:]
-        vectors = self.model.vectors(cpu, gpu, model)
-        self.cpu = np.concatenate([self.cpu, cpu])
-        self.gpu = np.concatenate([self.gpu, gpu])
-        self.model_id = np.concatenate([self.model_id, model])
-        self.vectors = np.concatenate([self.vectors, vectors])
-        self.amount = np.concatenate([self.amount, frag_amount(vectors)])
+    def _on_new(self, keys: np.ndarray) -> None:
+        """Hook for subclasses: states ``keys`` rows were just appended."""
 
     def ids(self) -> np.ndarray:
-        """State id of every node of the cluster (read-only view)."""
-        stale = np.flatnonzero(self._seen != self.cluster.version)
-        for node in stale.tolist():
-            self._node_ids[node] = self._intern(node)
-        self._seen[stale] = self.cluster.version[stale]
-        self._flush()
+        """State id of every node slot (read-only view)."""
+        c = self.cluster
+        if c.layout != self.layout or len(self._index) > self.max_states:
+            self._reset()
+        stale = np.flatnonzero(self._seen != c.version)
+        if len(stale):
+            model, gpu = c.model_id, c.gpu_free
+            cpu, mem = c.free[:, CPU], c.free[:, MEMORY]
+            index, pending, node_ids = self._index, self._pending, self._node_ids
+            for node in stale.tolist():
+                key = (int(model[node]), int(cpu[node]), int(mem[node]) if self.with_memory else 0,
+                       *sorted(gpu[node].tolist()))
+                state = index.get(key)
+                if state is None:
+                    state = index[key] = len(index)
+                    pending.append(key)
+                node_ids[node] = state
+            self._seen[stale] = c.version[stale]
+        if self._pending:
+            keys = np.array(self._pending, dtype=np.int64)
+            self._pending.clear()
+            self.model_id = np.concatenate([self.model_id, keys[:, 0]])
+            self.cpu = np.concatenate([self.cpu, keys[:, 1]])
+            self.mem = np.concatenate([self.mem, keys[:, 2]])
+            self.gpu = np.concatenate([self.gpu, keys[:, 3:]])
+            self._on_new(keys)
         return self._node_ids
+
+
+class StateTable(NodeStates):
+    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount."""
+
+    def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18) -> None:
+        self.typical = typical
+        super().__init__(cluster, with_memory=False, max_states=max_states)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.model = FragmentationModel(self.typical, tuple(self.cluster.models))
+        self.vectors = np.zeros((0, 7))
+        self.amount = np.zeros(0)
+
+    def _on_new(self, keys: np.ndarray) -> None:
+        vectors = self.model.vectors(keys[:, 1], keys[:, 3:], keys[:, 0])
+        self.vectors = np.concatenate([self.vectors, vectors])
+        self.amount = np.concatenate([self.amount, frag_amount(vectors)])
 
 
 _TABLES: "weakref.WeakKeyDictionary[Cluster, dict[int, StateTable]]" = weakref.WeakKeyDictionary()
@@ -184,9 +215,8 @@ def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
     """The shared :class:`StateTable` of ``cluster`` for ``typical`` pods."""
     per_cluster = _TABLES.setdefault(cluster, {})
     table = per_cluster.get(id(typical))
-    if table is None or table.model.typical is not typical:
-        table = StateTable(cluster, FragmentationModel(typical, cluster.models))
-        per_cluster[id(typical)] = table
+    if table is None or table.typical is not typical:
+        table = per_cluster[id(typical)] = StateTable(cluster, typical)
     return table
 
 

@@ -15,8 +15,7 @@ nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
@@ -42,6 +41,11 @@ class Demand:
     spec: tuple[str, ...]
     app: tuple[str, ...]  # "" = no density limit applies
     limit: np.ndarray  # (C,)
+    #: resource columns some row requests (a zero request always fits)
+    columns: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", np.flatnonzero(self.request.any(axis=0)).tolist())
 
     @classmethod
     def of(cls, pods: Sequence[Pod]) -> Demand:
@@ -58,11 +62,6 @@ class Demand:
         if len(pods) == 1:
             object.__setattr__(pods[0], "demand_cache", demand)
         return demand
-
-    @cached_property
-    def columns(self) -> list[int]:
-        """Resource columns some row requests (a zero request always fits)."""
-        return np.flatnonzero(self.request.any(axis=0)).tolist()
 
     def __len__(self) -> int:
         return len(self.num_gpu)

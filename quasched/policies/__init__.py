@@ -1,49 +1,20 @@
-"""Placement policies (one module each) behind the :class:`Policy` interface."""
+"""Placement policies: score plugins (one module each) composed into profiles by the registry.
 
-from __future__ import annotations
+Exports load on first use, so reading the registry (``quasched --help``) does not import NumPy.
+"""
 
-from typing import Callable
+from importlib import import_module
 
-from quasched.metrics.fragmentation import TypicalPods
-from quasched.policies.base import Policy
-from quasched.policies.best_fit import BestFit
-from quasched.policies.dot_product import DotProduct
-from quasched.policies.fgd import FGD
-from quasched.policies.first_fit import FirstFit
-from quasched.policies.framework import Decision, Scheduler
-from quasched.policies.gpu_clustering import GpuClustering
-from quasched.policies.gpu_packing import GpuPacking
-from quasched.policies.headroom import Headroom
-from quasched.policies.random_score import RandomScore
-
-_FACTORIES: dict[str, Callable[[TypicalPods], Policy]] = {
-    "random": lambda typical: RandomScore(),
-    "dotprod": lambda typical: DotProduct(),
-    "gpuclustering": lambda typical: GpuClustering(),
-    "gpupacking": lambda typical: GpuPacking(),
-    "bestfit": lambda typical: BestFit(),
-    "fgd": FGD,
-    "firstfit": lambda typical: FirstFit(),
-    "headroom": Headroom,  # our own policy (experimental), not in PAPER_POLICIES
+_EXPORTS = {
+    "CycleState": "base", "ScorePlugin": "base",
+    "Decision": "framework", "Policy": "framework", "Scheduler": "framework",
+    "PAPER_POLICIES": "registry", "REGISTRY": "registry", "PolicySpec": "registry", "make_policy": "registry",
+    "parse_spec": "registry", "parse_specs": "registry", "policy_names": "registry",
 }
-
-#: The six policies of the FGD paper, in its order.
-PAPER_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
+__all__ = list(_EXPORTS)
 
 
-def policy_names() -> tuple[str, ...]:
-    return tuple(_FACTORIES)
-
-
-def make_policy(name: str, typical: TypicalPods) -> Policy:
-    """A fresh policy by (case-insensitive) name; ``typical`` feeds fragmentation-aware ones."""
-    try:
-        return _FACTORIES[name.lower().replace("-", "").replace("_", "")](typical)
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(_FACTORIES)}") from None
-
-
-__all__ = [
-    "Policy", "Scheduler", "Decision", "make_policy", "policy_names", "PAPER_POLICIES",
-    "BestFit", "DotProduct", "FGD", "FirstFit", "GpuClustering", "GpuPacking", "RandomScore",
-]
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'quasched.policies' has no attribute {name!r}")
+    return getattr(import_module(f"quasched.policies.{_EXPORTS[name]}"), name)

@@ -1,15 +1,16 @@
-"""The placement-policy interface, in the spirit of kube-scheduler's framework.
+"""Score plugins, in the spirit of kube-scheduler's framework.
 
-A scheduling cycle (see :mod:`quasched.policies.framework`) runs the generic
-*Filter* (:func:`quasched.policies.filter.feasible_nodes`), then the policy's
-extension points:
+A :class:`ScorePlugin` scores the feasible nodes of one scheduling cycle, all
+at once (vectorised). Contract: :meth:`ScorePlugin.normalize` (NormalizeScore)
+returns scores in ``[0, 100]``, higher = better; a
+:class:`~quasched.policies.framework.Policy` adds them with weights.
 
-- :meth:`Policy.score`: one score per feasible node, computed for all of them
-  at once (vectorised);
-- :meth:`Policy.normalize`: optional NormalizeScore over the cycle's scores;
-- host selection by the framework (highest score, ties to the lowest rank);
-- :meth:`Policy.select_devices`: the Reserve step, which GPU device(s) of the
-  chosen node the pod gets.
+*Device-aware* plugins (FGD, Headroom) score a GPU-sharing pod per device:
+they return ``(n, D)``, one column per device of each node's free GPU milli
+sorted ascending, -inf where the device does not fit the pod or repeats the
+free milli of the column before it. The policy combines columns, takes each
+node's best column as its score and keeps the combined matrix in the
+:class:`CycleState`, so Reserve picks the device without scoring again.
 """
 
 from __future__ import annotations
@@ -20,40 +21,52 @@ from typing import ClassVar
 import numpy as np
 
 from quasched.model.cluster import Cluster
+from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
-from quasched.policies import devices
-from quasched.sim.random import RandomStream
 
 #: Constants of the reference scorers (128 cores, 8 GPUs) used as fixed normalisers.
 MAX_SPEC_CPU = 128_000
 MAX_SPEC_GPU = 8_000
 
 
-class Policy(ABC):
-    """A node-scoring placement policy.
+class CycleState(dict):
+    """Scratch data of one scheduling cycle, shared by its extension points (kube's CycleState)."""
 
-    Subclasses set :attr:`name` and implement :meth:`score`. Scores are
-    numbers where higher is better; the reference policies return integers
-    in ``[0, 100]``.
-    """
+
+class ScorePlugin(ABC):
+    """Scores feasible nodes for a pod; subclasses implement :meth:`score`."""
 
     name: ClassVar[str]
+    #: whether :meth:`score` returns per-device columns for GPU-sharing pods
+    device_aware: ClassVar[bool] = False
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         """Bind per-run state (caches, random stream) before the first cycle."""
         self.rng = rng
 
     @abstractmethod
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
-        """Scores of the feasible ``nodes`` (indices) for ``pod``."""
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        """Raw scores of the feasible ``nodes`` (indices) for ``pod``: ``(n,)`` or ``(n, D)`` columns."""
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:
-        """NormalizeScore extension point; identity by default."""
+        """NormalizeScore: map this cycle's raw scores into ``[0, 100]``; identity by default."""
         return scores
-
-    def select_devices(self, cluster: Cluster, pod: Pod, node: int) -> tuple[int, ...]:
-        """GPU devices for ``pod`` on ``node``: tightest device for sharing pods, else exclusive."""
-        return devices.best_fit(cluster.gpu_free[node], pod)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def sorted_columns(gpu: np.ndarray, milli: int) -> np.ndarray:
+    """Mask of the sorted device columns a sharing pod of ``milli`` can use, first of each free value."""
+    distinct = np.ones_like(gpu, dtype=bool)
+    distinct[:, 1:] = gpu[:, 1:] != gpu[:, :-1]
+    return distinct & (gpu >= milli)
+
+
+def take_devices(gpu: np.ndarray, pod: Pod) -> np.ndarray:
+    """Sorted free milli ``gpu`` (``(S, D)``, ascending) after a non-sharing pod takes its devices."""
+    after = gpu.copy()
+    if pod.is_gpu:
+        fits = after >= pod.gpu_milli
+        after -= np.where(fits & (np.cumsum(fits, axis=1) <= pod.num_gpu), pod.gpu_milli, 0)
+    return after

@@ -6,15 +6,15 @@ import numpy as np
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import Pod
-from quasched.policies.base import MAX_SPEC_CPU, MAX_SPEC_GPU, Policy
+from quasched.policies.base import MAX_SPEC_CPU, MAX_SPEC_GPU, CycleState, ScorePlugin
 
 
-class BestFit(Policy):
+class BestFit(ScorePlugin):
     """``trunc(100 (1 - s))`` with ``s`` the mean normalised leftover; min-max normalised per cycle."""
 
-    name = "BestFit"
+    name = "bestfit"
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         cpu_left = cluster.cpu_free[nodes] - pod.cpu_milli
         gpu_left = cluster.gpu_free[nodes].sum(axis=1) - pod.gpu_request
         s = (cpu_left / MAX_SPEC_CPU) * 0.5 + (gpu_left / MAX_SPEC_GPU) * 0.5

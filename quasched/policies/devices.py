@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from quasched.model.workload import FULL_GPU_MILLI, Pod
-from quasched.sim.random import RandomStream
+from quasched.model.random import RandomStream
 
 
 def exclusive(free: np.ndarray, pod: Pod) -> tuple[int, ...]:
@@ -33,13 +33,7 @@ def best_fit(free: np.ndarray, pod: Pod) -> tuple[int, ...]:
 
 
 def uniform(free: np.ndarray, pod: Pod, rng: RandomStream) -> tuple[int, ...]:
-    """Sharing pods: a uniformly random fitting device (reservoir sampling, one draw per candidate)."""
-    if not pod.is_gpu:
-        return ()
+    """Sharing pods: a uniformly random fitting device (``rng.pick`` over them, in index order)."""
     if not pod.is_sharing:
-        return exclusive(free, pod)
-    choice = -1
-    for seen, device in enumerate(np.flatnonzero(free >= pod.gpu_milli).tolist(), start=1):
-        if rng.intn(seen) == 0:
-            choice = device
-    return (choice,)
+        return best_fit(free, pod)
+    return (int(rng.pick(np.flatnonzero(free >= pod.gpu_milli).tolist())),)  # type: ignore[call-overload]

@@ -11,15 +11,15 @@ import numpy as np
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import Pod
-from quasched.policies.base import MAX_SPEC_CPU, MAX_SPEC_GPU, Policy
+from quasched.policies.base import MAX_SPEC_CPU, MAX_SPEC_GPU, CycleState, ScorePlugin
 
 
-class DotProduct(Policy):
+class DotProduct(ScorePlugin):
     """``trunc(100 (1 - a/2))`` with ``a = cpu_free·cpu + gpu_free·gpu`` (normalised)."""
 
-    name = "DotProd"
+    name = "dotprod"
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         cpu_free = cluster.cpu_free[nodes]
         gpu_free = cluster.gpu_free[nodes].sum(axis=1)
         a = (cpu_free / MAX_SPEC_CPU) * (pod.cpu_milli / MAX_SPEC_CPU) + (

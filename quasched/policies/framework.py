@@ -1,5 +1,11 @@
 """One scheduling cycle: Filter → Score → NormalizeScore → select host → Reserve → bind.
 
+A :class:`Policy` is a scheduling profile: weighted score plugins
+(:mod:`quasched.policies.base`) plus a Reserve rule for GPU devices. Its
+node score is ``Σ_i w_i · normalize_i(score_i)``; for GPU-sharing pods the
+device-aware plugins' per-device columns are combined first and a node scores
+its best device.
+
 Host selection follows the FGD simulator's fork of kube-scheduler: the highest
 score wins and ties go to the node with the smallest *rank*, a fixed random
 permutation of the nodes drawn once per run (not a fresh draw per decision).
@@ -8,16 +14,87 @@ permutation of the nodes drawn once per run (not a fresh draw per decision).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, Sequence
 
 import numpy as np
 
 from quasched.model.cluster import Cluster
+from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
-from quasched.policies.base import Policy
+from quasched.policies import devices
+from quasched.policies.base import CycleState, ScorePlugin
 from quasched.policies.filter import feasible_nodes
-from quasched.sim.random import RandomStream
 
 UNSCHEDULED = -1
+DeviceRule = Literal["tightest", "uniform", "best-score", "best-score-tightest"]
+
+
+class Policy:
+    """Weighted score plugins and a device rule.
+
+    ``device_rule`` (Reserve, GPU-sharing pods): ``"tightest"`` the fitting
+    device with least free milli; ``"uniform"`` a random fitting device;
+    ``"best-score"`` the best-scoring device of the device-aware plugins
+    (lowest index on ties); ``"best-score-tightest"`` the same with ties to the
+    tightest device. Whole-GPU pods always get the lowest-index free devices.
+    """
+
+    def __init__(self, plugins: Sequence[tuple[ScorePlugin, float]], device_rule: DeviceRule = "tightest",
+                 name: str = "") -> None:
+        self.plugins = [(p, w) for p, w in plugins if w != 0]
+        self.device_rule = device_rule
+        self.name = name or "+".join(p.name for p, _ in self.plugins)
+        self._aware = [(p, w) for p, w in self.plugins if p.device_aware]
+
+    def attach(self, cluster: Cluster, rng: RandomStream) -> None:
+        self.rng = rng
+        for plugin, _ in self.plugins:
+            plugin.attach(cluster, rng)
+
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        """Final score per feasible node (Score + NormalizeScore + weights)."""
+        total = None
+        for plugin, weight in self.plugins:
+            part = plugin.normalize(plugin.score(cluster, pod, nodes, state))
+            part = weight * part if weight != 1 else part
+            if total is None:
+                total = part
+            elif total.ndim == part.ndim:
+                total = total + part
+            else:  # per-device columns plus per-node scores
+                total = (total[:, None] if total.ndim == 1 else total) + (part[:, None] if part.ndim == 1 else part)
+        assert total is not None, "a policy needs at least one score plugin"
+        if total.ndim == 2:
+            state["device_scores"] = (nodes, total)
+            return total.max(axis=1)
+        return total
+
+    def reserve(self, cluster: Cluster, pod: Pod, node: int, state: CycleState) -> tuple[int, ...]:
+        """The GPU devices ``pod`` gets on ``node``."""
+        free = cluster.gpu_free[node]
+        if not pod.is_sharing:
+            return devices.best_fit(free, pod)
+        if self.device_rule == "uniform":
+            return devices.uniform(free, pod, self.rng)
+        if self.device_rule == "tightest" or not self._aware:
+            return devices.best_fit(free, pod)
+        columns = self._device_columns(cluster, pod, node, state)
+        best = np.sort(free)[columns == columns.max()]  # free milli of the best columns, ascending
+        candidates = np.flatnonzero((free[:, None] == best[None, :]).any(axis=1))
+        if self.device_rule == "best-score-tightest":
+            candidates = candidates[free[candidates] == free[candidates].min()]
+        return (int(candidates[0]),)
+
+    def _device_columns(self, cluster: Cluster, pod: Pod, node: int, state: CycleState) -> np.ndarray:
+        """Combined per-device columns of ``node``: from Score when it ran, else from the device-aware plugins."""
+        if "device_scores" in state:
+            nodes, scores = state["device_scores"]
+            return scores[int(np.searchsorted(nodes, node))]
+        one = np.array([node])
+        return sum(w * p.normalize(p.score(cluster, pod, one, state)) for p, w in self._aware)[0]
+
+    def __repr__(self) -> str:
+        return f"Policy({self.name})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +111,7 @@ class Decision:
 
 
 class Scheduler:
-    """Runs scheduling cycles of one policy on one cluster."""
+    """Runs scheduling cycles of one policy on one (possibly changing) cluster."""
 
     def __init__(self, cluster: Cluster, policy: Policy, rank: np.ndarray, rng: RandomStream) -> None:
         if sorted(rank.tolist()) != list(range(cluster.n_nodes)):
@@ -51,14 +128,22 @@ class Scheduler:
         nodes = feasible_nodes(self.cluster, pod)
         if len(nodes) == 0:
             return Decision(UNSCHEDULED)
+        state = CycleState()
         if len(nodes) == 1:
             node = int(nodes[0])
         else:
-            scores = self.policy.normalize(self.policy.score(self.cluster, pod, nodes))
+            scores = self.policy.score(self.cluster, pod, nodes, state)
             best = nodes[scores == scores.max()]
-            node = int(best[np.argmin(self.rank[best])])
-        devices = self.policy.select_devices(self.cluster, pod, node) if pod.is_gpu else ()
-        return Decision(node, devices, len(nodes))
+            rank = self._ranks()
+            node = int(best[np.argmin(rank[best])])
+        picked = self.policy.reserve(self.cluster, pod, node, state) if pod.is_gpu else ()
+        return Decision(node, picked, len(nodes))
+
+    def _ranks(self) -> np.ndarray:
+        """Tie-break ranks; node slots added after the start rank after every earlier node."""
+        if len(self.rank) < self.cluster.n_nodes:
+            self.rank = np.concatenate([self.rank, np.arange(len(self.rank), self.cluster.n_nodes)])
+        return self.rank
 
     def schedule(self, pod: Pod) -> Decision:
         """Decide and bind; an unschedulable pod leaves the cluster unchanged."""

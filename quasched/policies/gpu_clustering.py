@@ -11,15 +11,15 @@ import numpy as np
 
 from quasched.model.cluster import Cluster, gpu_class
 from quasched.model.workload import Pod
-from quasched.policies.base import MAX_SPEC_GPU, Policy
+from quasched.policies.base import MAX_SPEC_GPU, CycleState, ScorePlugin
 
 
-class GpuClustering(Policy):
+class GpuClustering(ScorePlugin):
     """Affinity bonus (75/50/25/0) plus ``25·(8000 − gpu_free) div 8000``; CPU-only pods score 0."""
 
-    name = "GpuClustering"
+    name = "gpuclustering"
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         cls = gpu_class(pod)
         if cls < 0:
             return np.zeros(len(nodes), dtype=np.int64)

@@ -6,16 +6,16 @@ import numpy as np
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import FULL_GPU_MILLI, Pod
-from quasched.policies.base import Policy
+from quasched.policies.base import CycleState, ScorePlugin
 
 
-class GpuPacking(Policy):
+class GpuPacking(ScorePlugin):
     """Three tiers: pod fits on used devices (50..100), needs idle devices of a used node (33..49),
     node fully idle (25..32). CPU-only pods score 0."""
 
-    name = "GpuPacking"
+    name = "gpupacking"
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if not pod.is_gpu:
             return np.zeros(len(nodes), dtype=np.int64)
         free = np.sort(cluster.gpu_free[nodes], axis=1)

@@ -15,19 +15,20 @@ by GPU devices, free CPU *and* free memory::
     H(node)   = Σ_t count_t · n_t · m_t · k_t        (integer, GPU shapes only)
 
 ``slots_t`` = disjoint groups of ``k_t`` distinct devices with ``m_t`` free
-milli each (so 530 m free holds one 470 m pod, not "530 m usable"). A
-placement scores
+milli each (so 530 m free holds one 470 m pod, not "530 m usable").
 
-    score = round(100 · (ΔF + β · ΔH / N))
+The policy ``headroom`` is a composition (:mod:`quasched.policies.registry`):
+the FGD plugin on its linear scale plus ``β`` × this plugin::
+
+    score = linear(ΔF) + β · linear(ΔH / N) = 50 (1 + β) + (ΔF + β · ΔH / N) / 160
 
 with ``ΔF = F(before) − F(after)`` FGD's un-truncated fragmentation decrease
 (milli-GPU), ``ΔH = H(after) − H(before) ≤ 0`` the headroom it destroys and
 ``N`` the number of pods the counts come from, so ``ΔH / N`` is, like ``ΔF``,
 an expectation over the next pod in milli-GPU. ``β = 2`` was chosen on seeds
-42–45 (``β`` in 0.5…4 all beat FGD on openb-default; ``β = 0``, i.e. FGD
-without truncation, loses 1 point). Sharing pods try every distinct fitting
-device; the best is both the node's score and the Reserve choice (tightest
-device on ties).
+42–45. Sharing pods try every distinct fitting device; the best combined
+device is both the node's score and the Reserve choice (tightest device on
+ties).
 
 Shapes ``t``: FGD's typical pods to begin with (memory unknown, so 0). The
 policy then learns the mix from the pods it scores — shape *with memory* — and
@@ -52,15 +53,14 @@ from collections import Counter
 
 import numpy as np
 
-from quasched.metrics.fragmentation import FragmentationModel, TypicalPods, state_table
+from quasched.metrics.fragmentation import NodeStates, TypicalPods
 from quasched.model.cluster import Cluster, accessible
+from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
-from quasched.policies import devices
-from quasched.policies.base import Policy
+from quasched.policies.base import CycleState, ScorePlugin, sorted_columns, take_devices
+from quasched.policies.fgd import linear_score
 from quasched.policies.state_memo import StateScoreMemo
-from quasched.sim.random import RandomStream
 
-_UNKNOWN = np.iinfo(np.int64).min
 _NO_LIMIT = np.iinfo(np.int32).max
 
 #: (cpu milli, memory MiB, gpu milli per device, num gpu, gpu spec)
@@ -104,80 +104,38 @@ class HeadroomModel:
         return self.copies(cpu, mem, gpu, model) @ self.w
 
 
-class _States:
-    """Interns node states (GPU model, free CPU, free memory, sorted free GPU milli) of one cluster."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self._index: dict[tuple[int, ...], int] = {}
-        self._pending: list[tuple[int, ...]] = []
-        self.model_id = np.zeros(0, dtype=np.int64)
-        self.cpu = np.zeros(0, dtype=np.int64)
-        self.mem = np.zeros(0, dtype=np.int64)
-        self.gpu = np.zeros((0, cluster.max_devices), dtype=np.int64)
-        self._node_ids = np.full(cluster.n_nodes, -1, dtype=np.int64)
-        self._seen = np.full(cluster.n_nodes, -1, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self.cpu)
-
-    def ids(self) -> np.ndarray:
-        """State id of every node (refreshing only nodes whose version changed)."""
-        c = self.cluster
-        stale = np.flatnonzero(self._seen != c.version)
-        for node in stale.tolist():
-            key = (int(c.model_id[node]), int(c.cpu_free[node]), int(c.mem_free[node]),
-                   *sorted(c.gpu_free[node].tolist()))
-            state = self._index.get(key)
-            if state is None:
-                state = self._index[key] = len(self._index)
-                self._pending.append(key)
-            self._node_ids[node] = state
-        self._seen[stale] = c.version[stale]
-        if self._pending:
-            keys = np.array(self._pending, dtype=np.int64)
-            self._pending.clear()
-            self.model_id = np.concatenate([self.model_id, keys[:, 0]])
-            self.cpu = np.concatenate([self.cpu, keys[:, 1]])
-            self.mem = np.concatenate([self.mem, keys[:, 2]])
-            self.gpu = np.concatenate([self.gpu, keys[:, 3:]])
-        return self._node_ids
-
-
-class Headroom(Policy):
-    """FGD's fragmentation decrease plus ``β`` × the normalised headroom change (module docstring).
+class HeadroomScore(ScorePlugin):
+    """The headroom term ``linear_score(ΔH / N)`` (module docstring); add it to FGD with weight β.
 
     ``learn=False`` keeps FGD's typical pods (without memory) for the whole run.
     """
 
-    name = "Headroom"
+    name = "headroom"
+    device_aware = True
 
-    def __init__(self, typical: TypicalPods, beta: float = 2.0, learn: bool = True,
-                 cover: float = 95.0, first_refresh: int = 64) -> None:
+    def __init__(self, typical: TypicalPods, learn: bool = True, cover: float = 95.0,
+                 first_refresh: int = 64) -> None:
         self.typical = typical
-        self.beta = beta
         self.learn = learn
         self.cover = cover
         self.first_refresh = first_refresh
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
-        self.frag: FragmentationModel = state_table(cluster, typical=self.typical).model
-        self.states = _States(cluster)
+        self.cluster = cluster
+        self.states = NodeStates(cluster, with_memory=True)
         self.seen: Counter = Counter()
         self.n_seen = 0
         self.next_refresh = self.first_refresh
-        self._frag = np.zeros(0)
         shapes = [(c, 0, m, k, s) for c, m, k, s in self.typical.shapes]
-        self._set_model(HeadroomModel(shapes, list(self.typical.counts), cluster.models),
-                         int(sum(self.typical.counts)))
+        self._set_model(shapes, list(self.typical.counts), int(sum(self.typical.counts)))
 
-    # ------------------------------------------------------------ shapes
-    def _set_model(self, model: HeadroomModel, total: int) -> None:
-        self.model = model
+    def _set_model(self, shapes: list[Shape], counts: list[int], total: int) -> None:
+        self.model = HeadroomModel(shapes, counts, tuple(self.cluster.models))
         self.total = max(total, 1)
         self._h = np.zeros(0, dtype=np.int64)
-        self._memo = StateScoreMemo(_UNKNOWN)
+        self._h_generation = self.states.generation
+        self._memo = StateScoreMemo(self.states)
 
     def _observe(self, pod: Pod) -> None:
         if not self.learn:
@@ -186,11 +144,7 @@ class Headroom(Policy):
         self.n_seen += 1
         if self.n_seen >= self.next_refresh:
             self.next_refresh *= 2
-            self._set_model(HeadroomModel(*self.learned_shapes(), self.cluster_models), self.n_seen)
-
-    @property
-    def cluster_models(self) -> tuple[str, ...]:
-        return self.states.cluster.models
+            self._set_model(*self.learned_shapes(), self.n_seen)
 
     def learned_shapes(self) -> tuple[list[Shape], list[int]]:
         """Seen shapes covering ``cover`` % of the pods, plus those covering ``cover`` % of GPU demand."""
@@ -207,65 +161,38 @@ class Headroom(Policy):
         chosen = [kv for kv in items if kv[0] in keep]
         return [s for s, _ in chosen], [c for _, c in chosen]
 
-    # ----------------------------------------------------------- scoring
-    def _before(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Memoised ``H`` and FGD fragmentation of interned states."""
+    def _before(self, ids: np.ndarray) -> np.ndarray:
+        """Memoised ``H`` of interned states."""
         st = self.states
+        if self._h_generation != st.generation:
+            self._h, self._h_generation = np.zeros(0, dtype=np.int64), st.generation
         if len(self._h) < len(st):
             new = np.arange(len(self._h), len(st))
-            self._h = np.concatenate([self._h, self.model.value(st.cpu[new], st.mem[new], st.gpu[new], st.model_id[new])])
-        if len(self._frag) < len(st):
-            new = np.arange(len(self._frag), len(st))
-            self._frag = np.concatenate([self._frag, self.frag.amount(st.cpu[new], st.gpu[new], st.model_id[new])])
-        return self._h[states], self._frag[states]
+            self._h = np.concatenate([self._h, self.model.value(st.cpu[new], st.mem[new], st.gpu[new],
+                                                                 st.model_id[new])])
+        return self._h[ids]
 
-    def _combine(self, h_before, f_before, cpu, mem, gpu, model) -> np.ndarray:
-        h_after = self.model.value(cpu, mem, gpu, model)
-        f_after = self.frag.amount(cpu, gpu, model)
-        mixed = (f_before - f_after) + self.beta * (h_after - h_before) / self.total
-        return np.rint(mixed * 100).astype(np.int64)
+    def _term(self, h_before: np.ndarray, cpu, mem, gpu, model) -> np.ndarray:
+        return linear_score((self.model.value(cpu, mem, gpu, model) - h_before) / self.total)
 
-    def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
-        """Score per state; ``(S, D)`` per device column of the sorted state for sharing pods
-        (``_UNKNOWN`` where the device does not fit or repeats the previous free value), else ``(S, 1)``."""
+    def _state_scores(self, pod: Pod, ids: np.ndarray) -> np.ndarray:
+        """``(S, D)`` per sorted device column for sharing pods (-inf = not usable), else ``(S, 1)``."""
         st = self.states
-        cpu = st.cpu[states] - pod.cpu_milli
-        mem = st.mem[states] - pod.memory_mib
-        gpu = st.gpu[states]
-        model = st.model_id[states]
-        h_before, f_before = self._before(states)
+        cpu, mem = st.cpu[ids] - pod.cpu_milli, st.mem[ids] - pod.memory_mib
+        gpu, model, h_before = st.gpu[ids], st.model_id[ids], self._before(ids)
         if pod.is_sharing:
-            distinct = np.ones_like(gpu, dtype=bool)
-            distinct[:, 1:] = gpu[:, 1:] != gpu[:, :-1]
-            rows, cols = np.nonzero(distinct & (gpu >= pod.gpu_milli))
-            hyp = gpu[rows].copy()
-            hyp[np.arange(len(rows)), cols] -= pod.gpu_milli
-            scores = np.full(gpu.shape, _UNKNOWN, dtype=np.int64)
-            scores[rows, cols] = self._combine(h_before[rows], f_before[rows], cpu[rows], mem[rows], hyp, model[rows])
+            rows, cols = np.nonzero(sorted_columns(gpu, pod.gpu_milli))
+            after = gpu[rows].copy()
+            after[np.arange(len(rows)), cols] -= pod.gpu_milli
+            scores = np.full(gpu.shape, -np.inf)
+            scores[rows, cols] = self._term(h_before[rows], cpu[rows], mem[rows], after, model[rows])
             return scores
-        hyp = gpu.copy()  # sorted ascending: fitting devices form a suffix
-        if pod.is_gpu:
-            fits = hyp >= pod.gpu_milli
-            take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
-            hyp -= np.where(take, pod.gpu_milli, 0)
-        return self._combine(h_before, f_before, cpu, mem, hyp, model)[:, None]
+        return self._term(h_before, cpu, mem, take_devices(gpu, pod), model)[:, None]
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         self._observe(pod)
-        states = self.states.ids()[nodes]
+        ids = self.states.ids()[nodes]
         key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
-        return self._memo.lookup(key, states, len(self.states),
-                                 lambda missing: self._state_scores(pod, missing).max(axis=1))
-
-    # ----------------------------------------------------------- reserve
-    def select_devices(self, cluster: Cluster, pod: Pod, node: int) -> tuple[int, ...]:
-        """Sharing pods: the best-scoring device, the tightest (then lowest index) on ties."""
-        if not pod.is_sharing:
-            return devices.best_fit(cluster.gpu_free[node], pod)
-        free = cluster.gpu_free[node]
-        state = self.states.ids()[node : node + 1]
-        per_value = self._state_scores(pod, state)[0]
-        score_of = {int(v): int(s) for v, s in zip(self.states.gpu[state[0]], per_value) if s != _UNKNOWN}
-        device_scores = np.array([score_of.get(int(v), _UNKNOWN) for v in free])
-        best = np.flatnonzero(device_scores == device_scores.max())
-        return (int(best[np.argmin(free[best])]),)
+        width = self.states.gpu.shape[1] if pod.is_sharing else 1
+        scores = self._memo.lookup(key, ids, width, lambda missing: self._state_scores(pod, missing))
+        return scores if pod.is_sharing else scores[:, 0]

@@ -1,4 +1,4 @@
-"""Random: a uniformly random feasible node and, for sharing pods, device."""
+"""Random: a uniformly random feasible node (the device is drawn by the policy's ``uniform`` Reserve rule)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,15 @@ import numpy as np
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import Pod
-from quasched.policies import devices
-from quasched.policies.base import Policy
+from quasched.policies.base import CycleState, ScorePlugin
 
 
-class RandomScore(Policy):
+class RandomScore(ScorePlugin):
     """One feasible node drawn uniformly scores 100, all others 0 (Go's RandomScore)."""
 
-    name = "Random"
+    name = "random"
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         scores = np.zeros(len(nodes), dtype=np.int64)
         scores[self.rng.intn(len(nodes))] = 100
         return scores
-
-    def select_devices(self, cluster: Cluster, pod: Pod, node: int) -> tuple[int, ...]:
-        return devices.uniform(cluster.gpu_free[node], pod, self.rng)

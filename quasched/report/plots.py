@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from quasched.compat.artifact import policy_label
+from quasched.policies.registry import display_label
 from quasched.sim.sweep import RunSummary
 
 _LABELS = {
@@ -30,7 +30,7 @@ def plot_curves(path: Path, runs: Sequence[RunSummary], curve: str = "alloc", ti
         values = np.vstack(rows)
         x = np.arange(values.shape[1])
         mean = np.nanmean(values, axis=0)
-        (line,) = ax.plot(x, mean, label=f"{policy_label(policy)} (n={len(rows)})", lw=1.4)
+        (line,) = ax.plot(x, mean, label=f"{display_label(policy)} (n={len(rows)})", lw=1.4)
         if len(rows) > 1:
             ax.fill_between(x, np.nanmin(values, 0), np.nanmax(values, 0), color=line.get_color(), alpha=0.15)
     if curve == "alloc":

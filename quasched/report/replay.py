@@ -10,7 +10,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from rich.table import Table
 
-from quasched.compat.artifact import event_stem, policy_label
+from quasched.compat.artifact import event_stem
+from quasched.policies.registry import display_label
 from quasched.sim.replay import STATUS_NAMES, ReplayResult
 
 _COLUMNS = (
@@ -36,7 +37,7 @@ def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
     for result in results:
         s = result.summary()
         cells = ["-" if isinstance(s[k], float) and np.isnan(s[k]) else fmt.format(s[k]) for _, k, fmt in _COLUMNS]
-        table.add_row(policy_label(str(s["policy"])), str(s["seed"]), *cells)
+        table.add_row(display_label(str(s["policy"])), str(s["seed"]), *cells)
     return table
 
 
@@ -71,7 +72,7 @@ def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:
     top, bottom = fig.subplots(2, 1, sharex=True)
     for r in results:
         hours = (r.events.time - r.events.time[0]) / 3600 if len(r.events) else r.events.time
-        label = f"{policy_label(r.config.policy)} seed {r.config.seed}"
+        label = f"{display_label(r.config.policy)} seed {r.config.seed}"
         top.step(hours, r.events.gpu_alloc_pct, where="post", lw=1, label=label)
         bottom.step(hours, r.events.queue_len, where="post", lw=1, label=label)
     top.set_ylabel("GPU allocation (%)")

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 from rich.table import Table
 
-from quasched.compat.artifact import policy_label
+from quasched.policies.registry import display_label
 from quasched.sim.sweep import RunSummary
 
 POINTS = (100, 110, 120, 130)
@@ -47,7 +47,7 @@ def policy_table(runs: Sequence[RunSummary], title: str = "") -> Table:
     table.add_column("failed", justify="right")
     for policy, group in _groups(runs).items():
         table.add_row(
-            policy_label(policy),
+            display_label(policy),
             str(len(group)),
             *(_cell([_at(r.curves.alloc, p) for r in group]) for p in POINTS),
             *(_cell([_at(r.curves.frag_ratio, p) for r in group]) for p in (100, 130)),
@@ -68,5 +68,5 @@ def failure_table(runs: Sequence[RunSummary], top: int = 3) -> Table:
         for run in group:
             shapes.update(run.failed_shapes)
         for shape, count in shapes.most_common(top):
-            table.add_row(policy_label(policy), shape, f"{count / len(group):.1f}")
+            table.add_row(display_label(policy), shape, f"{count / len(group):.1f}")
     return table

@@ -25,7 +25,7 @@ from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, s
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies import Scheduler, make_policy
-from quasched.sim.random import NumpyStream, RandomStream
+from quasched.model.random import NumpyStream, RandomStream
 
 RngKind = Literal["go", "native"]
 

@@ -4,7 +4,7 @@ Unlike the arrival experiment (:mod:`quasched.sim.arrival`), pods leave the
 cluster and free what they held, and a pod that does not fit waits in a FIFO
 queue instead of being dropped. Every placement goes through the same
 :class:`~quasched.policies.Scheduler` and policies (any policy by name, random
-stream :class:`~quasched.sim.random.NumpyStream` seeded with ``seed``; node
+stream :class:`~quasched.model.random.NumpyStream` seeded with ``seed``; node
 tie-break ranks from :func:`~quasched.sim.arrival.node_ranks`).
 
 Timeline (:func:`~quasched.sim.events.build_timeline`)
@@ -76,7 +76,7 @@ from quasched.policies import Scheduler, make_policy
 from quasched.sim.arrival import node_ranks
 from quasched.policies.queue import PendingQueue
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 
 DepartureMode = Literal["trace", "duration"]
 

@@ -2,7 +2,8 @@
 
 Every random decision of an experiment goes through a :class:`RandomStream`,
 so one seed reproduces a run. :class:`NumpyStream` is the native stream; the
-bit-exact port of Go's ``math/rand`` lives in :mod:`quasched.sim.gocompat`.
+bit-exact port of Go's ``math/rand`` (with the extra draws the Go simulator
+spends at the engine events below) lives in :mod:`quasched.compat.gorand`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class RandomStream(Protocol):
 
     def perm(self, n: int) -> list[int]:
         """A uniform random permutation of ``range(n)``."""
+
+    def pick(self, items: list) -> object:
+        """One of ``items``, uniformly."""
 
     def after_seed(self) -> None:
         """Called right after seeding (hooks let a reference stream spend its extra draws)."""
@@ -49,6 +53,9 @@ class NumpyStream:
 
     def perm(self, n: int) -> list[int]:
         return self.rng.permutation(n).tolist()
+
+    def pick(self, items: list) -> object:
+        return items[int(self.rng.integers(len(items)))]
 
     def after_seed(self) -> None:
         return None

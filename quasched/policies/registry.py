@@ -1,0 +1,204 @@
+"""The policy registry: one name per policy, its labels, typed parameters and how to build it.
+
+A policy spec is a name with optional parameters, ``headroom:beta=2`` or
+``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
+and ``all`` means the six policies of the FGD paper. Names are the only
+identifiers used in configs, results and files; tables and plots show
+:attr:`PolicyInfo.label`; only the FGD artifact's CSV layouts
+(:mod:`quasched.compat.artifact`) use :attr:`PolicyInfo.artifact_label`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # the registry is read by ``--help``: no NumPy at import
+    from quasched.metrics.fragmentation import TypicalPods
+    from quasched.policies.framework import Policy
+
+
+@dataclass(frozen=True)
+class Param:
+    """A typed policy parameter with a default, a check and a help text."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+
+    def parse(self, text: str) -> Any:
+        """The value of ``text``; :class:`ValueError` naming the parameter when it is not valid."""
+        try:
+            value = {bool: lambda t: {"true": True, "false": False}[t.lower()]}.get(self.kind, self.kind)(text)
+        except (KeyError, ValueError):
+            raise ValueError(f"parameter {self.name}={text!r} is not a {self.kind.__name__}") from None
+        if self.choices and value not in self.choices:
+            raise ValueError(f"parameter {self.name}={text!r}: choose from {', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"parameter {self.name}={text!r} must be at least {self.minimum:g}")
+        return value
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """Registry entry: names, parameters and the builder ``build(typical, **params) -> Policy``."""
+
+    name: str
+    label: str
+    summary: str
+    build: Callable[..., Policy]
+    params: tuple[Param, ...] = ()
+    artifact_label: str = ""
+    paper: bool = False
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy with parameter values (defaults filled in)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def info(self) -> PolicyInfo:
+        return REGISTRY[self.name]
+
+    @property
+    def label(self) -> str:
+        """Display label: ``FGD``, or ``Headroom(beta=4)`` when a parameter differs from its default."""
+        changed = [f"{p.name}={self.params[p.name]}" for p in self.info.params if self.params[p.name] != p.default]
+        return self.info.label + (f"({', '.join(changed)})" if changed else "")
+
+    def __str__(self) -> str:
+        changed = [f"{p.name}={self.params[p.name]}" for p in self.info.params if self.params[p.name] != p.default]
+        return self.name + (":" + ",".join(changed) if changed else "")
+
+    def build(self, typical: TypicalPods) -> Policy:
+        return self.info.build(typical, **self.params)
+
+
+REGISTRY: dict[str, PolicyInfo] = {}
+
+
+def register(info: PolicyInfo) -> PolicyInfo:
+    if info.name in REGISTRY:
+        raise ValueError(f"policy {info.name!r} is already registered")
+    REGISTRY[info.name] = info
+    return info
+
+
+def parse_spec(text: str) -> PolicySpec:
+    """One spec ``name[:param=value[,param=value...]]`` → :class:`PolicySpec` (ValueError if invalid)."""
+    name, _, rest = text.strip().partition(":")
+    info = REGISTRY.get(name.strip())
+    if info is None:
+        raise ValueError(f"unknown policy {name.strip()!r}; choose from {', '.join(REGISTRY)}")
+    params = {p.name: p.default for p in info.params}
+    by_name = {p.name: p for p in info.params}
+    for item in filter(None, (i.strip() for i in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or key.strip() not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise ValueError(f"policy {info.name}: bad parameter {item!r} (parameters: {known})")
+        params[key.strip()] = by_name[key.strip()].parse(value.strip())
+    return PolicySpec(info.name, params)
+
+
+def parse_specs(text: str) -> list[PolicySpec]:
+    """``all``, or comma-separated specs; a parameter list continues after ``:`` until the next name."""
+    if text.strip() == "all":
+        return [PolicySpec(n, {p.name: p.default for p in REGISTRY[n].params}) for n in PAPER_POLICIES]
+    specs: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if specs and "=" in part and ":" not in part and part.partition("=")[0] not in REGISTRY:
+            specs[-1] += "," + part  # another parameter of the previous spec
+        else:
+            specs.append(part)
+    if not specs:
+        raise ValueError(f"no policy in {text!r}")
+    return [parse_spec(s) for s in specs]
+
+
+def make_policy(spec: str | PolicySpec, typical: TypicalPods) -> Policy:
+    """A fresh policy from a spec string or :class:`PolicySpec`."""
+    return (parse_spec(spec) if isinstance(spec, str) else spec).build(typical)
+
+
+def display_label(spec: str) -> str:
+    """Label of a policy spec for tables and plots (``fgd`` → ``FGD``)."""
+    return parse_spec(spec).label
+
+
+def policy_names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def describe() -> str:
+    """One line per registered policy with its parameters (for ``--help``)."""
+    lines = []
+    for info in REGISTRY.values():
+        params = ", ".join(f"{p.name}={p.default}" for p in info.params)
+        lines.append(f"{info.name}{f' [{params}]' if params else ''}: {info.summary}")
+    return "; ".join(lines)
+
+
+def _plugin(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(import_module(f"quasched.policies.{module}"), name)
+
+
+def _single(path: str, device_rule: str = "tightest") -> Callable[..., Policy]:
+    """Builder of a one-plugin policy; ``path`` = ``module:Class`` under quasched.policies."""
+    def build(typical: TypicalPods) -> Policy:
+        from quasched.policies.framework import Policy
+
+        return Policy([(_plugin(path)(), 1.0)], device_rule)  # type: ignore[arg-type]
+    return build
+
+
+def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0)], "best-score", name="fgd")
+
+
+def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Policy:
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, learn), beta)],
+                  "best-score-tightest", name="headroom")
+
+
+def _register_builtins() -> None:
+    for info in (
+        PolicyInfo("random", "Random", "a uniformly random feasible node and device",
+                   _single("random_score:RandomScore", "uniform"), artifact_label="01-Random", paper=True),
+        PolicyInfo("dotprod", "DotProd", "align free and requested CPU/GPU (Tetris)",
+                   _single("dot_product:DotProduct"), artifact_label="02-DotProd", paper=True),
+        PolicyInfo("gpuclustering", "GpuClustering", "keep pods of one GPU shape together",
+                   _single("gpu_clustering:GpuClustering"), artifact_label="03-GpuClustering", paper=True),
+        PolicyInfo("gpupacking", "GpuPacking", "fill used GPUs, then used nodes, then idle ones",
+                   _single("gpu_packing:GpuPacking"), artifact_label="04-GpuPacking", paper=True),
+        PolicyInfo("bestfit", "BestFit", "least CPU and GPU left after placing", _single("best_fit:BestFit"),
+                   artifact_label="05-BestFit", paper=True),
+        PolicyInfo("fgd", "FGD", "Fragmentation Gradient Descent (ATC'23)", _fgd,
+                   (Param("scale", str, "sigmoid", "score normalisation", ("sigmoid", "linear")),),
+                   artifact_label="06-FGD", paper=True),
+        PolicyInfo("firstfit", "FirstFit", "the first feasible node in cluster order", _single("first_fit:FirstFit"),
+                   artifact_label="07-FirstFit"),
+        PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
+                   (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
+                    Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
+    ):
+        register(info)
+
+
+_register_builtins()
+#: The six policies of the FGD paper, in its order.
+PAPER_POLICIES = tuple(name for name, info in REGISTRY.items() if info.paper)
