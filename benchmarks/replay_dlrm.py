@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from quasched.policies import PAPER_POLICIES
+from quasched.report.replay import summary_rows
 from quasched.sim.replay import run_replay
 from quasched.traces import catalog
 from quasched.traces.dlrm import dlrm_cluster
@@ -59,7 +60,7 @@ def main() -> None:
             print(profiler.output_text(unicode=True, color=False, show_all=False))
         print(f"\n== {policy}: replay {wall:.2f} s wall, {len(result.events):,} events "
               f"({1e6 * wall / max(len(result.events), 1):.0f} µs/event)")
-        for label, value in result.summary_rows():
+        for label, value in summary_rows(result):
             print(f"  {label:<34} {value}")
     print(f"\npeak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -35,6 +35,8 @@ POLICY_HELP = (
     "Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,headroom:beta=2,bestfit), "
     "or 'all' (the six paper policies). " + describe_policies()
 )
+RNG_HELP = ("Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's Go simulator "
+            "bit for bit (Go's math/rand, seeded from the packaged rngCooked table).")
 CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats.md), e.g. examples/cluster.yaml."
 WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
 
@@ -107,10 +109,7 @@ def simulate(
     tune: float = typer.Option(
         1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: Rng = typer.Option(
-        Rng.native, help="Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's "
-        "Go simulator bit for bit (Go's math/rand, seeded from the packaged rngCooked table)."
-    ),
+    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -187,6 +186,7 @@ def replay(
     headroom: float = typer.Option(
         1.0, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
+    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -213,6 +213,7 @@ def replay(
                 try:
                     results.append(run_replay(
                         nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
+                        rng=rng.value,
                         progress=lambda done, total, task=task: bar.update(task, completed=done, total=total),
                     ))
                 except ValueError as err:

@@ -46,3 +46,6 @@ def assert_consistent(cluster: Cluster) -> None:
     assert (cluster.gpu_free == np.where(cluster.gpu_healthy, 1000 - alloc, 0)).all()
     assert not (cluster.gpu_healthy & ~cluster.device_exists).any()
     assert (cluster.schedulable == (cluster.present & ~cluster.cordoned)).all()
+    assert (cluster.allocated == (cluster.capacity - cluster.free).sum(axis=0)).all()
+    assert (cluster.capacity_total == cluster.capacity.sum(axis=0)).all()
+    assert cluster.gpu_allocated == alloc.sum() and cluster.devices_in_use == np.count_nonzero(alloc)

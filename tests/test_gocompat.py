@@ -50,7 +50,8 @@ def _vectors(shared_docs):
 
 
 def test_shuffle_tuning_and_ranks_match_reference_for_every_trace_and_seed(shared_docs, openb, cooked):
-    from quasched.sim.arrival import node_ranks, tune_workload
+    from quasched.sim.arrival import tune_workload
+    from quasched.sim.engine import node_ranks
 
     rows = _vectors(shared_docs)
     assert len(rows) == 170

@@ -10,9 +10,11 @@ import pytest
 from builders import nodes
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster, Workload
+from quasched.report.replay import summary_rows
 from quasched.sim.events import build_timeline
+from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW
 from quasched.sim.replay import (
-    ARRIVE, DEPART, DONE, QUEUE, SKIPPED, START, WITHDRAW, WITHDRAWN, ReplayConfig, replay,
+    DONE, SKIPPED, WITHDRAWN, ReplayConfig, replay,
     run_replay, time_average,
 )
 
@@ -97,7 +99,7 @@ def test_hand_computed_timeline():
     assert (s["start_s"], s["end_s"]) == (0, 15)
     cols = r.events.columns(TIMELINE.name)
     assert cols["kind"][:3].tolist() == ["arrive", "arrive", "queue"] and cols["pod"][2] == "p2"
-    labels = [label for label, _ in r.summary_rows()]
+    labels = [label for label, _ in summary_rows(r)]
     assert "never placed" in labels and "peak queue" in labels
     assert not r.cluster.placements
 

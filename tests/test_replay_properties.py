@@ -20,11 +20,12 @@ from builders import nodes
 from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
 from quasched.model import Cluster, NodeSpec, Workload
 from quasched.policies import Scheduler, make_policy, policy_names
-from quasched.sim.arrival import node_ranks
+from quasched.sim.engine import node_ranks
 from quasched.policies.queue import FitClasses
 from quasched.sim.events import build_timeline
 from quasched.model.random import NumpyStream
-from quasched.sim.replay import ARRIVE, DEPART, QUEUE, START, WITHDRAW, ReplayConfig, replay
+from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW
+from quasched.sim.replay import ReplayConfig, replay
 
 NAN = float("nan")
 

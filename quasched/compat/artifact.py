@@ -55,21 +55,28 @@ def write_curves(out: Path, workload: str, tune: float, total_gpus: int,
     return paths
 
 
+def artifact_events(run: RunSummary, total_gpus: int) -> dict[str, np.ndarray]:
+    """A run's event records under the artifact's per-event column names (:data:`EVENT_COLUMNS`)."""
+    log, names, pods = run.log, run.display_nodes, run.pod_names
+    if log is None or names is None or pods is None:
+        raise ValueError("run was summarised without its event log (use keep_logs)")
+    return {
+        "pod": pods[log.pod], "node": np.array([names[n] if n >= 0 else "" for n in log.node], dtype=object),
+        "arrived": log.arrived_gpu_milli, "used_nodes": log.used_nodes, "used_gpus": log.gpus_on_used_nodes,
+        "used_milli": log.used_gpu_milli, "total_gpus": np.full(len(log), total_gpus),
+        "frag_milli": log.frag_milli, "frag_ratio": log.frag_ratio, "q124": log.q124_ratio,
+    }
+
+
 def write_events(out: Path, run: RunSummary, total_gpus: int) -> Path:
     """Per-event log ``<Policy>_<seed>.csv`` in the golden layout (node empty = failed)."""
-    log, names = run.log, run.display_nodes
-    if log is None or names is None:
-        raise ValueError("run was summarised without its event log (use keep_logs)")
+    columns = artifact_events(run, total_gpus)
     path = out / f"{event_stem(run.policy, run.seed)}.csv"
     out.mkdir(parents=True, exist_ok=True)
+    floats = {"frag_milli", "frag_ratio", "q124"}
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(EVENT_COLUMNS)
-        for e in range(len(log)):
-            node = log.node[e]
-            writer.writerow([
-                log.pod[e], names[node] if node >= 0 else "", log.arrived[e], log.used_nodes[e],
-                log.used_gpus[e], log.used_milli[e], total_gpus, repr(float(log.frag_milli[e])),
-                repr(float(log.frag_ratio[e])), repr(float(log.q124[e])),
-            ])
+        for row in zip(*(columns[c] for c in EVENT_COLUMNS)):
+            writer.writerow([repr(float(v)) if c in floats else v for c, v in zip(EVENT_COLUMNS, row)])
     return path

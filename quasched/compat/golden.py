@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quasched.compat.artifact import CURVE_FILES, policy_label
+from quasched.compat.artifact import CURVE_FILES, artifact_events, policy_label
 from quasched.compat.curves import CURVES
 from quasched.sim.sweep import RunSummary
 
@@ -46,18 +46,10 @@ def compare_curves(run: RunSummary, published: dict[str, pd.DataFrame]) -> list[
 
 def compare_events(run: RunSummary, golden_csv: Path, total_gpus: int, tol: float = 1e-6) -> dict[str, int]:
     """Mismatch count per column between ``run``'s event log and a golden per-event file."""
-    if run.log is None or run.display_nodes is None:
-        raise ValueError("run was summarised without its event log (use keep_logs)")
     ref = pd.read_csv(golden_csv, keep_default_na=False)
-    log = run.log
-    mine = {
-        "pod": log.pod, "arrived": log.arrived, "used_nodes": log.used_nodes, "used_gpus": log.used_gpus,
-        "used_milli": log.used_milli, "total_gpus": np.full(len(log), total_gpus),
-        "node": np.array([run.display_nodes[n] if n >= 0 else "" for n in log.node], dtype=object),
-        "frag_milli": log.frag_milli, "frag_ratio": log.frag_ratio, "q124": log.q124,
-    }
-    counts = {"events": abs(len(ref) - len(log))}
-    n = min(len(ref), len(log))
+    mine = artifact_events(run, total_gpus)
+    counts = {"events": abs(len(ref) - len(mine["pod"]))}
+    n = min(len(ref), len(mine["pod"]))
     for col in EVENT_EXACT:
         counts[col] = int((ref[col].to_numpy()[:n] != mine[col][:n]).sum())
     for col in EVENT_FLOAT:

@@ -9,7 +9,10 @@ A :class:`Cluster` holds node slots and their allocation state:
   unhealthy devices and on padding beyond a node's GPU count) with its
   per-node maximum ``gpu_free_max``;
 - ``schedulable``: present and not cordoned; ``gpu_class_count`` and
-  ``app_count`` for affinity and density rules;
+  ``app_count`` for affinity and density rules; ``in_use``: the node holds
+  GPU or CPU allocation;
+- running totals ``allocated`` / ``capacity_total`` (``(R,)``),
+  ``gpu_allocated`` (milli) and ``devices_in_use``, kept by every change;
 - ``version``: bumped on every change of a node, so caches keyed by node
   state know what to refresh; ``layout`` bumped when ``N``, ``D`` or the GPU
   model list change, so caches know when to resize.
@@ -33,7 +36,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from quasched.model.fit import placement_problem
-from quasched.model.resources import RESOURCES, ResourceRegistry
+from quasched.model.resources import CPU, RESOURCES, ResourceRegistry
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 
 #: GPU-affinity classes of bound GPU pods (``share-gpu``, ``1-gpu`` .. ``8-gpu``).
@@ -152,10 +155,15 @@ class Cluster:
         self.app_count = np.zeros((n, max(len(self._apps), 1)), dtype=np.int64)
         self.version = np.zeros(n, dtype=np.int64)
         self.labels = np.empty(n, dtype=object)
+        self.in_use = np.zeros(n, dtype=bool)
+        self.allocated = np.zeros(r, dtype=np.int64)
+        self.capacity_total = np.zeros(r, dtype=np.int64)
+        self.gpu_allocated = 0
+        self.devices_in_use = 0
 
     _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
                     "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
-                    "version", "labels")
+                    "version", "labels", "in_use")
     _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_free")
 
     def _grow(self, n: int, d: int) -> None:
@@ -218,6 +226,7 @@ class Cluster:
         self.num_gpus[slots] = nodes.num_gpus
         self.capacity[slots] = capacity
         self.free[slots] = capacity
+        self.capacity_total += capacity.sum(axis=0)
         self.gpu_alloc[slots] = 0
         self.gpu_healthy[slots] = np.arange(self.max_devices)[None, :] < nodes.num_gpus[:, None]
         self.labels[slots] = [dict(x or {}) for x in (nodes.labels if nodes.labels is not None else [None] * len(nodes))]
@@ -236,6 +245,7 @@ class Cluster:
             raise PlacementError(f"node {self.names[node]!r} still runs {len(running)} pods, e.g. {running[0].pod.name}")
         del self._node_index[self.names[node]]
         self.present[node] = False
+        self.capacity_total -= self.capacity[node]
         self.capacity[node] = 0
         self.free[node] = 0
         self.num_gpus[node] = 0
@@ -281,6 +291,7 @@ class Cluster:
         self.schedulable[node] = self.present[node] and not self.cordoned[node]
         self.gpu_free[node] = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
         self.gpu_free_max[node] = self.gpu_free[node].max()
+        self.in_use[node] = self.gpu_alloc[node].any() or self.free[node, CPU] < self.capacity[node, CPU]
         self.version[node] += 1
 
     # -------------------------------------------------------------- queries
@@ -320,7 +331,7 @@ class Cluster:
 
     @property
     def used_gpu_milli(self) -> int:
-        return int(self.gpu_alloc.sum())
+        return int(self.gpu_allocated)
 
     def column(self, resource: str) -> np.ndarray:
         """Free capacity of one scalar resource, a view ``(N,)``."""
@@ -365,8 +376,12 @@ class Cluster:
 
     def _apply(self, pod: Pod, node: int, devices: tuple[int, ...], sign: int) -> None:
         self.free[node] += sign * pod.request
+        self.allocated -= sign * pod.request
         for d in devices:
-            self.gpu_alloc[node, d] -= sign * pod.gpu_milli
+            before = self.gpu_alloc[node, d]
+            self.gpu_alloc[node, d] = after = before - sign * pod.gpu_milli
+            self.devices_in_use += int(after > 0) - int(before > 0)
+        self.gpu_allocated -= sign * pod.gpu_milli * len(devices)
         cls = gpu_class(pod)
         if cls >= 0:
             self.gpu_class_count[node, cls] -= sign

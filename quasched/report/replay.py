@@ -10,7 +10,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 from rich.table import Table
 
-from quasched.compat.artifact import event_stem
 from quasched.policies.registry import display_label
 from quasched.sim.replay import STATUS_NAMES, ReplayResult
 
@@ -41,8 +40,36 @@ def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
     return table
 
 
+def summary_rows(result: ReplayResult) -> list[tuple[str, str]]:
+    """``(label, value)`` pairs of a replay's summary for a two-column table."""
+    s = result.summary()
+    pct = lambda v: f"{v:.2f} %"  # noqa: E731
+    secs = lambda v: "-" if v != v else f"{v:,.1f} s"  # noqa: E731
+    return [
+        ("policy / seed", f"{display_label(str(s['policy']))} / {s['seed']}"),
+        ("departures", str(s["departure"])),
+        ("cluster", f"{s['nodes']:,} nodes, {s['gpus']:,} GPUs"),
+        ("pods (rows)", f"{s['pods']:,}"),
+        ("skipped (no creation time)", f"{s['skipped']:,}"),
+        ("arrived", f"{s['arrived']:,}"),
+        ("placed", f"{s['placed']:,} ({s['placed_on_arrival']:,} on arrival)"),
+        ("queued on arrival", f"{s['queued']:,}"),
+        ("never placed", f"{s['never_placed']:,} ({s['withdrawn']:,} withdrawn, "
+                         f"{s['still_queued']:,} still queued)"),
+        ("wait mean / p50 / p95 / max",
+         " / ".join(secs(s[k]) for k in ("wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_max_s"))),
+        ("GPU allocation (time avg / peak)",
+         f"{pct(s['gpu_alloc_avg_pct'])} / {pct(s['peak_gpu_alloc_pct'])}"),
+        ("CPU allocation (time avg)", pct(s["cpu_alloc_avg_pct"])),
+        ("GPU frag ratio (time avg)", pct(s["frag_ratio_avg_pct"])),
+        ("peak queue", f"{s['peak_queue']:,}"),
+        ("events", f"{s['events']:,}"),
+        ("elapsed", f"{s['elapsed_s']:.2f} s"),
+    ]
+
+
 def _stem(result: ReplayResult) -> str:
-    return event_stem(result.config.policy, result.config.seed)
+    return f"{display_label(result.config.policy)}_{result.config.seed}"
 
 
 def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:

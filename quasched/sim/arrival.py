@@ -17,17 +17,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
+from quasched.metrics.fragmentation import TypicalPods
 from quasched.model.cluster import Cluster, NodeSpec
+from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.policies import Scheduler, make_policy
-from quasched.model.random import NumpyStream, RandomStream
-
-RngKind = Literal["go", "native"]
+from quasched.sim.engine import RngKind, build_core, make_stream
+from quasched.sim.records import ARRIVE, FAIL, EventRecords
 
 
 @dataclass(frozen=True)
@@ -43,33 +42,6 @@ class ExperimentConfig:
 
 
 @dataclass
-class EventLog:
-    """One record per pod event, on the cluster state after the event."""
-
-    pod: np.ndarray
-    node: np.ndarray
-    arrived: np.ndarray
-    used_nodes: np.ndarray
-    used_gpus: np.ndarray
-    used_milli: np.ndarray
-    frag_milli: np.ndarray
-    frag_ratio: np.ndarray
-    q124: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> "EventLog":
-        ints = ("node", "arrived", "used_nodes", "used_gpus", "used_milli")
-        return cls(
-            pod=np.empty(n, dtype=object),
-            **{k: np.zeros(n, dtype=np.int64) for k in ints},
-            frag_milli=np.zeros(n), frag_ratio=np.zeros(n), q124=np.zeros(n),
-        )
-
-    def __len__(self) -> int:
-        return len(self.pod)
-
-
-@dataclass
 class ExperimentResult:
     """Everything one run produced."""
 
@@ -77,7 +49,7 @@ class ExperimentResult:
     workload: Workload
     nodes: NodeSpec
     rank: np.ndarray
-    events: EventLog
+    events: EventRecords
     cluster: Cluster
     typical: TypicalPods
     elapsed_s: float = 0.0
@@ -94,16 +66,6 @@ class ExperimentResult:
     def display_names(self) -> np.ndarray:
         """Node names prefixed with their rank, as the reference simulator prints them."""
         return np.array([f"{r:04d}-{n}" for r, n in zip(self.rank, self.nodes.name)], dtype=object)
-
-
-def make_stream(config: ExperimentConfig) -> RandomStream:
-    if config.rng == "go":
-        from quasched.compat.gorand import GoRand, load_cooked
-
-        return GoRand(config.seed, load_cooked(config.compat_data))
-    if config.rng == "native":
-        return NumpyStream(config.seed)
-    raise ValueError(f"unknown rng {config.rng!r}; use 'go' or 'native'")
 
 
 def tune_workload(workload: Workload, capacity_milli: int, ratio: float, rng: RandomStream) -> Workload:
@@ -145,15 +107,6 @@ def tune_workload(workload: Workload, capacity_milli: int, ratio: float, rng: Ra
     return workload.take(order, names)
 
 
-def node_ranks(nodes: NodeSpec, rng: RandomStream) -> np.ndarray:
-    """Tie-break rank per node: a random permutation over the name-sorted nodes."""
-    by_name = sorted(range(len(nodes)), key=lambda i: nodes.name[i])
-    perm = rng.perm(len(nodes))
-    rank = np.empty(len(nodes), dtype=np.int64)
-    rank[by_name] = perm
-    return rank
-
-
 def run_experiment(
     nodes: NodeSpec,
     workload: Workload,
@@ -163,39 +116,22 @@ def run_experiment(
     """Run one arrival experiment; ``progress(done, total)`` is called now and then."""
     start = time.perf_counter()
     typical = TypicalPods.from_workload(workload, config.typical_threshold)
-    rng = make_stream(config)
+    rng = make_stream(config.rng, config.seed, config.compat_data)
     rng.after_seed()
     events_workload = tune_workload(workload, FULL_GPU_MILLI * nodes.total_gpus, config.tune_ratio, rng)
     rng.after_tuning()
-    rank = node_ranks(nodes, rng)
-
-    cluster = Cluster(nodes)
-    scheduler = Scheduler(cluster, make_policy(config.policy, typical), rank, rng)
-    table = state_table(cluster, typical)
-    log = EventLog.empty(len(events_workload))
-    capacity_cpu = nodes.cpu_milli
-    gpus = nodes.num_gpus
-    gpu_capacity = FULL_GPU_MILLI * gpus
-    requests = events_workload.gpu_request
+    core = build_core(nodes, config.policy, rng, typical, len(events_workload))
+    requests = events_workload.gpu_request.tolist()
     arrived = 0
     for e in range(len(events_workload)):
         pod = events_workload.pod(e)
-        arrived += int(requests[e])
-        decision = scheduler.schedule(pod)
-        used = (cluster.gpu_free.sum(axis=1) < gpu_capacity) | (cluster.cpu_free < capacity_cpu)
-        report = cluster_fragmentation(table)
-        log.pod[e] = pod.name
-        log.node[e] = decision.node
-        log.arrived[e] = arrived
-        log.used_nodes[e] = used.sum()
-        log.used_gpus[e] = gpus[used].sum()
-        log.used_milli[e] = cluster.used_gpu_milli
-        log.frag_milli[e] = report.frag_milli
-        log.frag_ratio[e] = report.frag_ratio
-        log.q124[e] = report.q124_ratio
-        if progress is not None and (e % 500 == 0 or e == len(log) - 1):
-            progress(e + 1, len(log))
+        arrived += requests[e]
+        decision = core.scheduler.schedule(pod)
+        core.recorder.record(float(e), ARRIVE if decision.placed else FAIL, e, decision.node,
+                             arrived_gpu_milli=arrived)
+        if progress is not None and (e % 500 == 0 or e == len(events_workload) - 1):
+            progress(e + 1, len(events_workload))
     return ExperimentResult(
-        config, events_workload, nodes, rank, log, cluster, typical,
+        config, events_workload, nodes, core.rank, core.recorder.result(), core.cluster, typical,
         elapsed_s=time.perf_counter() - start,
     )

@@ -3,9 +3,10 @@
 Unlike the arrival experiment (:mod:`quasched.sim.arrival`), pods leave the
 cluster and free what they held, and a pod that does not fit waits in a FIFO
 queue instead of being dropped. Every placement goes through the same
-:class:`~quasched.policies.Scheduler` and policies (any policy by name, random
-stream :class:`~quasched.model.random.NumpyStream` seeded with ``seed``; node
-tie-break ranks from :func:`~quasched.sim.arrival.node_ranks`).
+:class:`~quasched.policies.Scheduler` and policies, set up by
+:func:`~quasched.sim.engine.build_core` like every engine (random stream
+``rng`` seeded with ``seed``: NumPy by default, Go's for artifact
+comparisons).
 
 Timeline (:func:`~quasched.sim.events.build_timeline`)
     A row without a creation time was created before the trace window, so
@@ -33,31 +34,16 @@ Event order
 Queue and retry rule
     An arriving pod is scheduled at once even when others wait (no
     head-of-line blocking, as in kube-scheduler); if no node can host it, it
-    joins the back of the queue. After the departures of a timestamp have
-    freed some nodes, the queue is retried once, front to back: each pod
-    that some node can now host is scheduled (the policy picks among all
-    feasible nodes), the others stay in place.
-
-    Guard: between retries the cluster only gets fuller except on the nodes
-    just freed, and no queued pod fitted anywhere after the previous retry
-    or its own arrival. So a queued pod can only fit on a freed node, and in
-    a retry round, once one pod failed every later pod of its *fit class*
-    (same CPU, memory, RDMA, disk, GPU request and model constraint, app
-    limit: :class:`~quasched.sim.events.FitClasses`) fails too. A round
-    therefore builds a queued-classes × freed-nodes fit matrix in one
-    vectorised step, walks the class heads in FIFO order, runs a scheduling
-    cycle only for a head whose class still fits a freed node, and after
-    each placement refreshes the matrix column of the node that took the
-    pod. This gives exactly the placements (and random draws) of retrying
-    the whole queue pod by pod (checked against such a naive replay in
+    joins the back of the :class:`~quasched.policies.queue.PendingQueue`.
+    After the departures of a timestamp, the queue is retried once, front to
+    back (with the queue's fit-class guard, which gives exactly the
+    placements of retrying pod by pod; checked against such a naive replay in
     ``tests/test_replay_properties.py``).
 
-Recorded after every event: time, kind, pod, node, queue length, used GPU
-milli and GPU devices, CPU/memory/GPU allocation in %, fragmentation (milli
-and % of idle GPU milli, from the shared
-:func:`~quasched.metrics.fragmentation.state_table`, typical pods from the
-whole workload by default). Per pod: arrival, placement and departure time,
-node, devices and waiting time (placement − arrival; NaN if never placed).
+Recorded after every event: one row of :class:`~quasched.sim.records.EventRecords`
+(fragmentation with typical pods from the whole workload by default). Per pod:
+arrival, placement and departure time, node, devices and waiting time
+(placement − arrival; NaN if never placed).
 """
 
 from __future__ import annotations
@@ -65,36 +51,24 @@ from __future__ import annotations
 import heapq
 import time as _time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
+from quasched.metrics.fragmentation import TypicalPods
 from quasched.model.cluster import Cluster, NodeSpec
-from quasched.model.workload import FULL_GPU_MILLI, Pod, Workload
-from quasched.policies import Scheduler, make_policy
-from quasched.sim.arrival import node_ranks
+from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
+from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
-from quasched.model.random import NumpyStream
+from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW, EventRecords
 
 DepartureMode = Literal["trace", "duration"]
-
-#: Event kinds (``ReplayEvents.kind``), indices into :data:`KIND_NAMES`.
-ARRIVE, QUEUE, START, DEPART, WITHDRAW = range(5)
-KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw")
-"""arrive: placed on arrival; queue: arrived, nothing fits, queued; start: a queued
-pod placed; depart: a running pod left; withdraw: a queued pod reached its
-deletion time unplaced (``departure="trace"`` only)."""
 
 #: Pod states (``PodOutcomes.status``).
 PENDING, RUNNING, QUEUED, DONE, WITHDRAWN, SKIPPED = range(6)
 STATUS_NAMES = ("pending", "running", "queued", "done", "withdrawn", "skipped")
-
-#: Event columns that describe the cluster state (unchanged by queue/withdraw events).
-_STATE_COLUMNS = ("used_gpu_milli", "used_gpus", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct",
-                  "frag_milli", "frag_ratio")
-
 
 @dataclass(frozen=True)
 class ReplayConfig:
@@ -105,52 +79,8 @@ class ReplayConfig:
     departure: DepartureMode = "duration"
     missing_creation: MissingCreation = "start"
     typical_threshold: float = 95.0
-
-
-@dataclass
-class ReplayEvents:
-    """One row per event, on the cluster state after the event."""
-
-    time: np.ndarray
-    kind: np.ndarray
-    pod: np.ndarray
-    node: np.ndarray
-    queue_len: np.ndarray
-    used_gpu_milli: np.ndarray
-    used_gpus: np.ndarray
-    cpu_alloc_pct: np.ndarray
-    mem_alloc_pct: np.ndarray
-    gpu_alloc_pct: np.ndarray
-    frag_milli: np.ndarray
-    frag_ratio: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> "ReplayEvents":
-        ints = ("pod", "node", "queue_len", "used_gpu_milli", "used_gpus")
-        floats = ("time", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio")
-        return cls(
-            kind=np.zeros(n, dtype=np.int8),
-            **{k: np.zeros(n, dtype=np.int64) for k in ints},
-            **{k: np.zeros(n) for k in floats},
-        )
-
-    def truncate(self, n: int) -> "ReplayEvents":
-        return ReplayEvents(**{k: v[:n].copy() for k, v in self.__dict__.items()})
-
-    def __len__(self) -> int:
-        return len(self.time)
-
-    @property
-    def kind_name(self) -> np.ndarray:
-        return np.asarray(KIND_NAMES, dtype=object)[self.kind]
-
-    def columns(self, pod_names: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given)."""
-        cols = dict(self.__dict__)
-        cols["kind"] = self.kind_name
-        if pod_names is not None:
-            cols["pod"] = np.asarray(pod_names, dtype=object)[self.pod]
-        return cols
+    rng: RngKind = "native"
+    compat_data: Path | None = None
 
 
 @dataclass
@@ -189,7 +119,7 @@ class ReplayResult:
     timeline: Timeline
     rank: np.ndarray
     typical: TypicalPods
-    events: ReplayEvents
+    events: EventRecords
     pods: PodOutcomes
     cluster: Cluster
     elapsed_s: float = 0.0
@@ -242,33 +172,6 @@ class ReplayResult:
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
-    def summary_rows(self) -> list[tuple[str, str]]:
-        """``(label, value)`` pairs for a two-column table."""
-        s = self.summary()
-        pct = lambda v: f"{v:.2f} %"  # noqa: E731
-        secs = lambda v: "-" if v != v else f"{v:,.1f} s"  # noqa: E731
-        return [
-            ("policy / seed", f"{s['policy']} / {s['seed']}"),
-            ("departures", str(s["departure"])),
-            ("cluster", f"{s['nodes']:,} nodes, {s['gpus']:,} GPUs"),
-            ("pods (rows)", f"{s['pods']:,}"),
-            ("skipped (no creation time)", f"{s['skipped']:,}"),
-            ("arrived", f"{s['arrived']:,}"),
-            ("placed", f"{s['placed']:,} ({s['placed_on_arrival']:,} on arrival)"),
-            ("queued on arrival", f"{s['queued']:,}"),
-            ("never placed", f"{s['never_placed']:,} ({s['withdrawn']:,} withdrawn, "
-                             f"{s['still_queued']:,} still queued)"),
-            ("wait mean / p50 / p95 / max",
-             " / ".join(secs(s[k]) for k in ("wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_max_s"))),
-            ("GPU allocation (time avg / peak)",
-             f"{pct(s['gpu_alloc_avg_pct'])} / {pct(s['peak_gpu_alloc_pct'])}"),
-            ("CPU allocation (time avg)", pct(s["cpu_alloc_avg_pct"])),
-            ("GPU frag ratio (time avg)", pct(s["frag_ratio_avg_pct"])),
-            ("peak queue", f"{s['peak_queue']:,}"),
-            ("events", f"{s['events']:,}"),
-            ("elapsed", f"{s['elapsed_s']:.2f} s"),
-        ]
-
 
 def time_average(times: np.ndarray, values: np.ndarray) -> float:
     """Mean of a step function (value i holds from ``times[i]`` to ``times[i+1]``).
@@ -296,11 +199,9 @@ class _Replay:
         self.workload = workload
         self.timeline = build_timeline(workload, config.missing_creation)
         self.typical = typical or TypicalPods.from_workload(workload, config.typical_threshold)
-        self.rng = NumpyStream(config.seed)
-        self.rank = node_ranks(nodes, self.rng)
-        self.cluster = Cluster(nodes)
-        self.scheduler = Scheduler(self.cluster, make_policy(config.policy, self.typical), self.rank, self.rng)
-        self.table = state_table(self.cluster, self.typical)
+        self.core = build_core(nodes, config.policy, make_stream(config.rng, config.seed, config.compat_data),
+                               self.typical, 3 * len(self.timeline.order) + 1)
+        self.cluster, self.scheduler = self.core.cluster, self.core.scheduler
         self.queue = PendingQueue(self.cluster)
         self._pods: dict[int, Pod] = {}
 
@@ -315,14 +216,7 @@ class _Replay:
             status=np.where(tl.skipped, SKIPPED, PENDING).astype(np.int8),
         )
         self.status = self.outcome.status
-        self.log = ReplayEvents.empty(3 * len(tl.order) + 1)
-        self.n_events = 0
         self.heap: list[tuple[float, int]] = []
-        # constants for the per-event metrics
-        self.gpu_capacity = FULL_GPU_MILLI * nodes.total_gpus
-        self.cpu_capacity = int(nodes.cpu_milli.sum())
-        self.mem_capacity = int(nodes.memory_mib.sum())
-        self.padding = int((~self.cluster.device_exists).sum())
 
     # ---------------------------------------------------------------- helpers
     def pod(self, uid: int) -> Pod:
@@ -332,29 +226,8 @@ class _Replay:
         return pod
 
     def record(self, t: float, kind: int, uid: int, node: int) -> None:
-        """Append an event row; cluster metrics are recomputed only if the cluster changed."""
-        c, log, e = self.cluster, self.log, self.n_events
-        log.time[e] = t
-        log.kind[e] = kind
-        log.pod[e] = uid
-        log.node[e] = node
-        log.queue_len[e] = len(self.queue)
-        self.n_events = e + 1
-        if kind in (QUEUE, WITHDRAW) and e > 0:  # the cluster is as after the previous event
-            for column in _STATE_COLUMNS:
-                column_array = getattr(log, column)
-                column_array[e] = column_array[e - 1]
-            return
-        gpu_free = c.gpu_free
-        used_milli = self.gpu_capacity - int(gpu_free.sum())
-        report = cluster_fragmentation(self.table)
-        log.used_gpu_milli[e] = used_milli
-        log.used_gpus[e] = np.count_nonzero(gpu_free < FULL_GPU_MILLI) - self.padding
-        log.cpu_alloc_pct[e] = _pct(self.cpu_capacity - int(c.cpu_free.sum()), self.cpu_capacity)
-        log.mem_alloc_pct[e] = _pct(self.mem_capacity - int(c.mem_free.sum()), self.mem_capacity)
-        log.gpu_alloc_pct[e] = _pct(used_milli, self.gpu_capacity)
-        log.frag_milli[e] = report.frag_milli
-        log.frag_ratio[e] = report.frag_ratio
+        """Append an event row; queue and withdraw events leave the cluster as it was."""
+        self.core.recorder.record(t, kind, uid, node, len(self.queue), state_changed=kind not in (QUEUE, WITHDRAW))
 
     def start(self, t: float, uid: int, node: int, devices: tuple[int, ...], kind: int) -> None:
         """Bookkeeping of a placement done by the scheduler."""
@@ -424,10 +297,6 @@ class _Replay:
                 progress(i, n)
 
 
-def _pct(used: int, capacity: int) -> float:
-    return 100.0 * used / capacity if capacity else 0.0
-
-
 def replay(
     nodes: NodeSpec,
     workload: Workload,
@@ -448,9 +317,9 @@ def replay(
         nodes=nodes,
         workload=workload,
         timeline=run.timeline,
-        rank=run.rank,
+        rank=run.core.rank,
         typical=run.typical,
-        events=run.log.truncate(run.n_events),
+        events=run.core.recorder.result(),
         pods=run.outcome,
         cluster=run.cluster,
         elapsed_s=_time.perf_counter() - start,

@@ -22,7 +22,8 @@ from quasched.metrics.allocation import allocation_summary
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.sim.arrival import EventLog, ExperimentConfig, run_experiment
+from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.sim.records import EventRecords
 
 
 def shape_label(cpu_milli: int, num_gpu: int, gpu_milli: int, gpu_spec: str) -> str:
@@ -45,7 +46,8 @@ class RunSummary:
     elapsed_s: float
     end_state: dict[str, float]
     display_nodes: np.ndarray | None = None
-    log: EventLog | None = None
+    pod_names: np.ndarray | None = None
+    log: EventRecords | None = None
 
     @property
     def failed(self) -> int:
@@ -66,15 +68,16 @@ def summarize(result, keep_log: bool = False) -> RunSummary:
         seed=result.config.seed,
         events=len(log),
         placed=len(log) - len(failed),
-        curves=discrete_curves(log.arrived, log.used_milli, log.frag_milli, log.frag_ratio, total),
+        curves=discrete_curves(log.arrived_gpu_milli, log.used_gpu_milli, log.frag_milli, log.frag_ratio, total),
         failed_shapes=shapes,
-        final_alloc_pct=100.0 * int(log.used_milli[-1]) / (FULL_GPU_MILLI * total) if len(log) else 0.0,
+        final_alloc_pct=100.0 * int(log.used_gpu_milli[-1]) / (FULL_GPU_MILLI * total) if len(log) else 0.0,
         final_frag_ratio=float(log.frag_ratio[-1]) if len(log) else 0.0,
         elapsed_s=result.elapsed_s,
         end_state=allocation_summary(
             result.cluster, cluster_fragmentation(state_table(result.cluster, result.typical))
         ),
         display_nodes=result.display_names() if keep_log else None,
+        pod_names=np.asarray(w.name, dtype=object) if keep_log else None,
         log=log if keep_log else None,
     )
 
