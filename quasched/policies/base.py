@@ -16,7 +16,7 @@ node's best column as its score and keeps the combined matrix in the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -56,17 +56,25 @@ class ScorePlugin(ABC):
         return f"{type(self).__name__}()"
 
 
-def sorted_columns(gpu: np.ndarray, milli: int) -> np.ndarray:
-    """Mask of the sorted device columns a sharing pod of ``milli`` can use, first of each free value."""
+def hypothetical_scores(gpu: np.ndarray, pod: Pod,
+                        evaluate: Callable[[np.ndarray | slice, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Score ``pod`` on node states with sorted free milli ``gpu`` (``(S, D)``, ascending).
+
+    ``evaluate(rows, after)`` scores states ``rows`` whose free milli would become
+    ``after``. A sharing pod is tried on each distinct fitting device column
+    (``(S, D)``, -inf elsewhere); other pods take the devices they would get (``(S, 1)``).
+    """
+    if not pod.is_sharing:
+        after = gpu.copy()
+        if pod.is_gpu:  # fitting devices form a suffix of the sorted state
+            fits = after >= pod.gpu_milli
+            after -= np.where(fits & (np.cumsum(fits, axis=1) <= pod.num_gpu), pod.gpu_milli, 0)
+        return evaluate(slice(None), after)[:, None]
     distinct = np.ones_like(gpu, dtype=bool)
     distinct[:, 1:] = gpu[:, 1:] != gpu[:, :-1]
-    return distinct & (gpu >= milli)
-
-
-def take_devices(gpu: np.ndarray, pod: Pod) -> np.ndarray:
-    """Sorted free milli ``gpu`` (``(S, D)``, ascending) after a non-sharing pod takes its devices."""
-    after = gpu.copy()
-    if pod.is_gpu:
-        fits = after >= pod.gpu_milli
-        after -= np.where(fits & (np.cumsum(fits, axis=1) <= pod.num_gpu), pod.gpu_milli, 0)
-    return after
+    rows, cols = np.nonzero(distinct & (gpu >= pod.gpu_milli))
+    after = gpu[rows].copy()
+    after[np.arange(len(rows)), cols] -= pod.gpu_milli
+    scores = np.full(gpu.shape, -np.inf)
+    scores[rows, cols] = evaluate(rows, after)
+    return scores

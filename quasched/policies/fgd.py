@@ -25,7 +25,7 @@ from quasched.metrics.fragmentation import StateTable, TypicalPods, state_table
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
-from quasched.policies.base import CycleState, ScorePlugin, sorted_columns, take_devices
+from quasched.policies.base import CycleState, ScorePlugin, hypothetical_scores
 from quasched.policies.state_memo import StateScoreMemo
 
 Scale = Literal["sigmoid", "linear"]
@@ -63,17 +63,8 @@ class FGD(ScorePlugin):
         return scores if pod.is_sharing else scores[:, 0]
 
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
-        """``(S, D)`` per sorted device column for sharing pods (-inf = not usable), else ``(S, 1)``."""
+        """Scores of node ``states`` per sorted device column (:func:`hypothetical_scores`)."""
         table = self.table
-        cpu = table.cpu[states] - pod.cpu_milli
-        gpu = table.gpu[states]
-        model = table.model_id[states]
-        before = table.amount[states]
-        if pod.is_sharing:
-            rows, cols = np.nonzero(sorted_columns(gpu, pod.gpu_milli))
-            after = gpu[rows].copy()
-            after[np.arange(len(rows)), cols] -= pod.gpu_milli
-            scores = np.full(gpu.shape, -np.inf)
-            scores[rows, cols] = self.scale(before[rows] - table.model.amount(cpu[rows], after, model[rows]))
-            return scores
-        return self.scale(before - table.model.amount(cpu, take_devices(gpu, pod), model))[:, None]
+        cpu, model, before = table.cpu[states] - pod.cpu_milli, table.model_id[states], table.amount[states]
+        return hypothetical_scores(table.gpu[states], pod, lambda rows, after: self.scale(
+            before[rows] - table.model.amount(cpu[rows], after, model[rows])))

@@ -57,7 +57,7 @@ from quasched.metrics.fragmentation import NodeStates, TypicalPods
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
-from quasched.policies.base import CycleState, ScorePlugin, sorted_columns, take_devices
+from quasched.policies.base import CycleState, ScorePlugin, hypothetical_scores
 from quasched.policies.fgd import linear_score
 from quasched.policies.state_memo import StateScoreMemo
 
@@ -172,22 +172,13 @@ class HeadroomScore(ScorePlugin):
                                                                  st.model_id[new])])
         return self._h[ids]
 
-    def _term(self, h_before: np.ndarray, cpu, mem, gpu, model) -> np.ndarray:
-        return linear_score((self.model.value(cpu, mem, gpu, model) - h_before) / self.total)
-
     def _state_scores(self, pod: Pod, ids: np.ndarray) -> np.ndarray:
-        """``(S, D)`` per sorted device column for sharing pods (-inf = not usable), else ``(S, 1)``."""
+        """``linear(ΔH / N)`` of node states ``ids`` per sorted device column (:func:`hypothetical_scores`)."""
         st = self.states
         cpu, mem = st.cpu[ids] - pod.cpu_milli, st.mem[ids] - pod.memory_mib
-        gpu, model, h_before = st.gpu[ids], st.model_id[ids], self._before(ids)
-        if pod.is_sharing:
-            rows, cols = np.nonzero(sorted_columns(gpu, pod.gpu_milli))
-            after = gpu[rows].copy()
-            after[np.arange(len(rows)), cols] -= pod.gpu_milli
-            scores = np.full(gpu.shape, -np.inf)
-            scores[rows, cols] = self._term(h_before[rows], cpu[rows], mem[rows], after, model[rows])
-            return scores
-        return self._term(h_before, cpu, mem, take_devices(gpu, pod), model)[:, None]
+        model, before = st.model_id[ids], self._before(ids)
+        return hypothetical_scores(st.gpu[ids], pod, lambda rows, after: linear_score(
+            (self.model.value(cpu[rows], mem[rows], after, model[rows]) - before[rows]) / self.total))
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         self._observe(pod)
