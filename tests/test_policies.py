@@ -164,3 +164,30 @@ def test_headroom_is_fgd_plus_beta_times_the_headroom_term():
     got = composed.score(cluster, p, nodes_, CycleState())
     want = fgd.score(cluster, p, nodes_, CycleState()) + 3.0 * term.score(cluster, p, nodes_, CycleState())
     np.testing.assert_allclose(got, want)
+
+
+def test_fgd_follows_typical_pods_learned_online():
+    from quasched.metrics.fragmentation import TypicalWindow
+    from quasched.policies.fgd import FGD
+
+    window = TypicalWindow(window=4, every=2)
+    cluster = cluster_with_free([[1000, 1000], [600, 1000]])
+    plugin = FGD(window)
+    plugin.attach(cluster, NumpyStream(0))
+    sharing = pod(k=1, m=400)
+    # no arrivals yet: no typical pods, every usable device scores 50
+    assert plugin.score(cluster, sharing, np.array([0, 1]), CycleState()).tolist() == [[50, -np.inf], [50, 50]]
+    for uid in range(2):  # two 1-GPU arrivals: typical = {1 x 1000 m}
+        window.observe(pod(uid=uid, k=1, m=1000))
+    assert window.current.shapes == ((1000, 1000, 1, ""),)
+    # node 1 [600, 1000], F = 600 (the 600 m device cannot host a typical pod). 400 m on the 600 m device:
+    # [200, 1000], F = 200, ΔF = +400 → trunc(100 σ(0.4)) = 59; on the whole device: [600, 600], nothing
+    # hosts a typical pod, F = 1200, ΔF = −600 → trunc(100 σ(−0.6)) = 35
+    assert plugin.score(cluster, sharing, np.array([1]), CycleState()).tolist() == [[59, 35]]
+    for uid in range(2, 6):  # the window forgets: now only 400 m pods are typical
+        window.observe(pod(uid=uid, k=1, m=400))
+    assert window.current.shapes == ((1000, 400, 1, ""),)
+    # with 400 m typical pods, keeping devices that still host one wins: [200, 1000] leaves a 200 m
+    # fragment (ΔF = −200 → 45), [600, 600] none (ΔF = 0 → 50)
+    assert plugin.score(cluster, sharing, np.array([1]), CycleState()).tolist() == [[45, 50]]
+    assert plugin.table.typical is window.current

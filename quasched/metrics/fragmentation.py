@@ -14,7 +14,7 @@ evaluated once per run.
 from __future__ import annotations
 
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +50,11 @@ class TypicalPods:
         Ties in count are broken by the shape itself, descending, which makes
         the order total and deterministic.
         """
-        keys = [k for k in shape_keys(workload) if include_cpu_pods or k[1] > 0]
+        return cls.from_shapes([k for k in shape_keys(workload) if include_cpu_pods or k[1] > 0], threshold)
+
+    @classmethod
+    def from_shapes(cls, keys: list[Shape], threshold: float = 95.0) -> "TypicalPods":
+        """Typical pods of a list of pod shapes (one entry per pod)."""
         if not keys:
             raise ValueError("cannot derive typical pods from an empty workload")
         ranked = sorted(Counter(keys).items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
@@ -66,6 +70,33 @@ class TypicalPods:
         else:
             freq = [(c / total) / (cum / total) for c in counts]
         return cls(tuple(s for s, _ in ranked[:kept]), tuple(counts), np.asarray(freq))
+
+
+class TypicalWindow:
+    """Typical pods learned online: the shapes of the last ``window`` arrivals.
+
+    :meth:`observe` each arriving pod; :attr:`current` is recomputed every
+    ``every`` arrivals (``initial`` until then; ``None`` if not given), so
+    fragmentation-aware policies need no knowledge of the workload up front.
+    Plugins compare :attr:`current` by identity to know when to rebuild.
+    """
+
+    def __init__(self, window: int = 2000, every: int = 200, threshold: float = 95.0,
+                 initial: TypicalPods | None = None) -> None:
+        if window < 1 or every < 1:
+            raise ValueError("window and every must be at least 1")
+        self.every = every
+        self.threshold = threshold
+        self.current = initial
+        self._recent: deque[Shape] = deque(maxlen=window)
+        self._seen = 0
+
+    def observe(self, pod) -> None:
+        """Record an arriving :class:`~quasched.model.workload.Pod`."""
+        self._recent.append(pod.shape)
+        self._seen += 1
+        if self._seen % self.every == 0 or self.current is None:
+            self.current = TypicalPods.from_shapes(list(self._recent), self.threshold)
 
 
 class FragmentationModel:

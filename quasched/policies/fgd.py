@@ -9,6 +9,10 @@ node's GPU fragmentation relative to the typical pods
   (one node's fragmentation moves by at most 8000 milli), for composing
   with other terms.
 
+``typical`` is fixed (:class:`TypicalPods`, e.g. from the whole workload) or
+learned online (:class:`TypicalWindow`): the plugin rebuilds its state table
+when the window's typical pods change.
+
 Device-aware: a sharing pod is tried on every distinct fitting device. Scores
 depend only on the node state (GPU model, free CPU, multiset of free GPU
 milli), so they are memoised per (pod shape, node state) and only states never
@@ -21,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import StateTable, TypicalPods, state_table
+from quasched.metrics.fragmentation import StateTable, TypicalPods, TypicalWindow, state_table
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
@@ -47,16 +51,31 @@ class FGD(ScorePlugin):
     name = "fgd"
     device_aware = True
 
-    def __init__(self, typical: TypicalPods, scale: Scale = "sigmoid") -> None:
+    def __init__(self, typical: TypicalPods | TypicalWindow, scale: Scale = "sigmoid") -> None:
         self.typical = typical
         self.scale = sigmoid_score if scale == "sigmoid" else linear_score
+        self._known: TypicalPods | None = None
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
-        self.table: StateTable = state_table(cluster, self.typical)
-        self._memo = StateScoreMemo(self.table)
+        self.cluster = cluster
+        self._known = None
+        self._sync()
+
+    def _sync(self) -> bool:
+        """Follow the current typical pods; False while there are none yet."""
+        typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
+        if typical is not None and typical is not self._known:
+            self.table: StateTable = state_table(self.cluster, typical)
+            self._memo = StateScoreMemo(self.table)
+            self._known = typical
+        return typical is not None
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if not self._sync():  # no typical pods yet: every usable device scores 50 (no change)
+            scores = hypothetical_scores(np.sort(cluster.gpu_free[nodes], axis=1), pod,
+                                         lambda rows, after: np.full(len(after), 50.0))
+            return scores if pod.is_sharing else scores[:, 0]
         ids = self.table.ids()[nodes]
         width = self.table.gpu.shape[1] if pod.is_sharing else 1
         scores = self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
