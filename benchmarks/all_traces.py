@@ -15,6 +15,7 @@ from pathlib import Path
 from quasched.compat.artifact import policy_label
 from quasched.policies import PAPER_POLICIES
 from quasched.sim.arrival import ExperimentConfig
+from quasched.compat.curves import discrete_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -33,7 +34,7 @@ def main() -> None:
         nodes, workload = catalog.load_trace(name, data_dir=args.data_dir)
         start = time.perf_counter()
         runs = run_sweep(nodes, workload, PAPER_POLICIES, [args.seed],
-                         ExperimentConfig(rng="go"), workers=args.workers)
+                         ExperimentConfig(rng="go"), curves=discrete_curves, workers=args.workers)
         wall = time.perf_counter() - start
         cells = " | ".join(f"{r.curves.alloc[130]:.2f}" for r in runs)
         print(f"| {name} | {len(workload)} | {runs[0].events} | {wall:.1f} | {cells} |", flush=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from quasched.sim.arrival import ExperimentConfig
+from quasched.compat.curves import discrete_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -53,7 +54,7 @@ def main() -> None:
         records[trace] = {}
         for policy in args.policies:
             start = time.perf_counter()
-            runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(rng="go"),
+            runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(rng="go"), curves=discrete_curves,
                              workers=args.workers)
             records[trace][policy] = {
                 "seeds": [r.seed for r in runs],

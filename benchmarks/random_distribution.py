@@ -15,6 +15,7 @@ import numpy as np
 
 from quasched.compat.golden import published_curves
 from quasched.sim.arrival import ExperimentConfig
+from quasched.compat.curves import discrete_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -27,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     lo, hi = (int(x) for x in args.seeds.split("-"))
     nodes, workload = catalog.load_trace("openb-default", data_dir=args.data_dir)
-    runs = run_sweep(nodes, workload, ["random"], range(lo, hi + 1), ExperimentConfig(rng="go"))
+    runs = run_sweep(nodes, workload, ["random"], range(lo, hi + 1), ExperimentConfig(rng="go"), curves=discrete_curves)
     ours = np.array([r.curves.alloc[130] for r in runs])
     table = published_curves(args.golden)["alloc"]
     ref = table[table.sc_policy == "01-Random"]["130"].to_numpy(float)

@@ -19,6 +19,7 @@ from quasched.compat.artifact import event_stem, policy_label
 from quasched.compat.golden import compare_curves, compare_events, published_curves
 from quasched.policies import PAPER_POLICIES
 from quasched.sim.arrival import ExperimentConfig
+from quasched.compat.curves import discrete_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -35,7 +36,7 @@ def main() -> int:
     published = published_curves(args.golden)
     start = time.perf_counter()
     runs = run_sweep(nodes, workload, PAPER_POLICIES, seeds,
-                     ExperimentConfig(rng="go"), keep_logs=True)
+                     ExperimentConfig(rng="go"), curves=discrete_curves, keep_logs=True)
     wall = time.perf_counter() - start
     print(f"{len(runs)} runs in {wall:.1f} s wall")
     ok = True

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from quasched.policies import PAPER_POLICIES
 from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.compat.curves import discrete_curves
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
@@ -37,7 +38,7 @@ def main() -> None:
 
     start = time.perf_counter()
     runs = run_sweep(nodes, workload, PAPER_POLICIES, range(42, 52),
-                     ExperimentConfig(rng="go"), workers=args.workers)
+                     ExperimentConfig(rng="go"), curves=discrete_curves, workers=args.workers)
     print(f"{len(runs)} runs (6 policies × 10 seeds) on {args.workers} workers: "
           f"{time.perf_counter() - start:.1f} s wall")
     parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

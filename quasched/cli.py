@@ -144,6 +144,10 @@ def simulate(
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     trace = inputs_label(trace, cluster_file, workload_file)
     config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
+    if rng is Rng.go:  # reproduction: the artifact's rounding, so curves equal the published ones
+        from quasched.compat.curves import discrete_curves as curves
+    else:
+        from quasched.metrics.curves import arrival_curves as curves
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
         f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
@@ -153,7 +157,7 @@ def simulate(
         task = bar.add_task("simulating", total=len(policies) * len(seed_list))
         runs = run_sweep(
             nodes, workload, policies, seed_list, config, workers=workers or None,
-            keep_logs=events, on_done=lambda r: bar.advance(task),
+            keep_logs=events, on_done=lambda r: bar.advance(task), curves=curves,
         )
     wall = time.perf_counter() - start
     console.print(policy_table(runs, title=f"{trace} — tune {tune}, seeds {seeds} ({wall:.1f} s wall)"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from quasched.compat.curves import discrete_curves
 from quasched.compat.golden import compare_curves, compare_events, published_curves
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.sim.sweep import summarize
@@ -44,7 +45,7 @@ def test_deterministic_policy_reproduces_published_run(policy, seed, golden_file
                                                        default_trace, compat_dir):
     nodes, workload = default_trace
     result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go", compat_data=compat_dir))
-    run = summarize(result, keep_log=True)
+    run = summarize(result, keep_log=True, curves=discrete_curves)
     for diff in compare_curves(run, published):
         assert not diff.mismatches, f"{diff.curve}: {diff.mismatches[:5]}"
     mismatches = compare_events(run, GOLDEN / golden_file, nodes.total_gpus)
@@ -63,7 +64,7 @@ def test_fgd_end_state_matches_reference_summary(default_trace, compat_dir):
 def test_random_policy_matches_published_distribution(published, default_trace, compat_dir):
     nodes, workload = default_trace
     result = run_experiment(nodes, workload, ExperimentConfig(policy="random", seed=42, rng="go", compat_data=compat_dir))
-    col130 = summarize(result).curves.alloc[130]
+    col130 = summarize(result, curves=discrete_curves).curves.alloc[130]
     reference = published["alloc"]
     values = reference[reference.sc_policy == "01-Random"]["130"]
     assert values.min() <= col130 <= values.max()

@@ -5,7 +5,8 @@ scheduled exactly once (an unschedulable pod is dropped). The workload is
 first *tuned*: resampled up (or randomly thinned down) until its total GPU
 request is ``tune_ratio`` × the cluster's GPU capacity. After every event the
 cluster's GPU allocation and fragmentation are recorded; post-processing
-(:mod:`quasched.compat.curves`) bins them by arrived GPU request.
+(:mod:`quasched.metrics.curves`; the artifact's rounding in :mod:`quasched.compat.curves`)
+bins them by arrived GPU request.
 
 With ``rng="go"`` every random draw comes from the Go ``math/rand`` port in
 :mod:`quasched.compat.gorand`, which reproduces the published results exactly;

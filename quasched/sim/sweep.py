@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from quasched.compat.curves import Curves, discrete_curves
+from quasched.metrics.curves import Curves, arrival_curves
 from quasched.metrics.allocation import allocation_summary
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
@@ -54,8 +54,12 @@ class RunSummary:
         return self.events - self.placed
 
 
-def summarize(result, keep_log: bool = False) -> RunSummary:
-    """Condense an :class:`~quasched.sim.arrival.ExperimentResult`."""
+CurveFunction = Callable[..., Curves]
+
+
+def summarize(result, keep_log: bool = False, curves: CurveFunction = arrival_curves) -> RunSummary:
+    """Condense an :class:`~quasched.sim.arrival.ExperimentResult`; ``curves`` bins its records
+    (:func:`~quasched.compat.curves.discrete_curves` for the artifact's rounding)."""
     log, w = result.events, result.workload
     failed = result.failed
     shapes = Counter(
@@ -68,7 +72,7 @@ def summarize(result, keep_log: bool = False) -> RunSummary:
         seed=result.config.seed,
         events=len(log),
         placed=len(log) - len(failed),
-        curves=discrete_curves(log.arrived_gpu_milli, log.used_gpu_milli, log.frag_milli, log.frag_ratio, total),
+        curves=curves(log.arrived_gpu_milli, log.used_gpu_milli, log.frag_milli, log.frag_ratio, total),
         failed_shapes=shapes,
         final_alloc_pct=100.0 * int(log.used_gpu_milli[-1]) / (FULL_GPU_MILLI * total) if len(log) else 0.0,
         final_frag_ratio=float(log.frag_ratio[-1]) if len(log) else 0.0,
@@ -89,9 +93,9 @@ def _init_worker(nodes: NodeSpec, workload: Workload) -> None:
     _SHARED["nodes"], _SHARED["workload"] = nodes, workload
 
 
-def _run_one(config: ExperimentConfig, keep_log: bool) -> RunSummary:
+def _run_one(config: ExperimentConfig, keep_log: bool, curves: CurveFunction) -> RunSummary:
     result = run_experiment(_SHARED["nodes"], _SHARED["workload"], config)
-    return summarize(result, keep_log)
+    return summarize(result, keep_log, curves)
 
 
 def run_sweep(
@@ -103,15 +107,19 @@ def run_sweep(
     workers: int | None = None,
     keep_logs: bool = False,
     on_done: Callable[[RunSummary], None] | None = None,
+    curves: CurveFunction = arrival_curves,
 ) -> list[RunSummary]:
-    """All (policy, seed) runs, in policy-then-seed order; ``on_done`` sees each as it finishes."""
+    """All (policy, seed) runs, in policy-then-seed order; ``on_done`` sees each as it finishes.
+
+    ``curves`` (a module-level function, sent to the workers) bins each run's records.
+    """
     configs = [replace(base, policy=p, seed=s) for p in policies for s in seeds]
     workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
     if workers == 1:
         _init_worker(nodes, workload)
         results = []
         for config in configs:
-            results.append(_run_one(config, keep_logs))
+            results.append(_run_one(config, keep_logs, curves))
             if on_done:
                 on_done(results[-1])
         return results
@@ -120,7 +128,7 @@ def run_sweep(
     with ProcessPoolExecutor(
         workers, mp_context=mp.get_context("fork"), initializer=_init_worker, initargs=(nodes, workload)
     ) as pool:
-        futures = [pool.submit(_run_one, c, keep_logs) for c in configs]
+        futures = [pool.submit(_run_one, c, keep_logs, curves) for c in configs]
         for future in as_completed(futures):
             summary = future.result()
             results[order[(summary.policy, summary.seed)]] = summary
