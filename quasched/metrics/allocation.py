@@ -18,9 +18,10 @@ def allocation_summary(cluster: Cluster, frag: FragReport | None = None) -> dict
     plus the fragmentation categories (milli-GPU) when ``frag`` is given."""
     used_devices = int(np.count_nonzero(cluster.gpu_alloc))
     apps = {p.pod.app for p in cluster.placements.values() if p.pod.app}
-    capacity, used = cluster.capacity.sum(axis=0), (cluster.capacity - cluster.free).sum(axis=0)
+    # capacities summed in float: "unlimited" capacities (a quarter of int64's range) overflow int64 sums
+    capacity, used = cluster.capacity.sum(axis=0, dtype=np.float64), (cluster.capacity - cluster.free).sum(axis=0)
     summary = {
-        f"{name}_alloc_pct": _pct(int(used[i]), int(capacity[i])) for i, name in enumerate(cluster.resources.names)
+        f"{name}_alloc_pct": _pct(int(used[i]), float(capacity[i])) for i, name in enumerate(cluster.resources.names)
     }
     summary = {
         "cpu_alloc_pct": summary.pop("cpu_alloc_pct"),

@@ -17,7 +17,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from quasched.model.cluster import NodeSpec
-from quasched.model.resources import RDMA_CAPACITY, UNLIMITED
+from quasched.model.resources import RDMA_CAPACITY, RESOURCES, UNLIMITED, Resource, ResourceRegistry
 from quasched.traces.errors import TraceError, TraceNotFound
 from quasched.traces.table import MODEL_NAME
 from quasched.traces.units import parse_cpu, parse_memory
@@ -30,8 +30,22 @@ NAME_HINT = "use letters, digits, '_', '.' and '-', starting with a letter or di
 EXAMPLE = "pools:\n  - {name: a100, count: 16, cpu: 96, memory: 768Gi, gpu: {model: A100, count: 8}}"
 
 
-def load_cluster_file(path: str | Path) -> NodeSpec:
-    """Nodes of a YAML cluster file; see docs/file-formats.md for the format."""
+def extra_resources(resources: ResourceRegistry) -> list[Resource]:
+    """Resources of ``resources`` registered beyond the built-in ones (:data:`RESOURCES`)."""
+    return [r for r in resources if r.name not in RESOURCES.names]
+
+
+def load_cluster_file(path: str | Path, resources: ResourceRegistry = RESOURCES) -> NodeSpec:
+    """Nodes of a YAML cluster file; see docs/file-formats.md for the format.
+
+    Every resource of ``resources`` registered beyond the built-in ones is an
+    optional integer pool key (a pool without it gets the resource's default
+    capacity); their capacities go into ``NodeSpec.extra``.
+    """
+    extras = extra_resources(resources)
+    clash = [r.name for r in extras if r.name in POOL_KEYS or r.name.startswith("has_")]
+    if clash:
+        raise ValueError(f"resources {clash} are named like pool keys; rename them")
     doc = _Document(Path(path))
     top = doc.mapping(doc.root, "", TOP_KEYS, ("pools",))
     title = doc.text(top["name"], "name") if "name" in top else doc.path.name
@@ -39,7 +53,7 @@ def load_cluster_file(path: str | Path) -> NodeSpec:
         doc.fail(top["pools"], "pools", f"must be a non-empty list of pools, e.g.\n{EXAMPLE}")
     pools: list[dict[str, Any]] = []
     for i, node in enumerate(top["pools"].value):
-        pool = _pool(doc, node, f"pools[{i}]")
+        pool = _pool(doc, node, f"pools[{i}]", extras)
         for j, other in enumerate(pools):
             if other["name"] == pool["name"]:
                 doc.fail(pool["node"], f"pools[{i}].name",
@@ -59,15 +73,26 @@ def load_cluster_file(path: str | Path) -> NodeSpec:
         rdma=column("rdma", np.int64),
         disk_mib=column("disk", np.int64) if any(pool["has_disk"] for pool in pools) else None,
         labels=_objects([dict(pool["labels"]) for pool in pools for _ in range(pool["count"])]),
+        extra={r.name: column(r.name, np.int64) for r in extras if any(pool["has_" + r.name] for pool in pools)},
         source=title,
     )
 
 
-def _pool(doc: "_Document", node: Node, field: str) -> dict[str, Any]:
+def _pool(doc: "_Document", node: Node, field: str, extras: list[Resource] = ()) -> dict[str, Any]:
     """One pool's values (``node``: the node of its name, for errors about it)."""
-    pool = doc.mapping(node, field, POOL_KEYS, POOL_REQUIRED)
+    pool = doc.mapping(node, field, (*POOL_KEYS, *(r.name for r in extras)), POOL_REQUIRED)
     gpu = doc.mapping(pool["gpu"], f"{field}.gpu", GPU_KEYS, GPU_KEYS) if "gpu" in pool else {}
+    values = {}
+    for r in extras:
+        values["has_" + r.name] = r.name in pool
+        if r.name in pool:
+            values[r.name] = doc.integer(pool[r.name], f"{field}.{r.name}", 0, f"a whole number of {r.unit}, at least 0")
+        elif r.default_capacity is not None:
+            values[r.name] = r.default_capacity
+        else:
+            doc.fail(node, f"{field}.{r.name}", f"required key is missing; give each pool its {r.name} ({r.unit})")
     return {
+        **values,
         "node": pool["name"],
         "name": doc.text(pool["name"], f"{field}.name", MODEL_NAME.fullmatch, NAME_HINT),
         "count": doc.integer(pool["count"], f"{field}.count", 1, "a whole number of nodes, at least 1"),

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from quasched.model.resources import RDMA_CAPACITY
+from quasched.model.resources import RDMA_CAPACITY, RESOURCES, ResourceRegistry
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 from quasched.traces.errors import TraceError, TraceNotFound
 from quasched.traces.table import Table, read_table
@@ -69,21 +69,37 @@ REQUIRED = tuple(c.name for c in COLUMNS if c.default is None)
 OPTIONAL = tuple(c.name for c in COLUMNS if c.default is not None)
 
 
-def load_workload_file(path: str | Path) -> Workload:
-    """Read a workload file: ``.csv``, or JSON Lines (``.jsonl``/``.json``); see docs/file-formats.md."""
+def extra_columns(resources: ResourceRegistry) -> tuple[Column, ...]:
+    """An optional integer request column (default 0) per resource of ``resources`` registered
+    beyond the built-in ones (:data:`RESOURCES`) whose request is not fixed per pod."""
+    return tuple(Column(r.name, _number(True), 0) for r in resources
+                 if r.name not in RESOURCES.names and r.per_pod is None)
+
+
+def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES) -> Workload:
+    """Read a workload file: ``.csv``, or JSON Lines (``.jsonl``/``.json``); see docs/file-formats.md.
+
+    Every resource of ``resources`` registered beyond the built-in ones is an
+    optional integer column (empty or absent = 0); the requests of those
+    columns present go into ``Workload.extra``.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
+    extras = extra_columns(resources)
+    clash = [c.name for c in extras if c.name in (*REQUIRED, *OPTIONAL)]
+    if clash:
+        raise ValueError(f"resources {clash} are named like workload columns; rename them")
     if suffix in CSV_SUFFIXES:
-        table = read_table(path, REQUIRED, OPTIONAL, strict=True)
+        table = read_table(path, REQUIRED, (*OPTIONAL, *(c.name for c in extras)), strict=True)
     elif suffix in JSON_SUFFIXES:
-        table = _read_json_lines(path)
+        table = _read_json_lines(path, [c.name for c in (*COLUMNS, *extras)])
     else:
         raise TraceError(path, f"unknown workload file type {suffix!r}; name it .csv, .jsonl or .json")
     n = len(table.text("name"))
     cells = {
         c.name: c.parse(table, c.name, c.default) if table.has(c.name)
         else np.full(n, c.default, dtype=object if isinstance(c.default, str) else None)
-        for c in COLUMNS
+        for c in (*COLUMNS, *extras)
     }
     gpu, spec = cells["gpu"], cells["gpu_model"]
     table.flag("gpu_model", (gpu == 0) & (spec != ""),
@@ -120,19 +136,19 @@ def load_workload_file(path: str | Path) -> Workload:
         user=cells["user"].astype(object),
         priority=cells["priority"].astype(np.int64),
         app_names=tuple(app_names.tolist()),
+        extra={c.name: cells[c.name].astype(np.int64) for c in extras if table.has(c.name)},
         source=path.name,
     )
 
 
-def _read_json_lines(path: Path) -> Table:
-    """One JSON object per non-blank line, values as text cells ("" for null or absent)."""
+def _read_json_lines(path: Path, known: list[str]) -> Table:
+    """One JSON object per non-blank line with keys among ``known``, values as text cells ("" for null or absent)."""
     if not path.is_file():
         raise TraceNotFound(path, [str(path)], "Fix: check the path.")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (UnicodeDecodeError, OSError) as exc:
         raise TraceError(path, f"cannot read the file: {exc}") from None
-    known = [c.name for c in COLUMNS]
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
