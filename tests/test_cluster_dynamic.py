@@ -25,7 +25,7 @@ from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABL
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.policies.devices import best_fit
 from quasched.policies.queue import PendingQueue
-from quasched.sim.random import NumpyStream
+from quasched.model.random import NumpyStream
 
 BIG = {"cpu": 64_000, "memory": 1 << 18}
 
@@ -314,13 +314,11 @@ class DynamicCluster(RuleBasedStateMachine):
     @initialize(rows=st.lists(NODE_ROWS, min_size=1, max_size=4), policy=st.sampled_from((None, *policy_names())),
                 seed=st.integers(0, 2**16))
     def init(self, rows, policy, seed):
-        """``policy`` None: direct placement on a cluster of just ``rows``, free to grow (new slots,
-        more devices, new GPU models); else a scheduler on a presized cluster."""
+        """``policy`` None: direct placement; else a real scheduler. Either way the cluster starts as
+        just ``rows`` and is free to grow (new slots, more devices, new GPU models)."""
         self.scheduler = None
-        if policy is None:
-            self.cluster = Cluster(nodes(*rows))
-        else:
-            self.cluster = presized(rows)
+        self.cluster = Cluster(nodes(*rows))
+        if policy is not None:
             typical = TypicalPods.from_workload(workload_of(PROBES))
             rank = np.random.default_rng(seed).permutation(self.cluster.n_nodes)
             self.scheduler = Scheduler(self.cluster, make_policy(policy, typical), rank, NumpyStream(seed))

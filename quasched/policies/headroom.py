@@ -131,6 +131,8 @@ class HeadroomScore(ScorePlugin):
         self._set_model(shapes, list(self.typical.counts), int(sum(self.typical.counts)))
 
     def _set_model(self, shapes: list[Shape], counts: list[int], total: int) -> None:
+        self._shapes = (shapes, counts, total)
+        self._layout = self.cluster.layout  # the model knows the cluster's GPU models of now
         self.model = HeadroomModel(shapes, counts, tuple(self.cluster.models))
         self.total = max(total, 1)
         self._h = np.zeros(0, dtype=np.int64)
@@ -181,6 +183,8 @@ class HeadroomScore(ScorePlugin):
             (self.model.value(cpu[rows], mem[rows], after, model[rows]) - before[rows]) / self.total))
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if cluster.layout != self._layout:
+            self._set_model(*self._shapes)
         self._observe(pod)
         ids = self.states.ids()[nodes]
         key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
