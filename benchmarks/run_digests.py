@@ -1,0 +1,51 @@
+"""Per-run digests of the arrival experiment, to prove a change kept every run exact.
+
+    python benchmarks/run_digests.py --data-dir ../shared/traces > new.txt
+    git worktree add /tmp/old <commit> && (cd /tmp/old && PYTHONPATH=. python <this script> ...) > old.txt
+    diff old.txt new.txt        # empty = every placement and every recorded value identical
+
+One line per (trace, policy) at ``--seed`` with ``--rng go``: the SHA-256 of the per-event
+node choices, allocated GPU milli and fragmentation (repr of the floats), over every openb
+trace and the six paper policies. Works on older commits too (their event field names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.traces import catalog
+
+POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
+
+
+def digest(events) -> str:
+    used = getattr(events, "used_gpu_milli", None)
+    used = used if used is not None else events.used_milli
+    h = hashlib.sha256()
+    for column in (events.node, used):
+        h.update(np.asarray(column, dtype=np.int64).tobytes())
+    h.update(repr(np.asarray(events.frag_milli).tolist()).encode())
+    return h.hexdigest()[:16]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--traces", nargs="*", default=None)
+    args = parser.parse_args()
+    names = args.traces or [n for n in catalog.list_traces() if n.startswith("openb-")]
+    for name in names:
+        nodes, workload = catalog.load_trace(name, data_dir=args.data_dir)
+        for policy in POLICIES:
+            result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=args.seed, rng="go"))
+            print(f"{name} {policy} {len(result.events)} {digest(result.events)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

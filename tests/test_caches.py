@@ -1,0 +1,49 @@
+"""Caches keyed by node state stay bounded and correct across node changes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from builders import nodes, pod
+from quasched.metrics.fragmentation import NodeStates, TypicalPods
+from quasched.model import Cluster
+from quasched.model.random import NumpyStream
+from quasched.policies import CycleState
+from quasched.policies.fgd import FGD
+
+TYPICAL = TypicalPods(((1000, 500, 1, ""), (2000, 1000, 1, "")), (3, 1), np.array([0.75, 0.25]))
+
+
+def states_match(states: NodeStates) -> None:
+    ids, c = states.ids(), states.cluster
+    for node in np.flatnonzero(c.present):
+        s = ids[node]
+        assert (states.model_id[s], states.cpu[s]) == (c.model_id[node], c.cpu_free[node])
+        assert states.gpu[s].tolist() == sorted(c.gpu_free[node].tolist())
+
+
+def test_state_table_starts_over_past_its_bound_and_stays_correct():
+    cluster = Cluster(nodes((64000, 1 << 20, 4, "T4")))
+    states = NodeStates(cluster, max_states=3)
+    first = states.generation
+    for uid in range(6):  # six different node states
+        cluster.place(pod(uid=uid, k=1, m=100), 0, (uid % 4,))
+        states_match(states)
+    assert states.generation > first and len(states) <= 4
+
+
+def test_fgd_scores_survive_nodes_joining_with_more_devices_and_new_models():
+    cluster = Cluster(nodes((64000, 1 << 20, 2, "T4"), (64000, 1 << 20, 2, "T4")))
+    plugin = FGD(TYPICAL)
+    plugin.attach(cluster, NumpyStream(0))
+    p = pod(k=1, m=500)
+    plugin.score(cluster, p, np.array([0, 1]), CycleState())
+    cluster.place(pod(uid=1, k=1, m=300), 0, (1,))
+    cluster.add_node("big", {"cpu": 96000, "memory": 1 << 20}, num_gpus=8, gpu_model="A100")
+    cluster.remove_node(1)
+    live = np.flatnonzero(cluster.present)
+    fresh = FGD(TYPICAL)
+    fresh.attach(cluster, NumpyStream(0))
+    got = plugin.score(cluster, p, live, CycleState())
+    np.testing.assert_array_equal(got, fresh.score(cluster, p, live, CycleState()))
+    assert got.shape == (2, 8)
