@@ -218,7 +218,7 @@ def replay(
                     results.append(run_replay(
                         nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
                         rng=rng.value,
-                        progress=lambda done, total, task=task: bar.update(task, completed=done, total=total),
+                        progress=lambda done, total: bar.update(task, completed=done, total=total),
                     ))
                 except ValueError as err:
                     fail(str(err))

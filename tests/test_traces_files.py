@@ -146,6 +146,8 @@ def test_cluster_file_errors(tmp_path, old, new, line, field, says) -> None:
     ("name: x\n", 1, "pools", "required key is missing"),
     ("- 1\n", 1, None, "must be a mapping"),
     ("pools:\n  - {name: a, count: 1\n", 3, None, "invalid YAML"),
+    ("pools: [{name: n, count: 1, cpu: 1, memory: 1Gi, labels: {[a, b]: x}}]\n", 1, "pools[0].labels",
+     "a key must be plain text"),
 ])
 def test_cluster_file_structure_errors(tmp_path, text, line, field, says) -> None:
     with pytest.raises(TraceError) as err:

@@ -10,11 +10,14 @@ GPU), RDMA as a percentage of one NIC. Times are seconds; ``nan`` = unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from quasched.model.resources import RESOURCES, ResourceRegistry
+
+if TYPE_CHECKING:
+    from quasched.model.fit import Demand
 
 FULL_GPU_MILLI = 1000
 NO_LIMIT = -1
@@ -48,9 +51,9 @@ class Pod:
     team: str = ""
     user: str = ""
     priority: int = 0
-    request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
     #: the pod's :class:`~quasched.model.fit.Demand`, built on first use
-    demand_cache: object = field(default=None, init=False, compare=False, repr=False)
+    demand_cache: Demand | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.request is None:
@@ -107,17 +110,18 @@ class Workload:
     num_gpu: np.ndarray
     gpu_milli: np.ndarray
     gpu_spec: np.ndarray
-    qos: np.ndarray = field(default=None)  # type: ignore[assignment]
-    role: np.ndarray = field(default=None)  # type: ignore[assignment]
-    app: np.ndarray = field(default=None)  # type: ignore[assignment]
-    max_per_node: np.ndarray = field(default=None)  # type: ignore[assignment]
-    rdma: np.ndarray = field(default=None)  # type: ignore[assignment]
-    disk_mib: np.ndarray = field(default=None)  # type: ignore[assignment]
-    creation_time: np.ndarray = field(default=None)  # type: ignore[assignment]
-    deletion_time: np.ndarray = field(default=None)  # type: ignore[assignment]
-    team: np.ndarray = field(default=None)  # type: ignore[assignment]
-    user: np.ndarray = field(default=None)  # type: ignore[assignment]
-    priority: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # None (the default) is replaced by the default column in __post_init__: always an array after it
+    qos: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    role: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    app: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    max_per_node: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    rdma: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    disk_mib: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    creation_time: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    deletion_time: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    team: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    user: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    priority: np.ndarray = field(default=None)  # type: ignore[arg-type]
     app_names: tuple[str, ...] = ()
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     source: str = ""

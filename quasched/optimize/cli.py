@@ -6,7 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -41,6 +41,7 @@ def parse_list(text: str, known, what: str) -> list[str]:
 
 def row(instance: str, machines: int, result: Assignment) -> dict:
     v = result.verdict
+    assert v is not None, "solve() attaches the verifier's verdict"
     return {
         "instance": instance, "machines": machines, "solver": result.solver, "status": result.status,
         "jobs": v.jobs, "apps": v.apps, "weighted": round(v.weighted, 6),
@@ -96,8 +97,9 @@ def batch(
     if objective not in OBJECTIVES:
         raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
     workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
-    options = {"milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed, "polish": polish},
-               "qaoa": {"polish": polish}}
+    options: dict[str, dict[str, Any]] = {
+        "milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed, "polish": polish},
+        "qaoa": {"polish": polish}}
     rows = []
     table = Table(title=f"Batch assignment ({rules} rules, {objective} objective, alpha {alpha:g})")
     for col in ("instance", "machines", "solver", "jobs", "apps", "weighted", "bound", "gap", "of MILP bound",

@@ -291,7 +291,8 @@ def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: floa
             break
         stage = master.projected(pi, mu, delta + pad)
         inside = best is not None and best[0] >= z_lp - delta - pad  # a start outside the window only slows HiGHS
-        sol = _pattern_ip(stage, deadline, (pi, mu, delta + pad), stage.point(best[1]) if inside else None)
+        start = stage.point(best[1]) if inside and best is not None else None
+        sol = _pattern_ip(stage, deadline, (pi, mu, delta + pad), start)
         stages.append((round(delta, 6), len(stage.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
         if sol.x is not None and (best is None or sol.objective > best[0]):
             best = (sol.objective, stage.chosen(sol.x))

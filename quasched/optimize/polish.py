@@ -31,7 +31,8 @@ def moves(n_shapes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     triples = [(i, none, none) for i in shapes]
     triples += [(i, none, k) for i in shapes for k in shapes if k != i]
     triples += [(i, j, k) for i, j in combinations_with_replacement(shapes, 2) for k in shapes if k not in (i, j)]
-    return tuple(np.array(column, dtype=np.int64) for column in zip(*triples))
+    plus, plus2, minus = (np.array(column, dtype=np.int64) for column in zip(*triples))
+    return plus, plus2, minus
 
 
 def repair(sh: Shapes, t: int, a: np.ndarray, price: np.ndarray) -> np.ndarray:

@@ -79,7 +79,8 @@ def build_qubo(problem: BatchProblem, jobs, machines, free: np.ndarray | None = 
     weight = problem.weight[jobs] / max(float(problem.weight[jobs].max(initial=0)), 1e-300)
     big = penalty * float(weight.max(initial=1.0))
     bqm = dimod.BinaryQuadraticModel("BINARY")
-    pairs, var = [], {}
+    pairs: list[tuple[int, int]] = []
+    var: dict[tuple[int, int], int] = {}
     for a, i in enumerate(jobs.tolist()):
         for b, j in enumerate(machines.tolist()):
             if problem.allowed[i, j] and np.all(problem.demand[i] <= free[b]):

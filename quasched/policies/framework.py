@@ -91,7 +91,8 @@ class Policy:
             nodes, scores = state["device_scores"]
             return scores[int(np.searchsorted(nodes, node))]
         one = np.array([node])
-        return sum(w * p.normalize(p.score(cluster, pod, one, state)) for p, w in self._aware)[0]
+        parts = [w * p.normalize(p.score(cluster, pod, one, state)) for p, w in self._aware]
+        return sum(parts[1:], parts[0])[0]
 
     def __repr__(self) -> str:
         return f"Policy({self.name})"

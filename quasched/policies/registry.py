@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # the registry is read by ``--help``: no NumPy at import
     from quasched.metrics.fragmentation import TypicalPods
     from quasched.policies.framework import Policy
 
+#: parsers for parameter kinds whose constructor does not parse text (``bool("false")`` is True)
+_PARSERS: dict[type, Callable[[str], Any]] = {bool: lambda t: {"true": True, "false": False}[t.lower()]}
+
 
 @dataclass(frozen=True)
 class Param:
@@ -33,7 +36,7 @@ class Param:
     def parse(self, text: str) -> Any:
         """The value of ``text``; :class:`ValueError` naming the parameter when it is not valid."""
         try:
-            value = {bool: lambda t: {"true": True, "false": False}[t.lower()]}.get(self.kind, self.kind)(text)
+            value = _PARSERS.get(self.kind, self.kind)(text)
         except (KeyError, ValueError):
             raise ValueError(f"parameter {self.name}={text!r} is not a {self.kind.__name__}") from None
         if self.choices and value not in self.choices:

@@ -124,14 +124,14 @@ def run_sweep(
                 on_done(results[-1])
         return results
     order = {(c.policy, c.seed): i for i, c in enumerate(configs)}
-    results: list[RunSummary | None] = [None] * len(configs)
+    slots: list[RunSummary | None] = [None] * len(configs)
     with ProcessPoolExecutor(
         workers, mp_context=mp.get_context("fork"), initializer=_init_worker, initargs=(nodes, workload)
     ) as pool:
         futures = [pool.submit(_run_one, c, keep_logs, curves) for c in configs]
         for future in as_completed(futures):
             summary = future.result()
-            results[order[(summary.policy, summary.seed)]] = summary
+            slots[order[(summary.policy, summary.seed)]] = summary
             if on_done:
                 on_done(summary)
-    return [r for r in results if r is not None]
+    return [r for r in slots if r is not None]

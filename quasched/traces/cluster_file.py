@@ -148,8 +148,10 @@ class _Document:
             self.fail(node, field, f"{field or 'the file'} must be a mapping of key: value{keys}")
         found: dict[str, Node] = {}
         for key, value in node.value:
+            if not isinstance(key, ScalarNode):
+                self.fail(key, field, "a key must be plain text, not a list or mapping")
             path = f"{field}.{key.value}" if field else str(key.value)
-            if not isinstance(key, ScalarNode) or (allowed is not None and key.value not in allowed):
+            if allowed is not None and key.value not in allowed:
                 self.fail(key, path, f"unknown key; allowed keys: {', '.join(allowed)}")
             if key.value in found:
                 self.fail(key, path, "duplicate key; give each key once")

@@ -9,6 +9,7 @@ split on ``|``, empty tokens dropped and re-joined (duplicates kept).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,12 +54,12 @@ def load_openb_pods(path: str | Path) -> Workload:
     table.flag("gpu_milli", (num_gpu > 1) & (milli < FULL_GPU_MILLI),
                "{value} is unsupported: a pod with num_gpu > 1 must use whole GPUs (1000)")
     spec = table.gpu_models("gpu_spec") if table.has("gpu_spec") else np.full(len(name), "", dtype=object)
-    times = {
+    times: dict[str, Any] = {
         column: table.number(column, integer=False, empty=np.nan)
         for column in ("creation_time", "deletion_time")
         if table.has(column)
     }
-    qos = table.choice("qos", QOS_CLASSES) if table.has("qos") else None
+    qos = table.choice("qos", QOS_CLASSES) if table.has("qos") else np.full(len(name), "", dtype=object)
     table.check()
     return Workload(
         name=name, cpu_milli=cpu, memory_mib=memory, num_gpu=num_gpu, gpu_milli=milli,

@@ -118,7 +118,9 @@ def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES
     table.flag("max_per_node", (max_per_node != NO_LIMIT) & (app == ""),
                "{value} needs an app (the limit counts pods of the same app on a node); set app or remove it")
     table.check()
-    app_id, app_names = pd.factorize(np.where(app == "", None, app), sort=True)
+    app_id, app_names = pd.factorize(
+        np.where(app == "", None, app),  # type: ignore[call-overload]  # NumPy's stubs reject None, which np.where takes as an object scalar
+        sort=True)
     return Workload(
         name=cells["name"],
         cpu_milli=cells["cpu"].astype(np.int64),
