@@ -9,7 +9,7 @@ nodes ``p-0`` .. ``p-<count-1>``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, Sequence
 
 import numpy as np
 import yaml
@@ -78,11 +78,11 @@ def load_cluster_file(path: str | Path, resources: ResourceRegistry = RESOURCES)
     )
 
 
-def _pool(doc: "_Document", node: Node, field: str, extras: list[Resource] = ()) -> dict[str, Any]:
+def _pool(doc: "_Document", node: Node, field: str, extras: Sequence[Resource] = ()) -> dict[str, Any]:
     """One pool's values (``node``: the node of its name, for errors about it)."""
     pool = doc.mapping(node, field, (*POOL_KEYS, *(r.name for r in extras)), POOL_REQUIRED)
     gpu = doc.mapping(pool["gpu"], f"{field}.gpu", GPU_KEYS, GPU_KEYS) if "gpu" in pool else {}
-    values = {}
+    values: dict[str, Any] = {}
     for r in extras:
         values["has_" + r.name] = r.name in pool
         if r.name in pool:
