@@ -142,8 +142,8 @@ class Cluster:
         self.names = np.full(n, "", dtype=object)
         self.model_id = np.zeros(n, dtype=np.int64)
         self.num_gpus = np.zeros(n, dtype=np.int64)
-        self.capacity = np.zeros((n, r), dtype=np.int64)
-        self.free = np.zeros((n, r), dtype=np.int64)
+        self.capacity = np.zeros((n, r), dtype=np.int64, order="F")
+        self.free = np.zeros((n, r), dtype=np.int64, order="F")  # contiguous columns for the fit rule
         self.gpu_alloc = np.zeros((n, d), dtype=np.int64)
         self.gpu_healthy = np.zeros((n, d), dtype=bool)
         self.gpu_free = np.zeros((n, d), dtype=np.int64)
@@ -174,7 +174,7 @@ class Cluster:
         for name in self._NODE_ARRAYS:
             old = getattr(self, name)
             shape = (n, d) if name in self._DEVICE_ARRAYS else (n, *old.shape[1:])
-            new = np.zeros(shape, dtype=old.dtype)
+            new = np.zeros(shape, dtype=old.dtype, order="F" if old.flags.f_contiguous and old.ndim == 2 else "C")
             new[tuple(slice(0, s) for s in old.shape)] = old
             setattr(self, name, new)
         self.max_devices = d
@@ -289,8 +289,14 @@ class Cluster:
     def _refresh(self, node: int) -> None:
         """Recompute the derived per-node arrays after any change of ``node``."""
         self.schedulable[node] = self.present[node] and not self.cordoned[node]
-        self.gpu_free[node] = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
-        self.gpu_free_max[node] = self.gpu_free[node].max()
+        self._refresh_devices(node)
+        self._refresh_use(node)
+
+    def _refresh_devices(self, node: int) -> None:
+        self.gpu_free[node] = free = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
+        self.gpu_free_max[node] = free.max()
+
+    def _refresh_use(self, node: int) -> None:
         self.in_use[node] = self.gpu_alloc[node].any() or self.free[node, CPU] < self.capacity[node, CPU]
         self.version[node] += 1
 
@@ -375,17 +381,21 @@ class Cluster:
         return placement
 
     def _apply(self, pod: Pod, node: int, devices: tuple[int, ...], sign: int) -> None:
-        self.free[node] += sign * pod.request
-        self.allocated -= sign * pod.request
-        for d in devices:
-            before = self.gpu_alloc[node, d]
-            self.gpu_alloc[node, d] = after = before - sign * pod.gpu_milli
-            self.devices_in_use += int(after > 0) - int(before > 0)
-        self.gpu_allocated -= sign * pod.gpu_milli * len(devices)
+        delta = pod.request if sign > 0 else -pod.request
+        self.free[node] += delta
+        self.allocated -= delta
+        if devices:
+            alloc = self.gpu_alloc
+            for d in devices:
+                before = int(alloc[node, d])
+                alloc[node, d] = after = before - sign * pod.gpu_milli
+                self.devices_in_use += (after > 0) - (before > 0)
+            self.gpu_allocated -= sign * pod.gpu_milli * len(devices)
+            self._refresh_devices(node)
         cls = gpu_class(pod)
         if cls >= 0:
             self.gpu_class_count[node, cls] -= sign
         if pod.app:
             col = self.app_column(pod.app)  # may grow app_count
             self.app_count[node, col] -= sign
-        self._refresh(node)
+        self._refresh_use(node)

@@ -15,7 +15,6 @@ nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
@@ -26,32 +25,44 @@ if TYPE_CHECKING:
     from quasched.model.cluster import Cluster
 
 UNSCHEDULABLE = "node unschedulable"
+RESOURCES_CHECK = "resources"
 APP_DENSITY = "app density limit"
 GPU_MODEL = "GPU model"
 GPU_DEVICES = "GPU devices"
 
 
-@dataclass(frozen=True, eq=False)
 class Demand:
-    """What ``C`` pods (or pod classes) ask for, as arrays with one row each."""
+    """What ``C`` pods (or pod classes) ask for, as arrays with one row each.
 
-    request: np.ndarray  # (C, R)
-    num_gpu: np.ndarray  # (C,)
-    milli: np.ndarray  # (C,) per device
-    spec: tuple[str, ...]
-    app: tuple[str, ...]  # "" = no density limit applies
-    limit: np.ndarray  # (C,)
-    #: resource columns some row requests (a zero request always fits)
-    columns: list[int] = field(init=False)
+    ``columns``: the resource columns some row requests (a zero request always fits).
+    """
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "columns", np.flatnonzero(self.request.any(axis=0)).tolist())
+    __slots__ = ("request", "num_gpu", "milli", "spec", "app", "limit", "columns")
+
+    def __init__(self, request: np.ndarray, num_gpu: np.ndarray, milli: np.ndarray, spec: tuple[str, ...],
+                 app: tuple[str, ...], limit: np.ndarray) -> None:
+        self.request = request  # (C, R)
+        self.num_gpu = num_gpu  # (C,)
+        self.milli = milli  # (C,) per device
+        self.spec = spec
+        self.app = app  # "" = no density limit applies
+        self.limit = limit  # (C,)
+        self.columns: list[int] = np.flatnonzero(request.any(axis=0)).tolist()
 
     @classmethod
     def of(cls, pods: Sequence[Pod]) -> Demand:
-        if len(pods) == 1 and pods[0].demand_cache is not None:
-            return pods[0].demand_cache
-        demand = cls(
+        """The demand of ``pods``; a single pod's is built once and kept on the pod."""
+        if len(pods) == 1:
+            pod = pods[0]
+            demand = pod.demand_cache
+            if demand is None:
+                limited = pod.limited
+                demand = cls(pod.request.reshape(1, -1), np.array([pod.num_gpu]), np.array([pod.gpu_milli]),
+                             (pod.gpu_spec,), (pod.app if limited else "",),
+                             np.array([pod.max_per_node if limited else NO_LIMIT]))
+                object.__setattr__(pod, "demand_cache", demand)
+            return demand
+        return cls(
             request=np.array([p.request for p in pods], dtype=np.int64).reshape(len(pods), -1),
             num_gpu=np.array([p.num_gpu for p in pods], dtype=np.int64),
             milli=np.array([p.gpu_milli for p in pods], dtype=np.int64),
@@ -59,9 +70,6 @@ class Demand:
             app=tuple(p.app if p.limited else "" for p in pods),
             limit=np.array([p.max_per_node if p.limited else NO_LIMIT for p in pods], dtype=np.int64),
         )
-        if len(pods) == 1:
-            object.__setattr__(pods[0], "demand_cache", demand)
-        return demand
 
     def __len__(self) -> int:
         return len(self.num_gpu)
@@ -72,17 +80,33 @@ class Demand:
                       self.limit[rows])
 
 
-def fit_checks(cluster: Cluster, demand: Demand,
-               nodes: np.ndarray | slice | None = None) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` (or ``(1, M)``) over ``nodes`` (all slots if None)."""
+def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | None = None,
+               detail: bool = False) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` (or ``(1, M)``) over ``nodes`` (all slots if None).
+
+    The scalar resources are one check (``"resources"``) unless ``detail``: then one per resource.
+    """
     pick = (lambda a: a) if nodes is None else (lambda a: a[nodes])  # noqa: E731
     yield UNSCHEDULABLE, pick(cluster.schedulable)[None, :]
     free = pick(cluster.free)
-    names = cluster.resource_names
-    for col in demand.columns:
-        yield names[col], free[None, :, col] >= demand.request[:, col, None]
+    cols = demand.columns
+    if detail:
+        for col in cols:
+            yield cluster.resource_names[col], free[None, :, col] >= demand.request[:, col, None]
+    elif len(demand) == 1:
+        ok = None
+        for col in cols:  # columns of the (F-ordered) free matrix are contiguous
+            fits = free[:, col] >= demand.request[0, col]
+            ok = fits if ok is None else np.logical_and(ok, fits, out=ok)
+        if ok is not None:
+            yield RESOURCES_CHECK, ok[None, :]
+    elif cols:
+        yield RESOURCES_CHECK, (free[None, :, cols] >= demand.request[:, None, cols]).all(axis=2)
     limited = [i for i, app in enumerate(demand.app) if app]
-    if limited:
+    if len(demand) == 1 and limited:
+        col = cluster.app_column(demand.app[0])  # may grow app_count
+        yield APP_DENSITY, (pick(cluster.app_count[:, col]) < demand.limit[0])[None, :]
+    elif limited:
         ok = np.ones((len(demand), len(free)), dtype=bool)
         for i in limited:
             col = cluster.app_column(demand.app[i])  # may grow app_count
@@ -107,8 +131,12 @@ def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
     """``(C, M)``: can each demand row run on each node now."""
     checks = fit_checks(cluster, demand, nodes)
     ok = next(checks)[1]
+    owned = False
     for _, check in checks:
-        ok = ok & check
+        if owned and check.shape == ok.shape:
+            np.logical_and(ok, check, out=ok)
+        else:
+            ok, owned = ok & check, True
     return ok if len(ok) == len(demand) else np.repeat(ok, len(demand), axis=0)
 
 
@@ -122,7 +150,7 @@ def fit_reasons(cluster: Cluster, pod: Pod, nodes: np.ndarray | None = None) -> 
     nodes = np.flatnonzero(cluster.present) if nodes is None else nodes
     pending = np.ones(len(nodes), dtype=bool)
     counts: dict[str, int] = {}
-    for name, check in fit_checks(cluster, Demand.of([pod]), nodes):
+    for name, check in fit_checks(cluster, Demand.of([pod]), nodes, detail=True):
         failing = pending & ~check[0]
         if failing.any():
             counts[name] = int(failing.sum())
@@ -136,8 +164,12 @@ def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int,
         return "no such node"
     if len(pod.request) != len(cluster.resources):
         return f"request has {len(pod.request)} resources, the cluster registers {len(cluster.resources)}"
-    for name, check in fit_checks(cluster, Demand.of([pod]), slice(node, node + 1)):
+    demand = Demand.of([pod])
+    for name, check in fit_checks(cluster, demand, slice(node, node + 1)):
         if not check[0, 0]:
+            if name == RESOURCES_CHECK:  # which resource: the first short column
+                short = [c for c in demand.columns if cluster.free[node, c] < demand.request[0, c]]
+                return cluster.resource_names[short[0]]
             return name
     if not pod.is_gpu:
         return "CPU-only pod given GPU devices" if devices else None

@@ -53,11 +53,15 @@ class FitClasses:
             self._demand = None
         return cls
 
-    def fits(self, cluster: Cluster, classes: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """``(len(classes), len(nodes))``: can a pod of each class run on each node now."""
+    def demand(self, classes: np.ndarray) -> Demand:
+        """The :class:`Demand` of ``classes``, one row each."""
         if self._demand is None:
             self._demand = Demand.of(self._pods)
-        return fit_matrix(cluster, self._demand.rows(classes), nodes)
+        return self._demand.rows(classes)
+
+    def fits(self, cluster: Cluster, classes: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """``(len(classes), len(nodes))``: can a pod of each class run on each node now."""
+        return fit_matrix(cluster, self.demand(classes), nodes)
 
 
 class PendingQueue:
@@ -118,6 +122,7 @@ class PendingQueue:
         fit = self.classes.fits(self.cluster, active, grown)
         keep = fit.any(axis=1)
         candidates, fit = active[keep], fit[keep]
+        demand = self.classes.demand(candidates)
         row = {cls: i for i, cls in enumerate(candidates.tolist())}
         heads = [(head[0], cls) for cls in row if (head := self._head(cls)) is not None]
         heapq.heapify(heads)
@@ -133,6 +138,6 @@ class PendingQueue:
             self.discard(pod.uid)
             self._queues[cls].popleft()
             yield pod, decision
-            fit[:, col] = self.classes.fits(self.cluster, candidates, grown[col:col + 1])[:, 0]
+            fit[:, col] = fit_matrix(self.cluster, demand, grown[col:col + 1])[:, 0]
             if self._class_live[cls] and (head := self._head(cls)) is not None:
                 heapq.heappush(heads, (head[0], cls))
