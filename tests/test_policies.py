@@ -191,3 +191,16 @@ def test_fgd_follows_typical_pods_learned_online():
     # fragment (ΔF = −200 → 45), [600, 600] none (ΔF = 0 → 50)
     assert plugin.score(cluster, sharing, np.array([1]), CycleState()).tolist() == [[45, 50]]
     assert plugin.table.typical is window.current
+
+
+def test_bind_rechecks_a_node_that_changed_since_the_filter():
+    from quasched.model import PlacementError
+
+    cluster = Cluster(nodes((4000, 4096, 1, "T4"), (1000, 4096, 1, "T4")))
+    scheduler = Scheduler(cluster, alone(FirstFit()), np.array([0, 1]), NumpyStream(0))
+    p = pod(uid=1, cpu=3000)
+    decision = scheduler.decide(p)
+    assert decision.node == 0
+    cluster.place(pod(uid=2, cpu=2000), 0)  # the node changed after the Filter passed it
+    with pytest.raises(PlacementError, match="cpu"):
+        cluster.place(p, decision.node, decision.devices, filtered_at=decision.version)

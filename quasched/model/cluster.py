@@ -12,7 +12,8 @@ A :class:`Cluster` holds node slots and their allocation state:
   ``app_count`` for affinity and density rules; ``in_use``: the node holds
   GPU or CPU allocation;
 - running totals ``allocated`` / ``capacity_total`` (``(R,)``),
-  ``gpu_allocated`` (milli) and ``devices_in_use``, kept by every change;
+  ``gpu_allocated`` (milli), ``devices_in_use``, ``nodes_in_use`` and
+  ``gpus_on_used_nodes``, kept by every change;
 - ``version``: bumped on every change of a node, so caches keyed by node
   state know what to refresh; ``layout`` bumped when ``N``, ``D`` or the GPU
   model list change, so caches know when to resize.
@@ -160,6 +161,8 @@ class Cluster:
         self.capacity_total = np.zeros(r, dtype=np.int64)
         self.gpu_allocated = 0
         self.devices_in_use = 0
+        self.nodes_in_use = 0
+        self.gpus_on_used_nodes = 0
 
     _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
                     "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
@@ -297,7 +300,12 @@ class Cluster:
         self.gpu_free_max[node] = free.max()
 
     def _refresh_use(self, node: int) -> None:
-        self.in_use[node] = self.gpu_alloc[node].any() or self.free[node, CPU] < self.capacity[node, CPU]
+        used = bool(self.gpu_alloc[node].any() or self.free[node, CPU] < self.capacity[node, CPU])
+        if used != self.in_use[node]:
+            self.in_use[node] = used
+            step = 1 if used else -1
+            self.nodes_in_use += step
+            self.gpus_on_used_nodes += step * int(self.num_gpus[node])
         self.version[node] += 1
 
     # -------------------------------------------------------------- queries
@@ -356,12 +364,17 @@ class Cluster:
         return tuple(getattr(self, name).copy() for name in self._NODE_ARRAYS if name not in ("labels", "version"))
 
     # ------------------------------------------------------------ mutators
-    def place(self, pod: Pod, node: int, devices: Sequence[int] = ()) -> Placement:
-        """Bind ``pod`` to ``node`` using GPU ``devices``; raise :class:`PlacementError` on any violation."""
+    def place(self, pod: Pod, node: int, devices: Sequence[int] = (), filtered_at: int | None = None) -> Placement:
+        """Bind ``pod`` to ``node`` using GPU ``devices``; raise :class:`PlacementError` on any violation.
+
+        ``filtered_at``: the node's :attr:`version` when the fit rule last passed this pod on
+        it; if the node has not changed since, only the devices are checked again.
+        """
         if pod.uid in self.placements:
             raise PlacementError(f"pod {pod.name} (uid {pod.uid}) is already placed")
         devices = tuple(int(d) for d in devices)
-        why = placement_problem(self, pod, node, devices)
+        unchanged = filtered_at is not None and 0 <= node < self.n_nodes and self.version[node] == filtered_at
+        why = placement_problem(self, pod, node, devices, node_checked=unchanged)
         if why:
             where = self.names[node] if 0 <= node < self.n_nodes else node
             raise PlacementError(f"pod {pod.name} does not fit node {where}: {why}")

@@ -158,14 +158,18 @@ def fit_reasons(cluster: Cluster, pod: Pod, nodes: np.ndarray | None = None) -> 
     return counts if not pending.any() else {}
 
 
-def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int, ...]) -> str | None:
-    """Why ``pod`` cannot be bound to ``node`` with GPU ``devices`` now (None = it can)."""
+def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int, ...],
+                      node_checked: bool = False) -> str | None:
+    """Why ``pod`` cannot be bound to ``node`` with GPU ``devices`` now (None = it can).
+
+    ``node_checked``: the fit rule already passed this pod on this node state; check the devices only.
+    """
     if not 0 <= node < cluster.n_nodes:
         return "no such node"
     if len(pod.request) != len(cluster.resources):
         return f"request has {len(pod.request)} resources, the cluster registers {len(cluster.resources)}"
     demand = Demand.of([pod])
-    for name, check in fit_checks(cluster, demand, slice(node, node + 1)):
+    for name, check in () if node_checked else fit_checks(cluster, demand, slice(node, node + 1)):
         if not check[0, 0]:
             if name == RESOURCES_CHECK:  # which resource: the first short column
                 short = [c for c in demand.columns if cluster.free[node, c] < demand.request[0, c]]

@@ -105,6 +105,8 @@ class Decision:
     node: int
     devices: tuple[int, ...] = ()
     n_feasible: int = 0
+    #: the node's version when the Filter passed it (lets the bind skip re-checking an unchanged node)
+    version: int | None = None
 
     @property
     def placed(self) -> bool:
@@ -138,7 +140,7 @@ class Scheduler:
             rank = self._ranks()
             node = int(best[np.argmin(rank[best])])
         picked = self.policy.reserve(self.cluster, pod, node, state) if pod.is_gpu else ()
-        return Decision(node, picked, len(nodes))
+        return Decision(node, picked, len(nodes), int(self.cluster.version[node]))
 
     def _ranks(self) -> np.ndarray:
         """Tie-break ranks; node slots added after the start rank after every earlier node."""
@@ -150,5 +152,5 @@ class Scheduler:
         """Decide and bind; an unschedulable pod leaves the cluster unchanged."""
         decision = self.decide(pod)
         if decision.placed:
-            self.cluster.place(pod, decision.node, decision.devices)
+            self.cluster.place(pod, decision.node, decision.devices, filtered_at=decision.version)
         return decision

@@ -120,8 +120,8 @@ class EventRecorder:
         gpu_capacity = FULL_GPU_MILLI * c.total_gpus
         r.used_gpu_milli[e] = c.gpu_allocated
         r.used_gpus[e] = c.devices_in_use
-        r.used_nodes[e] = np.count_nonzero(c.in_use)
-        r.gpus_on_used_nodes[e] = c.num_gpus[c.in_use].sum()
+        r.used_nodes[e] = c.nodes_in_use
+        r.gpus_on_used_nodes[e] = c.gpus_on_used_nodes
         r.cpu_alloc_pct[e] = _pct(c.allocated[CPU], c.capacity_total[CPU])
         r.mem_alloc_pct[e] = _pct(c.allocated[MEMORY], c.capacity_total[MEMORY])
         r.gpu_alloc_pct[e] = _pct(c.gpu_allocated, gpu_capacity)
