@@ -13,7 +13,6 @@ evaluated once per run.
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -239,12 +238,12 @@ class StateTable(NodeStates):
         self.amount = np.concatenate([self.amount, frag_amount(vectors)])
 
 
-_TABLES: "weakref.WeakKeyDictionary[Cluster, dict[int, StateTable]]" = weakref.WeakKeyDictionary()
-
-
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
-    """The shared :class:`StateTable` of ``cluster`` for ``typical`` pods."""
-    per_cluster = _TABLES.setdefault(cluster, {})
+    """The shared :class:`StateTable` of ``cluster`` for ``typical`` pods.
+
+    Kept on the cluster itself (``cluster.caches``), so it lives and dies with it.
+    """
+    per_cluster = cluster.caches.setdefault("state_tables", {})
     table = per_cluster.get(id(typical))
     if table is None or table.typical is not typical:
         table = per_cluster[id(typical)] = StateTable(cluster, typical)

@@ -130,6 +130,8 @@ class Cluster:
         self._node_index: dict[str, int] = {}
         self.placements: dict[int, Placement] = {}
         self._grown: set[int] = set()
+        #: per-cluster caches of other layers (e.g. fragmentation state tables), dropped with the cluster
+        self.caches: dict[str, dict] = {}
         self._allocate(len(nodes), max(1, int(nodes.num_gpus.max(initial=0))))
         self._fill(np.arange(len(nodes)), nodes)
         self._grown.clear()

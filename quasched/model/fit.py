@@ -37,7 +37,8 @@ class Demand:
     ``columns``: the resource columns some row requests (a zero request always fits).
     """
 
-    __slots__ = ("request", "num_gpu", "milli", "spec", "app", "limit", "columns")
+    __slots__ = ("request", "num_gpu", "milli", "spec", "app", "limit", "columns", "needs", "limited", "is_gpu",
+                 "any_gpu")
 
     def __init__(self, request: np.ndarray, num_gpu: np.ndarray, milli: np.ndarray, spec: tuple[str, ...],
                  app: tuple[str, ...], limit: np.ndarray) -> None:
@@ -48,6 +49,10 @@ class Demand:
         self.app = app  # "" = no density limit applies
         self.limit = limit  # (C,)
         self.columns: list[int] = np.flatnonzero(request.any(axis=0)).tolist()
+        self.needs = [(c, int(request[0, c])) for c in self.columns] if len(num_gpu) == 1 else []
+        self.limited = [i for i, a in enumerate(app) if a]
+        self.is_gpu = milli > 0
+        self.any_gpu = bool(self.is_gpu.any())
 
     @classmethod
     def of(cls, pods: Sequence[Pod]) -> Demand:
@@ -93,16 +98,15 @@ def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
     if detail:
         for col in cols:
             yield cluster.resource_names[col], free[None, :, col] >= demand.request[:, col, None]
-    elif len(demand) == 1:
-        ok = None
-        for col in cols:  # columns of the (F-ordered) free matrix are contiguous
-            fits = free[:, col] >= demand.request[0, col]
-            ok = fits if ok is None else np.logical_and(ok, fits, out=ok)
-        if ok is not None:
-            yield RESOURCES_CHECK, ok[None, :]
+    elif demand.needs:  # one pod: columns of the (F-ordered) free matrix are contiguous
+        (col, need), *rest = demand.needs
+        ok = free[:, col] >= need
+        for col, need in rest:
+            np.logical_and(ok, free[:, col] >= need, out=ok)
+        yield RESOURCES_CHECK, ok[None, :]
     elif cols:
         yield RESOURCES_CHECK, (free[None, :, cols] >= demand.request[:, None, cols]).all(axis=2)
-    limited = [i for i, app in enumerate(demand.app) if app]
+    limited = demand.limited
     if len(demand) == 1 and limited:
         col = cluster.app_column(demand.app[0])  # may grow app_count
         yield APP_DENSITY, (pick(cluster.app_count[:, col]) < demand.limit[0])[None, :]
@@ -112,8 +116,8 @@ def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
             col = cluster.app_column(demand.app[i])  # may grow app_count
             ok[i] = pick(cluster.app_count[:, col]) < demand.limit[i]
         yield APP_DENSITY, ok
-    is_gpu = demand.milli > 0
-    if is_gpu.any():
+    is_gpu = demand.is_gpu
+    if demand.any_gpu:
         if len(demand) == 1:
             yield GPU_MODEL, pick(cluster.spec_mask(demand.spec[0]))[None, :]
             if demand.num_gpu[0] == 1:  # one device: the node's largest free milli decides

@@ -79,6 +79,7 @@ class ResourceRegistry:
 
     def __init__(self, resources: tuple[Resource, ...] = ()) -> None:
         self._resources: list[Resource] = []
+        self.names: tuple[str, ...] = ()
         for resource in resources:
             self.register(resource)
 
@@ -87,14 +88,11 @@ class ResourceRegistry:
         if resource.name in self.names:
             raise ValueError(f"resource {resource.name!r} is already registered")
         self._resources.append(resource)
+        self.names = (*self.names, resource.name)
         return resource
 
     def copy(self) -> ResourceRegistry:
         return ResourceRegistry(tuple(self._resources))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self._resources)
 
     def index(self, name: str) -> int:
         """Column of resource ``name``."""

@@ -78,8 +78,7 @@ class FGD(ScorePlugin):
             return scores if pod.is_sharing else scores[:, 0]
         ids = self.table.ids()[nodes]
         width = self.table.gpu.shape[1] if pod.is_sharing else 1
-        scores = self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
-        return scores if pod.is_sharing else scores[:, 0]
+        return self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
 
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
         """Scores of node ``states`` per sorted device column (:func:`hypothetical_scores`)."""

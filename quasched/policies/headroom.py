@@ -189,5 +189,4 @@ class HeadroomScore(ScorePlugin):
         ids = self.states.ids()[nodes]
         key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
         width = self.states.gpu.shape[1] if pod.is_sharing else 1
-        scores = self._memo.lookup(key, ids, width, lambda missing: self._state_scores(pod, missing))
-        return scores if pod.is_sharing else scores[:, 0]
+        return self._memo.lookup(key, ids, width, lambda missing: self._state_scores(pod, missing))

@@ -14,7 +14,7 @@ class StateScoreMemo:
 
     ``lookup`` returns the rows of ``states`` and calls ``compute(missing)``
     (one ``(len(missing), width)`` block) only for states never scored with
-    that key. Bounded: it forgets everything when the state table starts a new
+    that key (NaN marks a state not computed yet; scores are never NaN). Bounded: it forgets everything when the state table starts a new
     generation or when more than ``max_keys`` pod keys were seen.
     """
 
@@ -22,24 +22,26 @@ class StateScoreMemo:
         self.states = states
         self.max_keys = max_keys
         self._generation = states.generation
-        self._tables: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: dict[Hashable, np.ndarray] = {}
 
     def lookup(self, key: Hashable, ids: np.ndarray, width: int,
                compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Scores of states ``ids``: ``(n,)`` when ``width`` is 1, else ``(n, width)``."""
         if self._generation != self.states.generation or len(self._tables) > self.max_keys:
             self._tables.clear()
             self._generation = self.states.generation
         n_states = len(self.states)
-        entry = self._tables.get(key)
-        if entry is None or len(entry[0]) < n_states:
-            known = np.zeros(max(2 * n_states, 64), dtype=bool)
-            values = np.zeros((len(known), width))
-            if entry is not None:
-                known[: len(entry[0])], values[: len(entry[0])] = entry
-            entry = self._tables[key] = (known, values)
-        known, values = entry
-        missing = np.unique(ids[~known[ids]])
-        if len(missing):
-            values[missing] = compute(missing)
-            known[missing] = True
-        return values[ids]
+        values = self._tables.get(key)
+        if values is None or len(values) < n_states:
+            grown = np.full((max(2 * n_states, 64), width) if width > 1 else max(2 * n_states, 64), np.nan)
+            if values is not None:
+                grown[: len(values)] = values
+            values = self._tables[key] = grown
+        scores = values[ids]
+        unknown = np.isnan(scores if width == 1 else scores[:, 0])  # NaN: never computed (rows fill at once)
+        if unknown.any():
+            missing = np.unique(ids[unknown])
+            computed = compute(missing)
+            values[missing] = computed if width > 1 else computed[:, 0]
+            scores = values[ids]
+        return scores
