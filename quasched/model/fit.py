@@ -48,11 +48,16 @@ class Demand:
         self.spec = spec
         self.app = app  # "" = no density limit applies
         self.limit = limit  # (C,)
-        self.columns: list[int] = np.flatnonzero(request.any(axis=0)).tolist()
-        self.needs = [(c, int(request[0, c])) for c in self.columns] if len(num_gpu) == 1 else []
+        if len(num_gpu) == 1:  # one pod: plain Python, this runs once per arriving pod
+            self.needs = [(c, v) for c, v in enumerate(request[0].tolist()) if v]
+            self.columns: list[int] = [c for c, _ in self.needs]
+            self.any_gpu = int(milli[0]) > 0
+        else:
+            self.needs = []
+            self.columns = np.flatnonzero(request.any(axis=0)).tolist()
+            self.any_gpu = bool((milli > 0).any())
         self.limited = [i for i, a in enumerate(app) if a]
         self.is_gpu = milli > 0
-        self.any_gpu = bool(self.is_gpu.any())
 
     @classmethod
     def of(cls, pods: Sequence[Pod]) -> Demand:
