@@ -85,9 +85,10 @@ class Demand:
         return len(self.num_gpu)
 
     def rows(self, rows: np.ndarray) -> Demand:
+        picked = rows.tolist()
+        spec, app = self.spec, self.app
         return Demand(self.request[rows], self.num_gpu[rows], self.milli[rows],
-                      tuple(self.spec[i] for i in rows.tolist()), tuple(self.app[i] for i in rows.tolist()),
-                      self.limit[rows])
+                      tuple([spec[i] for i in picked]), tuple([app[i] for i in picked]), self.limit[rows])
 
 
 def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | None = None,
@@ -116,10 +117,9 @@ def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
         col = cluster.app_column(demand.app[0])  # may grow app_count
         yield APP_DENSITY, (pick(cluster.app_count[:, col]) < demand.limit[0])[None, :]
     elif limited:
+        app_cols = [cluster.app_column(demand.app[i]) for i in limited]  # may grow app_count
         ok = np.ones((len(demand), len(free)), dtype=bool)
-        for i in limited:
-            col = cluster.app_column(demand.app[i])  # may grow app_count
-            ok[i] = pick(cluster.app_count[:, col]) < demand.limit[i]
+        ok[limited] = pick(cluster.app_count)[:, app_cols].T < demand.limit[limited][:, None]
         yield APP_DENSITY, ok
     is_gpu = demand.is_gpu
     if demand.any_gpu:

@@ -72,7 +72,7 @@ class PendingQueue:
         self.classes = FitClasses()
         self._queues: dict[int, deque[tuple[int, Pod]]] = {}
         self._live: dict[int, tuple[int, int]] = {}  # uid -> (sequence, class)
-        self._class_live: dict[int, int] = {}
+        self._class_live = np.zeros(16, dtype=np.int64)  # queued pods per fit class
         self._seq = 0
 
     def __len__(self) -> int:
@@ -88,7 +88,9 @@ class PendingQueue:
         cls = self.classes.of(pod)
         self._queues.setdefault(cls, deque()).append((self._seq, pod))
         self._live[pod.uid] = (self._seq, cls)
-        self._class_live[cls] = self._class_live.get(cls, 0) + 1
+        if cls >= len(self._class_live):
+            self._class_live = np.concatenate([self._class_live, np.zeros(len(self._class_live), dtype=np.int64)])
+        self._class_live[cls] += 1
         self._seq += 1
 
     def discard(self, uid: int) -> bool:
@@ -116,7 +118,7 @@ class PendingQueue:
         ``schedule`` runs a full scheduling cycle and binds on success.
         """
         grown = self.cluster.take_grown()
-        active = np.array([c for c, n in self._class_live.items() if n > 0], dtype=np.int64)
+        active = np.flatnonzero(self._class_live > 0)
         if not len(self._live) or not len(grown) or not len(active):
             return
         fit = self.classes.fits(self.cluster, active, grown)
