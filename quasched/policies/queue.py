@@ -39,6 +39,7 @@ class FitClasses:
         self._index: dict[tuple, int] = {}
         self._pods: list[Pod] = []
         self._demand: Demand | None = None
+        self._recent: dict[bytes, Demand] = {}
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -54,10 +55,17 @@ class FitClasses:
         return cls
 
     def demand(self, classes: np.ndarray) -> Demand:
-        """The :class:`Demand` of ``classes``, one row each."""
+        """The :class:`Demand` of ``classes``, one row each (the last few sets are kept: queues change slowly)."""
         if self._demand is None:
             self._demand = Demand.of(self._pods)
-        return self._demand.rows(classes)
+            self._recent.clear()
+        key = classes.tobytes()
+        demand = self._recent.get(key)
+        if demand is None:
+            if len(self._recent) >= 64:
+                self._recent.pop(next(iter(self._recent)))
+            demand = self._recent[key] = self._demand.rows(classes)
+        return demand
 
     def fits(self, cluster: Cluster, classes: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """``(len(classes), len(nodes))``: can a pod of each class run on each node now."""
