@@ -9,7 +9,8 @@ from quasched.model.cluster import Cluster
 from quasched.model.workload import FULL_GPU_MILLI
 
 
-def _pct(used: float, total: float) -> float:
+def percent(used: float, total: float) -> float:
+    """``100 · used / total`` (0 when there is no capacity)."""
     return 100.0 * used / total if total else 0.0
 
 
@@ -21,14 +22,14 @@ def allocation_summary(cluster: Cluster, frag: FragReport | None = None) -> dict
     # capacities summed in float: "unlimited" capacities (a quarter of int64's range) overflow int64 sums
     capacity, used = cluster.capacity.sum(axis=0, dtype=np.float64), (cluster.capacity - cluster.free).sum(axis=0)
     summary = {
-        f"{name}_alloc_pct": _pct(int(used[i]), float(capacity[i])) for i, name in enumerate(cluster.resources.names)
+        f"{name}_alloc_pct": percent(int(used[i]), float(capacity[i])) for i, name in enumerate(cluster.resources.names)
     }
     summary = {
         "cpu_alloc_pct": summary.pop("cpu_alloc_pct"),
         "mem_alloc_pct": summary.pop("memory_alloc_pct"),
         **summary,
-        "gpu_devices_alloc_pct": _pct(used_devices, cluster.total_gpus),
-        "gpu_milli_alloc_pct": _pct(cluster.used_gpu_milli, FULL_GPU_MILLI * cluster.total_gpus),
+        "gpu_devices_alloc_pct": percent(used_devices, cluster.total_gpus),
+        "gpu_milli_alloc_pct": percent(cluster.used_gpu_milli, FULL_GPU_MILLI * cluster.total_gpus),
         "pods_placed": len(cluster.placements),
         "apps_placed": len(apps),
     }

@@ -204,15 +204,14 @@ class Cluster:
         unknown = set(capacity) - set(self.resources.names)
         if unknown:
             raise PlacementError(f"node {name!r}: unknown resources {sorted(unknown)}")
-        columns = {r.column or r.name: capacity.get(r.name) for r in self.resources}
+        given = [r for r in self.resources if r.name in capacity]
+        columns = {r.column: np.array([capacity[r.name]]) for r in given if r.column}
         spec = NodeSpec(
-            name=np.array([name], dtype=object), cpu_milli=np.array([capacity.get("cpu", 0)]),
-            memory_mib=np.array([capacity.get("memory", 0)]), num_gpus=np.array([num_gpus]),
+            name=np.array([name], dtype=object), cpu_milli=columns.pop("cpu_milli", np.array([0])),
+            memory_mib=columns.pop("memory_mib", np.array([0])), num_gpus=np.array([num_gpus]),
             gpu_model=np.array([gpu_model], dtype=object), labels=np.array([labels], dtype=object),
-            rdma=None if columns.get("rdma") is None else np.array([columns["rdma"]]),
-            disk_mib=None if columns.get("disk_mib") is None else np.array([columns["disk_mib"]]),
-            extra={r.name: np.array([capacity[r.name]]) for r in self.resources
-                   if not r.column and r.name in capacity},
+            rdma=columns.get("rdma"), disk_mib=columns.get("disk_mib"),
+            extra={r.name: np.array([capacity[r.name]]) for r in given if not r.column},
         )
         return int(self.add_nodes(spec)[0])
 

@@ -54,7 +54,7 @@ class Resource:
 
     def capacity(self, nodes) -> np.ndarray:
         """Capacity of every node of a ``NodeSpec`` (int64)."""
-        values = self._values(nodes, len(nodes))
+        values = self._values(nodes)
         if values is None:
             if self.default_capacity is None:
                 raise ValueError(f"node spec {getattr(nodes, 'source', '')!r} lacks required resource {self.name!r}")
@@ -65,10 +65,10 @@ class Resource:
         """Request of every pod of a ``Workload`` (int64)."""
         if self.per_pod is not None:
             return np.full(len(workload), self.per_pod, dtype=np.int64)
-        values = self._values(workload, len(workload))
+        values = self._values(workload)
         return np.zeros(len(workload), dtype=np.int64) if values is None else np.asarray(values, dtype=np.int64)
 
-    def _values(self, table, n: int) -> np.ndarray | None:
+    def _values(self, table) -> np.ndarray | None:
         if self.column:
             return getattr(table, self.column, None)
         return table.extra.get(self.name)

@@ -57,9 +57,8 @@ class Pod:
 
     def __post_init__(self) -> None:
         if self.request is None:
-            values = {"cpu_milli": self.cpu_milli, "memory_mib": self.memory_mib,
-                      "rdma": self.rdma, "disk_mib": self.disk_mib}
-            request = [r.per_pod if r.per_pod is not None else values.get(r.column, 0) for r in RESOURCES]
+            request = [r.per_pod if r.per_pod is not None else getattr(self, r.column, 0) if r.column else 0
+                       for r in RESOURCES]
             object.__setattr__(self, "request", np.asarray(request, dtype=np.int64))
 
     @property

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from quasched.metrics.allocation import percent
 from quasched.metrics.fragmentation import StateTable, cluster_fragmentation
 from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
@@ -122,9 +123,9 @@ class EventRecorder:
         r.used_gpus[e] = c.devices_in_use
         r.used_nodes[e] = c.nodes_in_use
         r.gpus_on_used_nodes[e] = c.gpus_on_used_nodes
-        r.cpu_alloc_pct[e] = _pct(c.allocated[CPU], c.capacity_total[CPU])
-        r.mem_alloc_pct[e] = _pct(c.allocated[MEMORY], c.capacity_total[MEMORY])
-        r.gpu_alloc_pct[e] = _pct(c.gpu_allocated, gpu_capacity)
+        r.cpu_alloc_pct[e] = percent(c.allocated[CPU], c.capacity_total[CPU])
+        r.mem_alloc_pct[e] = percent(c.allocated[MEMORY], c.capacity_total[MEMORY])
+        r.gpu_alloc_pct[e] = percent(c.gpu_allocated, gpu_capacity)
         r.frag_milli[e] = report.frag_milli
         r.frag_ratio[e] = report.frag_ratio
         r.q124_ratio[e] = report.q124_ratio
@@ -132,6 +133,3 @@ class EventRecorder:
     def result(self) -> EventRecords:
         return self.records.truncate(self.n)
 
-
-def _pct(used: int, capacity: int) -> float:
-    return 100.0 * int(used) / int(capacity) if capacity else 0.0
