@@ -1,0 +1,1 @@
+"""quasched serve: the scheduler service (docs/service.md)."""

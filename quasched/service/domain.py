@@ -1,0 +1,169 @@
+"""The service's vocabulary: jobs, queues, pending reasons and the events they emit.
+
+Plain dataclasses, shared by the scheduling loop (:mod:`.controller`), the
+store (:mod:`.store`) and the API (:mod:`.api`); none of them depends on the
+others' libraries. Units follow the core: CPU in milli-cores, memory in MiB,
+GPUs in milli-GPU per device (1000 = one whole device), times in seconds.
+
+A job is ``pods`` identical pods placed all-or-nothing (a gang; 1 by default).
+A job asks either for a fraction of one GPU (``gpu_milli < 1000``,
+``num_gpu == 1``) or for ``num_gpu`` whole GPUs per pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+#: Largest gang; pod uid = job id * MAX_GANG + pod index.
+MAX_GANG = 1024
+#: Key of a queue's quota that covers every GPU model it does not name.
+ANY_MODEL = "*"
+#: Default priority classes (name -> value; higher runs sooner and may preempt lower).
+PRIORITY_CLASSES: dict[str, int] = {"low": 0, "normal": 100, "high": 1000}
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    #: running, chosen as a preemption victim, stopping within its grace period
+    PREEMPTING = "preempting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (JobState.RUNNING, JobState.PREEMPTING)
+
+
+class Reason(StrEnum):
+    """Why a job is pending: one machine-readable code per pending job, refreshed every cycle."""
+
+    #: not considered yet, or behind jobs that come first; evidence: ``position``
+    QUEUED = "Queued"
+    #: the queue's quota (and its cohort's unused quota) has no room; evidence: usage, nominal, borrowable
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    #: enough free capacity in total, but no single node (set of nodes, for a gang) can host it
+    FRAGMENTED = "Fragmented"
+    #: not enough free capacity of the kind the job needs anywhere right now
+    INSUFFICIENT = "InsufficientResources"
+    #: victims were chosen and are stopping within their grace period
+    PREEMPTION_PENDING = "PreemptionPending"
+    #: no node of the cluster could host it even when empty (rejected at submit)
+    INFEASIBLE = "Infeasible"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user submits (validated at the API boundary)."""
+
+    name: str
+    team: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_model: str = ""
+    pods: int = 1
+    user: str = ""
+    app: str = ""
+    max_per_node: int = -1
+    priority_class: str = "normal"
+    #: seconds of run time; the service finishes the job after it (simulated-run mode), None = the runtime reports
+    duration_s: float | None = None
+    #: client-chosen idempotency key: a resubmission with the same key returns the first job
+    client_token: str | None = None
+
+    @property
+    def gpu_request(self) -> int:
+        """Milli-GPU per pod (``num_gpu * gpu_milli``)."""
+        return self.num_gpu * self.gpu_milli
+
+
+@dataclass
+class PendingReason:
+    code: Reason
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Job:
+    """A submitted job and everything the service knows about it (a row of the store)."""
+
+    id: int
+    spec: JobSpec
+    priority: int
+    submitted_at: float
+    #: submission order, the FIFO tiebreak (kept across restarts)
+    seq: int
+    state: JobState = JobState.PENDING
+    started_at: float | None = None
+    finished_at: float | None = None
+    #: per pod: (node name, GPU device indices); empty unless running/preempting
+    placement: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    reason: PendingReason | None = None
+    #: GPU model charged to the queue's quota while running
+    quota_model: str = ""
+    #: when a preempting job is stopped (grace period end)
+    preempt_at: float | None = None
+    #: placed by which solver ("policy:fgd", "milp", ...) and its proven optimality gap (batch mode)
+    solver: str = ""
+    gap: float | None = None
+    restarts: int = 0
+
+    @property
+    def gpu_total(self) -> int:
+        """Milli-GPU of the whole gang."""
+        return self.spec.gpu_request * self.spec.pods
+
+
+@dataclass
+class QueueSpec:
+    """A team's queue (Kueue's ClusterQueue): quota per GPU model, borrowing within a cohort, weight.
+
+    ``quota`` maps GPU model (or :data:`ANY_MODEL`) to a nominal number of
+    GPUs; a queue with no quota entry for a model is not limited on it.
+    ``borrowing_limit`` caps GPUs used beyond nominal (None = unlimited,
+    bounded by the cohort's unused quota); queues without a cohort never
+    borrow. ``weight`` scales the queue's fair share.
+    """
+
+    name: str
+    quota: dict[str, float] = field(default_factory=dict)
+    cohort: str = ""
+    borrowing_limit: float | None = None
+    weight: float = 1.0
+
+
+@dataclass
+class Event:
+    """One line of the audit log (and of the live stream)."""
+
+    time: float
+    kind: str  # submitted, started, finished, failed, cancelled, preempting, preempted, migrated, node-*, ...
+    job_id: int | None = None
+    node: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+
+@dataclass
+class NodeRecord:
+    """A node as registered with the service (a row of the store)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpus: int = 0
+    gpu_model: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    cordoned: bool = False
+    #: device indices marked unhealthy
+    unhealthy: tuple[int, ...] = ()
