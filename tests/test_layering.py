@@ -24,7 +24,8 @@ ALLOWED = {
     "sim": {"model", "metrics", "policies", "traces"},
     "compat": {"model", "metrics", "policies", "sim"},
     "report": {"model", "metrics", "policies", "sim"},
-    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat"},
+    "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
+    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service"},
 }
 
 
