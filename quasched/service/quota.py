@@ -1,0 +1,101 @@
+"""Quotas, borrowing and fair share of GPU queues (Kueue's ClusterQueue/cohort model).
+
+Each queue has a nominal GPU quota per GPU model; the key :data:`ANY_MODEL`
+covers every model the queue does not name, and a model with no applicable
+key is not limited. Usage is charged in milli-GPU to the key of the model the
+job runs on.
+
+Admission of ``R`` milli on model ``m`` for queue ``q`` (key ``k``, nominal
+``N``, usage ``U``):
+
+* ``U + R <= N``: within nominal — always admissible (capacity held by
+  borrowers is reclaimed by preemption);
+* otherwise ``q`` borrows ``U + R - N``: only with a cohort, at most its
+  ``borrowing_limit``, and only if ``R`` fits in the cohort's unused quota
+  ``sum over q' in cohort of max(0, N_q' - U_q')`` (keys of ``m`` per queue).
+
+Fair share (dominant-resource share): ``max_k U_k / N_k / weight`` over the
+queue's limited keys; an unlimited queue's share is its usage over the
+cluster's GPU capacity, divided by its weight. Lower share goes first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from quasched.service.domain import ANY_MODEL, QueueSpec
+
+MILLI = 1000
+
+
+class QuotaBook:
+    """Usage per (queue, quota key) in milli-GPU, and the admission and share rules above."""
+
+    def __init__(self, queues: Iterable[QueueSpec] = ()) -> None:
+        self.queues: dict[str, QueueSpec] = {}
+        self.usage: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.capacity_milli = 0
+        for q in queues:
+            self.put(q)
+
+    def put(self, queue: QueueSpec) -> None:
+        self.queues[queue.name] = queue
+
+    def key(self, queue: str, model: str) -> str | None:
+        """The quota key charged for ``model`` (None = not limited)."""
+        quota = self.queues[queue].quota
+        return model if model in quota else ANY_MODEL if ANY_MODEL in quota else None
+
+    def nominal(self, queue: str, key: str) -> int:
+        return round(self.queues[queue].quota[key] * MILLI)
+
+    def unused(self, queue: str, model: str) -> int:
+        key = self.key(queue, model)
+        return 0 if key is None else max(0, self.nominal(queue, key) - self.usage[queue, key])
+
+    def cohort(self, queue: str) -> list[str]:
+        cohort = self.queues[queue].cohort
+        return [q for q, spec in self.queues.items() if cohort and spec.cohort == cohort]
+
+    def within_nominal(self, queue: str, model: str, milli: int) -> bool:
+        key = self.key(queue, model)
+        return key is None or self.usage[queue, key] + milli <= self.nominal(queue, key)
+
+    def admits(self, queue: str, model: str, milli: int) -> bool:
+        """Whether ``queue`` may use ``milli`` more on ``model`` now (module docstring)."""
+        if milli == 0 or self.within_nominal(queue, model, milli):
+            return True
+        spec, key = self.queues[queue], self.key(queue, model)
+        assert key is not None
+        over = self.usage[queue, key] + milli - self.nominal(queue, key)
+        if not spec.cohort or (spec.borrowing_limit is not None and over > round(spec.borrowing_limit * MILLI)):
+            return False
+        return milli <= sum(self.unused(q, model) for q in self.cohort(queue))
+
+    def charge(self, queue: str, model: str, milli: int) -> None:
+        """Add (or with negative ``milli`` release) usage."""
+        key = self.key(queue, model) or model
+        self.usage[queue, key] += milli
+
+    def borrowed(self, queue: str) -> int:
+        """Milli-GPU used beyond nominal, over all limited keys."""
+        quota = self.queues[queue].quota
+        return sum(max(0, self.usage[queue, k] - self.nominal(queue, k)) for k in quota)
+
+    def share(self, queue: str) -> float:
+        """Dominant-resource share over weight (module docstring)."""
+        spec = self.queues[queue]
+        limited = [self.usage[queue, k] / self.nominal(queue, k) if self.nominal(queue, k) else float("inf")
+                   for k in spec.quota if self.usage[queue, k]]
+        if spec.quota:
+            dominant = max(limited, default=0.0)
+        else:
+            used = sum(v for (q, _), v in self.usage.items() if q == queue)
+            dominant = used / self.capacity_milli if self.capacity_milli else 0.0
+        return dominant / spec.weight
+
+    def fair_share(self) -> dict[str, float]:
+        """Each queue's fair share of the cluster's GPUs (milli): weight-proportional, capped by nominal+borrowing."""
+        total = sum(q.weight for q in self.queues.values()) or 1.0
+        return {name: self.capacity_milli * q.weight / total for name, q in self.queues.items()}
