@@ -237,3 +237,16 @@ def test_snapshot_and_queue_status():
     assert snap["gpu_allocation_pct"] == 25.0
     status = {q["name"]: q for q in ctl.queue_status()}
     assert status["a"]["used_gpus"] == 0.5 and status["b"]["used_gpus"] == 0
+
+
+@pytest.mark.parametrize("solver", ["milp", "qubo-sa"])
+def test_batch_mode_places_with_the_optimiser_and_says_so(solver):
+    ctl = make(cluster((2, A), (2, A)), batch_solver=solver, batch_size=8)
+    for i, gpus in enumerate([1, 1, 2, 0.5], start=1):
+        ctl.submit(i, job(gpus=gpus), 0.0)
+    ctl.cycle(0.0)
+    running = [j for j in ctl.jobs.values() if j.state == JobState.RUNNING]
+    by_solver = [j for j in running if j.solver.startswith(solver)]
+    assert by_solver and all(j.gap is None or j.gap >= 0 for j in by_solver)
+    assert (ctl.cluster.gpu_alloc <= 1000).all()
+    assert sum(j.gpu_total for j in running) == int(ctl.cluster.gpu_alloc.sum())

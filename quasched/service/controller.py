@@ -55,6 +55,7 @@ from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses
 from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, NodeRecord,
                                      PendingReason, QueueSpec, Reason)
+from quasched.service.batch import bind_on, solve_batch
 from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
@@ -82,6 +83,10 @@ class LoopOptions:
     preemption: bool = True
     grace_s: float = 30.0
     defrag_per_hour: int = 0
+    #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
+    #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
+    batch_solver: str | None = None
+    batch_size: int = 16
     #: seconds between time-series samples
     sample_s: float = 5.0
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
@@ -375,6 +380,8 @@ class Controller:
         order = self._order(None if full else fresh)
         if not order:
             return
+        if self.options.batch_solver:
+            order = self._batch(order, now)
         first = {job.id: self._first_pod(job) for job in order}
         fits = _FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
@@ -402,6 +409,29 @@ class Controller:
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
                     self._defragment_for(job, now)
+
+    def _batch(self, order: list[Job], now: float) -> list[Job]:
+        """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""
+        batch: list[tuple[Job, Pod]] = []
+        for job in order:
+            pod = self._first_pod(job) if job.spec.pods == 1 else None
+            if pod is not None:
+                batch.append((job, pod))
+            if len(batch) == self.options.batch_size:
+                break
+        if not batch:
+            return order
+        outcome = solve_batch(self.cluster, [p for _, p in batch], self.options.batch_solver or "milp")
+        c, done = self.cluster, set()
+        for (job, pod), node in zip(batch, outcome.nodes):
+            if node < 0 or not self.quota.admits(job.spec.team, str(c.models[c.model_id[node]]), job.gpu_total):
+                continue
+            devices = bind_on(c, self.scheduler.policy, pod, node)
+            if devices is not None:
+                self._bind(job, now, [(pod, node, devices)], "started")
+                job.solver, job.gap = f"{outcome.solver} ({outcome.status})", outcome.gap
+                done.add(job.id)
+        return [j for j in order if j.id not in done]
 
     def _quota_group(self, job: Job) -> str:
         """Jobs whose admission a placement of ``job`` can change: its cohort (or its queue alone)."""
