@@ -21,9 +21,12 @@ Cycle
 Preemption (``preemption=True``)
     A job blocked by capacity may stop running jobs: of lower priority, or —
     when the job is within its queue's nominal quota — jobs of queues in its
-    cohort that borrow. Victim order: borrowing queues first, then lowest
-    priority, then the most recently started (least work lost). The node is
-    the one needing the fewest victims. Victims get ``grace_s`` seconds
+    cohort that borrow. Victim order: borrowing queues first (the one
+    borrowing most first), then lowest
+    priority, then the largest (fewest victims free the room), then the most
+    recently started (least work lost); per node the set is minimised by
+    reprieve, as kube-scheduler does, and the node needing the fewest
+    victims wins. Victims get ``grace_s`` seconds
     (state ``preempting``) and are then requeued with their original order.
 
 Defragmentation (``defrag_per_hour = K > 0``)
@@ -134,6 +137,9 @@ class Controller:
         self._changed: dict[int, Job] = {}
         self._events: list[Event] = []
         self._migrations: deque[float] = deque()
+        self._claimed: set[int] = set()  # victims already promised to a preempting job
+        #: job that preempted -> (queue, milli-GPU it awaits, its victims)
+        self._nominated: dict[int, tuple[str, int, tuple[int, ...]]] = {}
         self._dirty = False
         self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
         self._full = True  # the next pass tries every pending job
@@ -209,6 +215,7 @@ class Controller:
             self._release(job)
         job.state, job.finished_at, job.reason = state, now, None
         self.position.pop(job_id, None)
+        self._nominated.pop(job_id, None)
         self._emit(now, state.value, job)
         self._dirty = True
         return job
@@ -231,12 +238,14 @@ class Controller:
             self.quota.charge(job.spec.team, str(c.models[c.model_id[node]]), job.spec.gpu_request)
         job.state, job.started_at, job.reason = JobState.RUNNING, now, None
         job.solver = f"policy:{self.options.policy}"
+        self._nominated.pop(job.id, None)
         self.position.pop(job.id, None)
         if job.spec.duration_s is not None:
             heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
         self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
 
     def _release(self, job: Job) -> None:
+        self._claimed.discard(job.id)
         c = self.cluster
         for k in range(job.spec.pods):
             placement = c.remove(job.id * MAX_GANG + k)
@@ -380,6 +389,12 @@ class Controller:
         order = self._order(None if full else fresh)
         if not order:
             return
+        if self._nominated:  # jobs that preempted go first: the room their victims leave is theirs
+            order = [j for j in order if j.id in self._nominated] + [j for j in order if j.id not in self._nominated]
+        if full:  # what each queue's pending jobs want (a fresh pass adds the newcomers; placed ones count
+            self.quota.pending = dict(_pending_gpus(order))  # until the next full pass: lenders err on keeping)
+        else:
+            self.quota.pending = dict(Counter(self.quota.pending) + _pending_gpus(order))
         if self.options.batch_solver:
             order = self._batch(order, now)
         first = {job.id: self._first_pod(job) for job in order}
@@ -400,11 +415,11 @@ class Controller:
                     fits.refresh(sorted({node for _, node, _ in placed}))
                     charged.add(self._quota_group(job))
                     continue
-            self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: self._capacity_reason(job, pod)))
+            if not self._awaiting_victims(job):
+                self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: self._capacity_reason(job, pod)))
             blocked.append(job)
         if self.options.preemption:
-            for job in blocked:
-                self._preempt_for(job, now)
+            self._preempt(blocked, now)
         if self.options.defrag_per_hour > 0:
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
@@ -502,22 +517,36 @@ class Controller:
                              evidence)
 
     # ------------------------------------------------------------ preemption
-    def _preempt_for(self, job: Job, now: float) -> None:
-        if job.state != JobState.PENDING or job.spec.pods != 1:
-            return
-        if job.reason is not None and job.reason.code == Reason.PREEMPTION_PENDING:
-            return
-        pod = self._pod(job.spec, job.id, 0, self._admissible(job))
-        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total)
+    def _preempt(self, blocked: list[Job], now: float) -> None:
+        """Choose victims for blocked one-pod jobs, in order; a job whose kind found none stops its kind's search."""
+        hopeless: set[tuple] = set()
+        for job in blocked:
+            if job.state != JobState.PENDING or job.spec.pods != 1 or self._awaiting_victims(job):
+                continue
+            pod = self._pod(job.spec, job.id, 0, self._admissible(job))
+            kind = (pod.fit_key, job.spec.team, job.priority)
+            if kind not in hopeless and not self._preempt_for(job, pod, now):
+                hopeless.add(kind)
+
+    def _awaiting_victims(self, job: Job) -> bool:
+        """Whether ``job`` preempted and some of its victims still hold their resources."""
+        entry = self._nominated.get(job.id)
+        return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
+
+    def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
+        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none."""
+        self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
+        promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
+        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
                                             for m in self.cluster.models if m and accessible(m, pod.gpu_spec))
-        victims = self._victim_order(job, reclaim)
-        if not victims:
-            return
-        best = self._cheapest_node(pod, victims)
+        victims = [v for v in self._victim_order(job, reclaim) if v.id not in self._claimed]
+        best = self._cheapest_node(pod, victims) if victims else None
         if best is None:
-            return
+            return False
         node, chosen = best
+        self._nominated[job.id] = (job.spec.team, job.gpu_total, tuple(v.id for v in chosen))
         for victim in chosen:
+            self._claimed.add(victim.id)
             if victim.state == JobState.RUNNING:
                 victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
                 heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
@@ -526,40 +555,52 @@ class Controller:
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
             f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
                                                           "victims": [v.id for v in chosen]}))
+        return True
 
     def _victim_order(self, job: Job, reclaim: bool) -> list[Job]:
         """Running jobs ``job`` may stop, most preferred victim first."""
         borrowing = {q for q in self.quota.cohort(job.spec.team) if q != job.spec.team and self.quota.borrowed(q) > 0}
         out = [v for v in self.jobs.values() if v.state.holds_resources and v.id != job.id
                and (v.priority < job.priority or (reclaim and v.spec.team in borrowing))]
-        return sorted(out, key=lambda v: (v.state != JobState.PREEMPTING, v.spec.team not in borrowing,
-                                          v.priority, -(v.started_at or 0.0), -v.id))
+        lent = {q: self.quota.borrowed(q) for q in borrowing}
+        return sorted(out, key=lambda v: (v.spec.team not in borrowing, -lent.get(v.spec.team, 0), v.priority,
+                                          -v.gpu_total, -(v.started_at or 0.0), -v.id))
 
     def _cheapest_node(self, pod: Pod, victims: list[Job]) -> tuple[int, list[Job]] | None:
-        """The node where stopping the fewest victims (in victim order) lets ``pod`` fit; state unchanged."""
+        """The node needing the fewest victims for ``pod`` (ties: lowest rank), and those victims; state unchanged.
+
+        Per node, as kube-scheduler's DefaultPreemption: remove every candidate, check the pod fits, then
+        reprieve candidates from the least preferred victim on, keeping each reprieve that still lets it fit.
+        """
         c = self.cluster
-        on: dict[int, list[Job]] = {}
+        on: dict[int, dict[int, Job]] = {}
         for v in victims:
             for name, _ in v.placement:
-                on.setdefault(c.node(name), []).append(v)
+                on.setdefault(c.node(name), {})[v.id] = v
         best: tuple[int, int, list[Job]] | None = None
-        for node in sorted(on)[:256]:
+        for node in sorted(on, key=lambda n: (-len(on[n]), n))[:64]:
             if not (c.schedulable[node] and accessible(str(c.models[c.model_id[node]]), pod.gpu_spec)):
                 continue
+            candidates = list(on[node].values())  # in victim order
+            removed = {v.id: [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)] for v in candidates}
             chosen: list[Job] = []
-            removed = []
-            for v in {v.id: v for v in on[node]}.values():
-                removed += [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)]
-                chosen.append(v)
-                if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
-                    break
-            else:
-                chosen = []
-            for p in reversed(removed):
-                c.place(p.pod, p.node, p.devices)
+            if self._fits_on(pod, node):
+                for v in reversed(candidates):
+                    back = [c.place(p.pod, p.node, p.devices) for p in removed.pop(v.id)]
+                    if not self._fits_on(pod, node):
+                        for p in back:
+                            c.remove(p.pod)
+                        removed[v.id] = back
+                        chosen.append(v)
+            for placements in removed.values():
+                for p in placements:
+                    c.place(p.pod, p.node, p.devices)
             if chosen and (best is None or len(chosen) < best[1]):
-                best = (node, len(chosen), chosen)
+                best = (node, len(chosen), chosen[::-1])
         return None if best is None else (best[0], best[2])
+
+    def _fits_on(self, pod: Pod, node: int) -> bool:
+        return bool(fit_matrix(self.cluster, Demand.of([pod]), np.array([node]))[0, 0])
 
     # ------------------------------------------------------------ defragmentation
     def _defragment_for(self, job: Job, now: float) -> None:
@@ -601,7 +642,7 @@ class Controller:
                 c.place(old.pod, node, old.devices)
                 break
             moves[job.id] = ((str(c.names[node]), old.devices), (str(c.names[decision.node]), decision.devices))
-            if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
+            if self._fits_on(pod, node):
                 return moves
         for job_id, (src, _) in reversed(list(moves.items())):
             moved = c.remove(job_id * MAX_GANG)
@@ -704,6 +745,14 @@ class Controller:
         for p in placed:
             self.quota.charge(job.spec.team, str(c.models[c.model_id[p.node]]), job.spec.gpu_request)
         return ""
+
+
+def _pending_gpus(jobs: list[Job]) -> Counter[str]:
+    """Milli-GPU wanted per queue by ``jobs``."""
+    wanted = Counter[str]()
+    for job in jobs:
+        wanted[job.spec.team] += job.gpu_total
+    return wanted
 
 
 class _FitRows:
