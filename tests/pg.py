@@ -24,7 +24,8 @@ INSTALL = "install it (Debian: apt-get install -y postgresql; .ci/run does this)
 
 def find_bin() -> Path:
     """The newest ``/usr/lib/postgresql/<version>/bin`` holding ``initdb`` and ``pg_ctl``."""
-    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb") if Path(p).with_name("pg_ctl").exists()]
+    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb")
+             if Path(p).with_name("pg_ctl").exists()]
     if not found:
         raise RuntimeError(f"PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin: {INSTALL}")
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
-from quasched.service.store import Base, Store, TokenInfo
+from quasched.service.store import MIGRATIONS, Base, Store, TokenInfo
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -251,3 +253,12 @@ def test_any_job_round_trips(store: Store, spec_, priority, state, at, started, 
     assert store.job(job.id) == changed
     assert store.events(job_id=job.id)[-1].data == {"reason": reason and reason.evidence}
     assert (changed in store.load()[2]) == (not state.finished)
+
+
+def test_migrations_are_package_data():
+    """Every migration file ships in the wheel (pyproject's package-data globs match it)."""
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["quasched.service"]
+    files = [p.relative_to(MIGRATIONS.parent) for p in MIGRATIONS.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts]
+    assert files and all(any(f.match(g) for g in globs) for f in files), (files, globs)

@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, create_engine, event, make_url,
-                        select)
+from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, create_engine, event,
+                        make_url, select)
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
 
@@ -221,7 +221,7 @@ class Store:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
             raise ValueError(f"in-memory SQLite is not supported ({url!r}): use a file, e.g. sqlite:///quasched.db")
-        self.engine = create_engine(parsed)
+        self.engine = create_engine(parsed, pool_pre_ping=True)  # survives a database restart
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
