@@ -122,6 +122,14 @@ def test_save_is_one_transaction(store: Store):
     assert store.events() == []
 
 
+def test_save_refuses_jobs_the_store_did_not_make(store: Store):
+    job = store.insert_job(spec(), 100, 1.0)
+    stranger = dataclasses.replace(job, id=job.id + 1)
+    with pytest.raises(ValueError, match=rf"jobs \[{stranger.id}\] are not in the store"):
+        store.save([job, stranger], [Event(1.0, "submitted", job.id)])
+    assert store.events() == []
+
+
 def test_load_returns_unfinished_jobs_in_seq_order(store: Store):
     jobs = [store.insert_job(spec(f"j{i}"), 100, float(i)) for i in range(6)]
     states = [JobState.SUCCEEDED, JobState.PENDING, JobState.RUNNING, JobState.FAILED, JobState.PREEMPTING,

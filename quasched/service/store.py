@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, create_engine, event,
-                        make_url, select)
+                        make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -251,11 +251,17 @@ class Store:
                 return to_job(first)
 
     def save(self, jobs: Iterable[Job], events: Iterable[Event]) -> None:
-        """Upsert ``jobs`` and append ``events`` in one transaction; each event gets its stored ``id``."""
-        events = list(events)
+        """Update ``jobs`` (made by :meth:`insert_job`) and append ``events``, in one transaction.
+
+        Each event gets its stored ``id``.
+        """
+        values, events = [job_values(job) for job in jobs], list(events)
         with self._session.begin() as session:
-            for job in jobs:
-                session.merge(JobRow(**job_values(job)))
+            ids = {v["id"] for v in values}
+            if unknown := ids - set(session.scalars(select(JobRow.id).where(JobRow.id.in_(ids)))):
+                raise ValueError(f"jobs {sorted(unknown)} are not in the store: create jobs with insert_job")
+            if values:
+                session.execute(update(JobRow), values)  # one executemany by primary key
             rows = [EventRow(**event_values(ev)) for ev in events]
             session.add_all(rows)
             session.flush()
