@@ -10,14 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
-from quasched.service.store import MIGRATIONS, Base, Store, TokenInfo
+from quasched.service.store import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -215,6 +216,14 @@ def test_state_survives_reopening(url: str):
 def test_migration_matches_models(store: Store):
     with store.engine.connect() as c:
         assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []
+
+
+def test_migration_downgrades_to_nothing(store: Store):
+    with store.engine.begin() as c:
+        command.downgrade(alembic_config(c), "base")
+        assert inspect(c).get_table_names() == ["alembic_version"]
+    migrate(store.engine)
+    assert store.jobs() == []
 
 
 def test_sqlite_is_in_wal_mode(tmp_path):
