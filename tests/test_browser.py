@@ -207,6 +207,7 @@ def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page:
         else:
             assert now == before[node, d]
     expect(page.locator("#kpi-running")).to_have_text("1")
+    shot(page, "map-small")
 
     # hover: the tooltip names the node, its model, the per-device use and the job
     rect = page.evaluate("([n, d]) => window.quasched.map.cellRect(n, d)", [node, devices[0]])

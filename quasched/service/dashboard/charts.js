@@ -7,11 +7,12 @@ const H = 200;
 const M = { left: 44, right: 12, top: 12, bottom: 26 };
 
 /** "Nice" tick values covering [0, max]. */
-function ticks(max, count = 4) {
+function ticks(max, count = 4, integer = false) {
   if (max <= 0) return [0, 1];
   const raw = max / count;
   const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  let step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  if (integer) step = Math.max(1, Math.ceil(step));
   const out = [];
   for (let v = 0; v <= max + step * 1e-9; v += step) out.push(+v.toFixed(10));
   if (out[out.length - 1] < max) out.push(out[out.length - 1] + step);
@@ -45,7 +46,7 @@ export function lineChart(figure, samples, { key, title, unit = '', color, max =
   const t0 = pts.length ? pts[0][0] : 0;
   const t1 = pts.length ? pts[pts.length - 1][0] : 1;
   const ymax = max ?? Math.max(1, ...pts.map((p) => p[1]));
-  const yt = ticks(ymax);
+  const yt = ticks(ymax, 4, digits === 0);
   const top = max ?? yt[yt.length - 1];
   const x = (t) => M.left + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - M.left - M.right);
   const y = (v) => H - M.bottom - (v / top) * (H - M.top - M.bottom);

@@ -16,8 +16,12 @@ const PAD = 2;        // inside a tile
 const TILE_GAP = 3;   // between tiles
 const HEAD = 22;      // section header height
 const SECTION_GAP = 10;
-const MIN_CELL = 5;
-const MAX_CELL = 16;
+const MIN_CELL = 6;
+const MAX_CELL = 26;
+const LABEL_CELL = 13;   // node names under the tiles from this cell size on
+const LABEL_W = 78;
+const LABEL_H = 15;
+const GROUP_GAP = 5;
 
 /** ``hex`` mixed with white (``t`` = share of white). */
 function tint(hex, t) {
@@ -98,7 +102,7 @@ export class ClusterMap {
   cellRect(node, device) {
     const t = this.byName.get(node);
     if (!t) return null;
-    const { cols, cell } = t.sec;
+    const { cols, cell } = t.g;
     return {
       x: t.x + PAD + (device % cols) * (cell + GAP), y: t.y + PAD + Math.floor(device / cols) * (cell + GAP),
       w: cell, h: cell,
@@ -106,6 +110,7 @@ export class ClusterMap {
   }
 
   // ------------------------------------------------------------ layout
+  /** One section per GPU model; inside it one group per GPU count (each group's tiles have its shape). */
   _sections() {
     const by = new Map();
     for (const n of this.nodes) {
@@ -115,27 +120,37 @@ export class ClusterMap {
     }
     return (this.models || []).filter((m) => by.has(m)).map((m) => {
       const nodes = by.get(m);
-      const maxN = Math.max(1, ...nodes.map((n) => n.gpu_used_milli.length));
-      const cols = Math.min(maxN, maxN > 16 ? 8 : 4);
-      return { model: m, nodes, cols, rows: Math.ceil(maxN / cols) };
+      const counts = [...new Set(nodes.map((n) => n.gpu_used_milli.length))].sort((a, b) => b - a);
+      const groups = counts.map((k) => {
+        const cols = Math.max(1, Math.min(k, k > 16 ? 8 : 4));
+        return { cols, rows: Math.max(1, Math.ceil(k / cols)), nodes: nodes.filter((n) => n.gpu_used_milli.length === k) };
+      });
+      return { model: m, nodes, groups };
     });
   }
 
-  /** Place tiles for cell size ``cell`` in ``width``; returns the total height. */
+  /** Place tiles for cell size ``cell`` in ``width``; returns the tiles and the total height. */
   _layout(sections, cell, width) {
+    const labels = cell >= LABEL_CELL;
     let y = 0;
     const tiles = [];
     for (const sec of sections) {
-      sec.cell = cell;
-      sec.tw = 2 * PAD + sec.cols * cell + (sec.cols - 1) * GAP;
-      sec.th = 2 * PAD + sec.rows * cell + (sec.rows - 1) * GAP;
       sec.y = y;
       y += HEAD;
-      const perRow = Math.max(1, Math.floor((width + TILE_GAP) / (sec.tw + TILE_GAP)));
-      sec.nodes.forEach((node, i) => {
-        tiles.push({ node, sec, x: (i % perRow) * (sec.tw + TILE_GAP), y: y + Math.floor(i / perRow) * (sec.th + TILE_GAP), w: sec.tw, h: sec.th });
-      });
-      y += Math.ceil(sec.nodes.length / perRow) * (sec.th + TILE_GAP) + SECTION_GAP;
+      for (const g of sec.groups) {
+        g.cell = cell;
+        g.tw = 2 * PAD + g.cols * cell + (g.cols - 1) * GAP;
+        g.th = 2 * PAD + g.rows * cell + (g.rows - 1) * GAP;
+        const slotW = labels ? Math.max(g.tw, LABEL_W) : g.tw;
+        const slotH = g.th + (labels ? LABEL_H : 0);
+        const perRow = Math.max(1, Math.floor((width + TILE_GAP) / (slotW + TILE_GAP)));
+        g.nodes.forEach((node, i) => {
+          tiles.push({ node, g, labels, x: (i % perRow) * (slotW + TILE_GAP), y: y + Math.floor(i / perRow) * (slotH + TILE_GAP),
+            w: g.tw, h: g.th, slotW });
+        });
+        y += Math.ceil(g.nodes.length / perRow) * (slotH + TILE_GAP) + GROUP_GAP;
+      }
+      y += SECTION_GAP - GROUP_GAP;
     }
     return { tiles, height: y };
   }
@@ -203,15 +218,16 @@ export class ClusterMap {
       ctx.fillStyle = '#4b5563';
       ctx.font = '12px system-ui, sans-serif';
       const pct = gpus ? ` · ${(used / gpus / 10).toFixed(1)}% allocated` : '';
-      ctx.fillText(`${sec.nodes.length} nodes · ${gpus} GPUs${pct}`, 16 + w + 10, cy);
+      const shapes = sec.groups.length > 1 ? ` (${sec.groups.map((g) => `${g.nodes.length}×${g.nodes[0].gpu_used_milli.length}`).join(', ')})` : '';
+      ctx.fillText(`${sec.nodes.length} nodes${shapes} · ${gpus} GPUs${pct}`, 16 + w + 10, cy);
     }
   }
 
   _drawTile(t) {
     const { ctx } = this;
-    const { node, sec } = t;
+    const { node, g } = t;
     const color = this.colorOf(node.gpu_model);
-    const cell = sec.cell;
+    const cell = g.cell;
     // node background: grey; cordoned: amber with a dark amber border
     ctx.fillStyle = node.cordoned ? '#fcd9a6' : '#e5e7eb';
     ctx.fillRect(t.x, t.y, t.w, t.h);
@@ -231,8 +247,8 @@ export class ClusterMap {
       this._cell(t.x + PAD, t.y + PAD, cell, frac, color, light);
     }
     for (let d = 0; d < used.length; d++) {
-      const x = t.x + PAD + (d % sec.cols) * (cell + GAP);
-      const y = t.y + PAD + Math.floor(d / sec.cols) * (cell + GAP);
+      const x = t.x + PAD + (d % g.cols) * (cell + GAP);
+      const y = t.y + PAD + Math.floor(d / g.cols) * (cell + GAP);
       if (healthy[d] === false) {
         ctx.fillStyle = '#fde2e2';
         ctx.fillRect(x, y, cell, cell);
@@ -255,6 +271,14 @@ export class ClusterMap {
         ctx.lineWidth = 1.5;
         ctx.strokeRect(x - 0.75, y - 0.75, cell + 1.5, cell + 1.5);
       }
+    }
+    if (t.labels) {
+      ctx.fillStyle = '#374151';
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.textBaseline = 'top';
+      let name = node.name;
+      while (name.length > 3 && ctx.measureText(name).width > t.slotW) name = name.slice(0, -2);
+      ctx.fillText(name === node.name ? name : `${name}…`, t.x, t.y + t.h + 2);
     }
     const isSel = this.selected && this.selected.node === node.name;
     if (isSel || this.hover === t) {
@@ -283,7 +307,7 @@ export class ClusterMap {
     const my = e.clientY - r.top;
     for (const t of this.tiles) {
       if (mx >= t.x && mx < t.x + t.w && my >= t.y && my < t.y + t.h) {
-        const { cols, cell } = t.sec;
+        const { cols, cell } = t.g;
         const cx = Math.floor((mx - t.x - PAD) / (cell + GAP));
         const cy = Math.floor((my - t.y - PAD) / (cell + GAP));
         const d = cy * cols + cx;
@@ -305,15 +329,15 @@ export class ClusterMap {
     this.canvas.style.cursor = 'pointer';
     this.tip.innerHTML = this._tipHtml(hit.tile.node, hit.device);
     this.tip.hidden = false;
-    const wrapRect = this.wrap.getBoundingClientRect();
-    let x = e.clientX - wrapRect.left + this.wrap.scrollLeft + 14;
-    let y = e.clientY - wrapRect.top + this.wrap.scrollTop + 14;
+    // fixed to the viewport, flipped to stay inside it
     const tw = this.tip.offsetWidth;
     const th = this.tip.offsetHeight;
-    if (x + tw > this.wrap.scrollLeft + this.wrap.clientWidth) x -= tw + 28;
-    if (y + th > this.wrap.scrollTop + this.wrap.clientHeight) y -= th + 28;
-    this.tip.style.left = `${Math.max(0, x)}px`;
-    this.tip.style.top = `${Math.max(0, y)}px`;
+    let x = e.clientX + 14;
+    let y = e.clientY + 14;
+    if (x + tw > window.innerWidth - 4) x = e.clientX - tw - 14;
+    if (y + th > window.innerHeight - 4) y = e.clientY - th - 14;
+    this.tip.style.left = `${Math.max(4, x)}px`;
+    this.tip.style.top = `${Math.max(4, y)}px`;
   }
 
   _hideTip() {

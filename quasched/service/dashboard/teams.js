@@ -15,7 +15,8 @@ export function teamsHtml(queues) {
   if (!queues.length) return '<p class="muted">No queues.</p>';
   const scale = Math.max(1, ...queues.map((q) => Math.max(quotaTotal(q), q.used_gpus, q.fair_share_gpus)));
   const pct = (v) => `${Math.min(100, (v / scale) * 100).toFixed(2)}%`;
-  return queues.map((q) => {
+  const note = `<p class="muted small scale-note">All bars share one scale: 0 – ${fmtNum(scale)} GPUs.</p>`;
+  return note + queues.map((q) => {
     const quota = quotaTotal(q);
     const borrowed = Math.min(q.borrowed_gpus || 0, q.used_gpus);
     const within = q.used_gpus - borrowed;
