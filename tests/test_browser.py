@@ -181,6 +181,33 @@ def test_token_from_fragment_is_stored_and_stripped(service: Service, page: Page
     expect(page.locator("#live")).to_have_text("live")
 
 
+def test_token_box_when_the_url_has_none(service: Service, page: Page) -> None:
+    page.goto(service.url)
+    expect(page.locator("#banner")).to_contain_text("token")
+    expect(page.locator("#token-form")).to_be_visible()
+    page.locator("#token-input").fill("not-a-token")
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#banner")).to_contain_text("rejected")
+    page.locator("#token-input").fill(service.token)
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#live")).to_have_text("live")
+    expect(page.locator("#kpi-gpus")).to_have_text("28")
+    expect(page.locator("#banner")).to_be_hidden()
+
+
+def test_live_updates_are_throttled(service: Service, page: Page) -> None:
+    open_dashboard(page, service)
+    tab(page, "Jobs")
+    page.wait_for_function("window.quasched.metrics.refreshes >= 1")
+    start = page.evaluate("[window.quasched.metrics.refreshes, performance.now()]")
+    for k in range(40):  # a burst of events: 40 submissions, 80 events
+        service.submit(name=f"burst-{k}", team="default", cpu=1, memory="1GiB", gpus=0.25)
+    expect(page.locator("#running-table tbody tr")).to_have_count(40)
+    end = page.evaluate("[window.quasched.metrics.refreshes, performance.now()]")
+    refreshes, seconds = end[0] - start[0], (end[1] - start[1]) / 1000
+    assert refreshes <= 2 * seconds + 2, (refreshes, seconds)
+
+
 def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page: Page) -> None:
     open_dashboard(page, service)
     before = {(n, d): cell_rgb(page, n, d) for n in ("a100-0", "a100-1") for d in range(8)}
