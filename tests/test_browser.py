@@ -253,6 +253,15 @@ def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page:
     panel = page.locator("#node-panel")
     expect(panel).to_contain_text(f"Jobs on GPU {devices[0]}")
     expect(panel.get_by_role("link", name=re.compile("#1 train-a"))).to_be_visible()
+    shot(page, "map-node-panel")
+    # the job's detail outlines its devices on the map
+    panel.get_by_role("link", name=re.compile("#1 train-a")).click()
+    expect(page.locator("#drawer")).to_contain_text("Placement")
+    expect(page.locator("#drawer")).to_contain_text("started")
+    assert page.evaluate("[...window.quasched.map.highlight.get(arguments[0]) || []]".replace("arguments[0]", repr(node))) == devices
+    shot(page, "map-job-highlight")
+    page.keyboard.press("Escape")
+    expect(page.locator("#drawer")).to_be_hidden()
 
     tab(page, "Jobs")
     running = page.locator("#running-table tbody")
@@ -364,9 +373,9 @@ def test_teams_and_trends(page: Page, tmp_path: Path) -> None:
 def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
     with running_service(tmp_path, openb_size_cluster()) as service:
         rng = np.random.default_rng(7)
-        for k in range(300):  # some occupancy, whole and shared GPUs
+        for k in range(80):  # some occupancy: gangs of whole and shared GPUs
             service.submit(name=f"load-{k}", team="default", cpu=2, memory="8GiB",
-                           gpus=float(rng.choice([0.2, 0.5, 1, 1, 2, 4, 8])))
+                           gpus=float(rng.choice([0.2, 0.5, 1, 1, 2, 4, 8])), pods=int(rng.integers(1, 9)))
         for node, device in (("syn-node-0005", 3), ("syn-node-0700", 0)):
             assert service.http.put(f"/nodes/{node}/devices/{device}", json={"healthy": False}).status_code == 200
         assert service.http.patch("/nodes/syn-node-0010", json={"cordoned": True}).status_code == 200

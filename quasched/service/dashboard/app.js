@@ -3,7 +3,7 @@
 import { api, ApiError, clearToken, getToken, openStream, setToken, takeTokenFromUrl } from './api.js';
 import { lineChart } from './charts.js';
 import { detailHtml } from './detail.js';
-import { esc, fmtGpus, fmtNum, fmtPct, FINISHED, since } from './format.js';
+import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, since } from './format.js';
 import { finishedRows, pendingRows, runningRows, stateBadge } from './jobs.js';
 import { ClusterMap, legendHtml } from './map.js';
 import { fillOptions, setupSubmit } from './submit.js';
@@ -186,7 +186,7 @@ function renderNodePanel() {
     <p class="muted">${esc(node.gpu_model || 'CPU only')} · ${node.gpu_used_milli.length} GPUs
       ${node.cordoned ? ' · <b class="warn">cordoned</b>' : ''}</p>
     <p class="small">CPU ${fmtNum(node.cpu_used_milli / 1000)} / ${fmtNum(node.cpu_milli / 1000)} cores ·
-      memory ${fmtNum(node.memory_used_mib / 1024)} / ${fmtNum(node.memory_mib / 1024)} GiB</p>
+      memory ${fmtMiB(node.memory_used_mib)} / ${fmtMiB(node.memory_mib)}</p>
     ${devices ? `<table class="devices">${devices}</table>` : ''}
     <h4>${sel.device == null ? 'Jobs on this node' : `Jobs on GPU ${sel.device}`}
       ${sel.device == null ? '' : '<a href="#" class="small" data-action="device" data-device="">show all</a>'}</h4>
