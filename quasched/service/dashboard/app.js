@@ -290,7 +290,7 @@ async function cancelJob(button) {
     invalidate(...ALL);
   } catch (err) {
     button.disabled = false;
-    showBanner(err instanceof ApiError ? `Cancel failed: ${err.message}` : `Cancel failed: ${err}`);
+    showBanner(err instanceof ApiError ? `Cancel failed: ${err.message}` : `Cancel failed: ${err}`, 'action');
   }
 }
 
@@ -305,13 +305,21 @@ function selectTab(tab) {
 }
 
 // ------------------------------------------------------------ errors, token, stream
-function showBanner(text) {
+/** A banner: 'refresh' ones go with the next good refresh, 'action' ones (a failed cancel) stay 8 s. */
+let bannerTimer = null;
+function showBanner(text, kind = 'refresh') {
   const b = $('#banner');
   b.textContent = text;
+  b.dataset.kind = kind;
   b.hidden = false;
+  clearTimeout(bannerTimer);
+  if (kind === 'action') bannerTimer = setTimeout(() => { b.hidden = true; }, 8000);
 }
 
-function hideBanner() { $('#banner').hidden = true; }
+function hideBanner() {
+  const b = $('#banner');
+  if (b.dataset.kind !== 'action') b.hidden = true;
+}
 
 function handleError(err) {
   if (err instanceof ApiError && err.status === 401) {
