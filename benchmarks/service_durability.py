@@ -1,0 +1,206 @@
+"""Durability of `quasched serve`: concurrent submissions while the server is SIGKILLed and restarted.
+
+    python benchmarks/service_durability.py [--db sqlite|postgresql] [--jobs 2000] [--clients 8] [--kills 5]
+
+A real server process (``quasched serve``, the built-in cluster) on 127.0.0.1;
+``--clients`` threads submit ``--jobs`` jobs in all (0.5, 1 or 2 GPUs, no
+duration, so they stay running or pending), each with an idempotency key
+(``client_token``), retrying the same key until the server answers. A killer
+sends SIGKILL ``--kills`` times, evenly spread, and restarts the server on
+the same database. Afterwards, on a freshly restarted server:
+
+* every submission that was acknowledged is present exactly once (by key);
+* no job holds more placements than pods, no GPU device is over 1000 milli
+  and no node over its CPU, recomputed from the jobs themselves and compared
+  with the server's own snapshot (the in-memory cluster rebuilt from the DB);
+* queue order is kept: each client's jobs have increasing ids in the order
+  it submitted them.
+
+PostgreSQL runs on a throwaway Debian server (``tests/pg.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+QUASCHED = Path(sys.executable).with_name("quasched")
+
+
+class Server:
+    """``quasched serve`` in a subprocess; restartable on the same database."""
+
+    def __init__(self, db: str, workdir: Path, port: int) -> None:
+        self.db, self.workdir, self.port = db, workdir, port
+        self.token = ""
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db],
+                                     cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if match := re.search(r"admin token (\S+)", line):
+                self.token = match.group(1)
+            if "dashboard" in line:
+                break
+            if not line and self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not become healthy in 60 s")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def client(server: Server, index: int, count: int, acked: dict, errors: Counter, stop: threading.Event) -> None:
+    sizes = (0.5, 1, 2)
+    with httpx.Client(timeout=10) as http:
+        for i in range(count):
+            key = f"c{index}-{i:05d}"
+            body = {"name": key, "team": "default", "cpu": 1, "memory": "4GiB", "gpus": sizes[(index + i) % 3],
+                    "client_token": key}
+            while not stop.is_set():
+                try:
+                    reply = http.post(f"{server.url}/api/v1/jobs", json=body,
+                                      headers={"Authorization": f"Bearer {server.token}"})
+                except httpx.TransportError:
+                    errors["transport (server down, retried)"] += 1
+                    time.sleep(0.05)
+                    continue
+                if reply.status_code in (200, 201):
+                    acked[key] = reply.json()["id"]
+                    break
+                errors[f"HTTP {reply.status_code}"] += 1
+                time.sleep(0.05)
+
+
+def check(server: Server, acked: dict[str, int], clients: int) -> list[str]:
+    """Everything the module docstring promises; returns the violations."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    jobs, offset = [], 0
+    while True:
+        page = httpx.get(f"{server.url}/api/v1/jobs", params={"limit": 1000, "offset": offset}, headers=headers,
+                         timeout=30).json()
+        jobs += page
+        offset += len(page)
+        if len(page) < 1000:
+            break
+    problems = []
+    keys = Counter(j["client_token"] for j in jobs)
+    problems += [f"key {k} stored {n} times" for k, n in keys.items() if n > 1]
+    by_key = {j["client_token"]: j for j in jobs}
+    problems += [f"acknowledged {k} (job {i}) missing" for k, i in acked.items() if k not in by_key]
+    problems += [f"key {k}: acknowledged as job {i}, stored as {by_key[k]['id']}" for k, i in acked.items()
+                 if k in by_key and by_key[k]["id"] != i]
+    used: defaultdict[tuple[str, int], float] = defaultdict(float)
+    for job in jobs:
+        placement = job["placement"]
+        if job["state"] in ("running", "preempting"):
+            if len(placement) != job["pods"]:
+                problems.append(f"job {job['id']} has {len(placement)} placements for {job['pods']} pods")
+            for p in placement:
+                for d in p["devices"]:
+                    used[p["node"], d] += job["gpus"] / max(1, len(p["devices"])) * 1000
+        elif placement:
+            problems.append(f"job {job['id']} is {job['state']} but holds {placement}")
+    problems += [f"device {k} holds {v:.0f} milli" for k, v in used.items() if v > 1000 + 1e-6]
+    snapshot = httpx.get(f"{server.url}/api/v1/snapshot", headers=headers, timeout=30).json()
+    served = {(n["name"], d): m for n in snapshot["nodes"] for d, m in enumerate(n["gpu_used_milli"]) if m}
+    recomputed = {k: round(v) for k, v in used.items() if v}
+    if served != recomputed:
+        problems.append(f"snapshot disagrees with the stored placements on {len(set(served.items()) ^ set(recomputed.items()))} devices")
+    problems += [f"node {n['name']} CPU over capacity" for n in snapshot["nodes"] if n["cpu_used_milli"] > n["cpu_milli"]]
+    for c in range(clients):
+        ids = [by_key[k]["id"] for k in sorted(by_key) if k.startswith(f"c{c}-")]
+        if ids != sorted(ids):
+            problems.append(f"client {c}: ids out of submission order")
+    return problems
+
+
+def run(db_kind: str, jobs: int, clients: int, kills: int, port: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        pg = None
+        if db_kind == "postgresql":
+            sys.path.insert(0, str(ROOT / "tests"))
+            from pg import PostgresServer
+
+            pg = PostgresServer()
+            pg.start()
+            db = pg.create_database()
+        else:
+            db = f"sqlite:///{tmp}/quasched.db"
+        server = Server(db, Path(tmp), port)
+        server.start()
+        acked: dict[str, int] = {}
+        errors: Counter = Counter()
+        stop = threading.Event()
+        started = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(server, c, jobs // clients, acked, errors, stop))
+                   for c in range(clients)]
+        for t in threads:
+            t.start()
+        killed = 0
+        while killed < kills and any(t.is_alive() for t in threads):
+            target = (killed + 1) * jobs / (kills + 1)
+            while len(acked) < target and any(t.is_alive() for t in threads):
+                time.sleep(0.01)
+            server.kill()
+            killed += 1
+            server.start()
+        for t in threads:
+            t.join(timeout=600)
+        elapsed = time.perf_counter() - started
+        server.kill()
+        server.start()  # the final state comes from a fresh rebuild
+        problems = check(server, acked, clients)
+        server.kill()
+        if pg is not None:
+            pg.stop()
+    print(f"{db_kind}: {len(acked)} acknowledged of {jobs} in {elapsed:.1f} s with {killed} SIGKILLs; "
+          f"retries: {dict(errors)}")
+    print("  every acknowledged job present exactly once, none placed twice, no device or node over capacity, "
+          "client order kept: " + ("YES" if not problems else f"NO ({len(problems)} problems)"))
+    for p in problems[:20]:
+        print("   -", p)
+    if problems:
+        sys.exit(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--port", type=int, default=18080)
+    args = parser.parse_args()
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    run(args.db, args.jobs, args.clients, args.kills, args.port)
+
+
+if __name__ == "__main__":
+    main()

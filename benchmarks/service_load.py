@@ -1,0 +1,140 @@
+"""Load on `quasched serve`: many concurrent clients submitting to the openb cluster (1,213 nodes).
+
+    python benchmarks/service_load.py --data-dir ../shared/traces [--jobs 10000] [--clients 32] [--db sqlite|postgresql]
+
+The server runs in its own process (uvicorn, one worker, FGD, SQLite WAL by
+default) on 127.0.0.1 with the openb node list; ``--clients`` concurrent
+connections (asyncio + httpx in this process) submit ``--jobs`` jobs drawn
+from the openb-default pod shapes, each running 5-60 s of wall time, so
+completions and queue retries happen during the run. Reported: errors, API
+throughput, request latency p50/p99, and the server's own scheduling-cycle
+latency p50/p99 from its Prometheus histogram.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SERVER = """
+import sys, uvicorn
+from pathlib import Path
+from quasched.traces import catalog
+from quasched.service.api import create_app
+nodes, _ = catalog.load_trace("openb-default", data_dir=Path(sys.argv[1]))
+app = create_app(sys.argv[2], nodes, policy="fgd")
+print("TOKEN", app.state.service.new_admin_token, flush=True)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+"""
+
+
+def bodies(data_dir: Path, n: int, seed: int) -> list[dict]:
+    """Job bodies with openb-default's pod shapes (sampled), 5-60 s each."""
+    from quasched.traces import catalog
+
+    _, pods = catalog.load_trace("openb-default", data_dir=data_dir)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(pods), n)
+    out = []
+    for i, r in enumerate(rows.tolist()):
+        gpus = pods.num_gpu[r] * pods.gpu_milli[r] / 1000 if pods.num_gpu[r] > 1 else pods.gpu_milli[r] / 1000
+        out.append({"name": f"load-{i}", "team": "default", "cpu": max(0.001, pods.cpu_milli[r] / 1000),
+                    "memory": f"{max(1, int(pods.memory_mib[r]))}MiB", "gpus": float(gpus),
+                    "gpu_model": "", "duration": float(rng.uniform(5, 60)), "client_token": f"load-{i}"})
+    return out
+
+
+async def submit_all(url: str, token: str, jobs: list[dict], clients: int) -> tuple[list[float], dict[int, int]]:
+    latencies: list[float] = []
+    status: dict[int, int] = {}
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    for body in jobs:
+        queue.put_nowait(body)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                                 limits=limits) as http:
+        async def worker() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                start = time.perf_counter()
+                try:
+                    reply = await http.post("/api/v1/jobs", json=body)
+                    code = reply.status_code
+                except httpx.HTTPError:
+                    code = -1
+                latencies.append(time.perf_counter() - start)
+                status[code] = status.get(code, 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    return latencies, status
+
+
+def histogram_quantiles(metrics: str, name: str, qs=(0.5, 0.99)) -> dict[float, float]:
+    """Quantiles (upper bucket bounds) of a Prometheus histogram from its text exposition."""
+    buckets = []
+    for line in metrics.splitlines():
+        if line.startswith(f"{name}_bucket"):
+            le = line.split('le="')[1].split('"')[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    if not buckets:
+        return {}
+    total = buckets[-1][1]
+    return {q: next(le for le, count in buckets if count >= q * total) for q in qs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--port", type=int, default=18090)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    jobs = bodies(args.data_dir, args.jobs, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{tmp}/load.db"
+        proc = subprocess.Popen([sys.executable, "-c", SERVER, str(args.data_dir), db, str(args.port)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        token = proc.stdout.readline().split()[1]
+        url = f"http://127.0.0.1:{args.port}"
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        started = time.perf_counter()
+        latencies, status = asyncio.run(submit_all(url, token, jobs, args.clients))
+        elapsed = time.perf_counter() - started
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+        snapshot = httpx.get(f"{url}/api/v1/snapshot", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+        proc.terminate()
+        proc.wait()
+    ms = np.array(latencies) * 1000
+    errors = sum(v for k, v in status.items() if k not in (200, 201))
+    print(f"{args.jobs} submissions from {args.clients} clients on {len(snapshot['nodes'])} nodes: "
+          f"{errors} errors ({status}), {args.jobs / elapsed:.0f} submissions/s, {elapsed:.1f} s")
+    print(f"request latency ms: p50 {np.percentile(ms, 50):.1f}  p99 {np.percentile(ms, 99):.1f}  max {ms.max():.0f}")
+    for name in ("quasched_scheduling_cycle_seconds", "quasched_schedule_seconds", "quasched_decision_seconds"):
+        q = histogram_quantiles(metrics, name)
+        if q:
+            print(f"server {name}: p50 <= {q[0.5] * 1000:g} ms, p99 <= {q[0.99] * 1000:g} ms (histogram bucket bounds)")
+    print(f"end: {snapshot['running']} running, {snapshot['pending']} pending, "
+          f"GPU allocation {snapshot['gpu_allocation_pct']:.1f} %")
+    if errors:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
