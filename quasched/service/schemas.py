@@ -131,6 +131,13 @@ class JobSubmit(Strict):
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else _printable(value)
 
+    @field_validator("cpu", "memory", "gpus", "pods", "duration", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{value} is not a number")
+        return value
+
     @field_validator("memory")
     @classmethod
     def _memory(cls, value: str | float) -> str | float:
