@@ -114,6 +114,13 @@ def test_client_token_is_idempotent(env):
     assert first.status_code == 201 and again.status_code == 200
     assert again.json()["id"] == first.json()["id"]
     assert len(client.get(f"{API}/jobs", headers=admin).json()) == 1
+    other = client.post(f"{API}/jobs", json=job_body(team="vision", gpus=2, client_token="abc"), headers=vision)
+    assert other.status_code == 409
+    assert len(client.get(f"{API}/jobs", headers=admin).json()) == 1
+    # still idempotent once the job has finished
+    client.post(f"{API}/jobs/{first.json()['id']}/cancel", headers=vision)
+    late = client.post(f"{API}/jobs", json=job_body(team="vision", client_token="abc"), headers=vision)
+    assert late.status_code == 200 and late.json()["state"] == "cancelled"
 
 
 def test_priority_and_cpu_only(env):

@@ -366,6 +366,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
     # ------------------------------------------------------------ jobs
     @app.post(f"{API}/jobs", status_code=201, response_model=JobOut, tags=["jobs"],
               responses={200: {"model": JobOut, "description": "An earlier job with the same client_token."},
+                         409: {"description": "The client_token names an earlier, different job."},
                          422: {"description": "Bad field, unknown team or GPU model, or a job no node can host."}})
     def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
         """Submit a job to its team's queue; it is scheduled at once if it fits."""
@@ -378,8 +379,11 @@ def add_routes(app: FastAPI, service: Service) -> None:
                 raise field_error(err.field, err.message) from None
             now = service.clock()
             job = service.store.insert_job(spec, service.options.priority_classes[spec.priority_class], now)
-            if job.id in service.ctl.jobs or job.state != JobState.PENDING:
-                response.status_code = status.HTTP_200_OK  # a repeated client_token
+            if job.id in service.ctl.jobs or job.state != JobState.PENDING:  # a repeated client_token
+                if job.spec != spec:
+                    raise HTTPException(status.HTTP_409_CONFLICT, f"client_token {spec.client_token!r} was "
+                                        f"used for job {job.id}, which asked for something else")
+                response.status_code = status.HTTP_200_OK
                 return service.job_out(job)
             service.mutate(lambda ctl, now: ctl.submit(job.id, spec, now, seq=job.seq))
             return service.job_out(service.store.job(job.id) or job)
