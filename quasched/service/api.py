@@ -326,13 +326,15 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     written to ``token_file`` (default: ``quasched.token`` beside a SQLite
     database). ``store`` replaces the :class:`~.store.Store` of ``db_url``.
     """
+    db_file = sqlite_file(db_url)
     if store is None:
         from quasched.service.store import Store
 
+        if db_file is not None:
+            db_file.parent.mkdir(parents=True, exist_ok=True)
         store = Store(db_url)
-    if token_file is None:
-        db_file = sqlite_file(db_url)
-        token_file = db_file.parent / "quasched.token" if db_file is not None else None
+    if token_file is None and db_file is not None:
+        token_file = db_file.parent / "quasched.token"
     service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file)
 
     @asynccontextmanager
