@@ -48,13 +48,14 @@ import numpy as np
 
 from quasched.metrics.allocation import percent
 from quasched.metrics.fragmentation import TypicalPods, TypicalWindow, cluster_fragmentation, state_table
-from quasched.model.cluster import Cluster, NodeSpec, PlacementError, accessible
+from quasched.model.cluster import Cluster, NodeSpec, PlacementError, accessible, spec_models
 from quasched.model.fit import Demand, fit_matrix, fit_reasons
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses
 from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, NodeRecord,
                                      PendingReason, QueueSpec, Reason)
+from quasched.service.batch import bind_on, solve_batch
 from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
@@ -82,6 +83,10 @@ class LoopOptions:
     preemption: bool = True
     grace_s: float = 30.0
     defrag_per_hour: int = 0
+    #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
+    #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
+    batch_solver: str | None = None
+    batch_size: int = 16
     #: seconds between time-series samples
     sample_s: float = 5.0
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
@@ -143,8 +148,10 @@ class Controller:
             raise SpecError("priority_class", f"unknown priority class {spec.priority_class!r}; "
                                               f"known: {sorted(self.options.priority_classes)}")
         models = [m for m in self.cluster.models if m]
-        if spec.gpu_model and spec.gpu_model not in models:
-            raise SpecError("gpu_model", f"no node has GPU model {spec.gpu_model!r}; models: {models}")
+        unknown = [m for m in spec_models(spec.gpu_model) if m not in models]
+        if unknown:
+            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {models} "
+                                         "(several allowed models: 'A|B')")
         if not 1 <= spec.pods <= MAX_GANG:
             raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
         if spec.gpu_milli < FULL_GPU_MILLI and spec.num_gpu > 1:
@@ -159,9 +166,13 @@ class Controller:
         enough = (c.capacity >= pod.request).all(axis=1) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
         return bool((present & enough).any())
 
-    def submit(self, job_id: int, spec: JobSpec, now: float, seq: int | None = None) -> Job:
-        """Accept a validated job (``job_id`` and ``seq`` from the store; ``seq`` defaults to ``job_id``)."""
-        self.validate(spec)
+    def submit(self, job_id: int, spec: JobSpec, now: float, seq: int | None = None, validate: bool = True) -> Job:
+        """Accept a job (``job_id`` and ``seq`` from the store; ``seq`` defaults to ``job_id``).
+
+        ``validate=False`` accepts jobs no node could ever host (they stay pending): a trace replay's rows.
+        """
+        if validate:
+            self.validate(spec)
         if job_id in self.jobs:
             raise ValueError(f"job {job_id} exists")
         job = Job(job_id, spec, self.options.priority_classes[spec.priority_class], now,
@@ -301,7 +312,11 @@ class Controller:
         return self._timers[0][0] if self._timers else None
 
     def tick(self, now: float) -> None:
-        """Fire every timer due at or before ``now`` (completions by duration, grace-period ends), then cycle."""
+        """What the runtime loop calls at :meth:`next_timer` or when woken: :meth:`cycle`."""
+        self.cycle(now)
+
+    def _fire(self, now: float) -> None:
+        """Fire every timer due at or before ``now``: completions by duration, grace-period ends."""
         while self._timers and self._timers[0][0] <= now:
             t, job_id, what = heapq.heappop(self._timers)
             job = self.jobs.get(job_id)
@@ -312,15 +327,15 @@ class Controller:
                 self._end(job_id, t, JobState.SUCCEEDED)
             elif what == "preempt" and job.state == JobState.PREEMPTING and job.preempt_at == t:
                 self._requeue(job, t, "preempted")
-        self.cycle(now)
 
     # ------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> None:
-        """One scheduling pass if anything changed since the last (module docstring)."""
-        rounds = 0
-        while self._dirty and rounds < 8:
+        """Fire due timers, then schedule if anything changed; repeat while preemptions free room now."""
+        for _ in range(8):
+            self._fire(now)
+            if not self._dirty:
+                break
             self._dirty = False
-            rounds += 1
             self._pass(now)
         self._sample(now)
 
@@ -365,6 +380,8 @@ class Controller:
         order = self._order(None if full else fresh)
         if not order:
             return
+        if self.options.batch_solver:
+            order = self._batch(order, now)
         first = {job.id: self._first_pod(job) for job in order}
         fits = _FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
@@ -372,7 +389,7 @@ class Controller:
         base = 0 if full else len(self.position)
         for position, job in enumerate(order):
             self.position[job.id] = base + position
-            pod = self._first_pod(job) if job.spec.team in charged else first[job.id]
+            pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
             if pod is None:
                 self._set_reason(job, self._quota_reason(job))
                 continue
@@ -381,7 +398,7 @@ class Controller:
                 if placed:
                     self._bind(job, now, placed, "started")
                     fits.refresh(sorted({node for _, node, _ in placed}))
-                    charged.add(job.spec.team)
+                    charged.add(self._quota_group(job))
                     continue
             self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: self._capacity_reason(job, pod)))
             blocked.append(job)
@@ -392,6 +409,33 @@ class Controller:
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
                     self._defragment_for(job, now)
+
+    def _batch(self, order: list[Job], now: float) -> list[Job]:
+        """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""
+        batch: list[tuple[Job, Pod]] = []
+        for job in order:
+            pod = self._first_pod(job) if job.spec.pods == 1 else None
+            if pod is not None:
+                batch.append((job, pod))
+            if len(batch) == self.options.batch_size:
+                break
+        if not batch:
+            return order
+        outcome = solve_batch(self.cluster, [p for _, p in batch], self.options.batch_solver or "milp")
+        c, done = self.cluster, set()
+        for (job, pod), node in zip(batch, outcome.nodes):
+            if node < 0 or not self.quota.admits(job.spec.team, str(c.models[c.model_id[node]]), job.gpu_total):
+                continue
+            devices = bind_on(c, self.scheduler.policy, pod, node)
+            if devices is not None:
+                self._bind(job, now, [(pod, node, devices)], "started")
+                job.solver, job.gap = f"{outcome.solver} ({outcome.status})", outcome.gap
+                done.add(job.id)
+        return [j for j in order if j.id not in done]
+
+    def _quota_group(self, job: Job) -> str:
+        """Jobs whose admission a placement of ``job`` can change: its cohort (or its queue alone)."""
+        return self.quota.queues[job.spec.team].cohort or "queue:" + job.spec.team
 
     def _first_pod(self, job: Job) -> Pod | None:
         """The job's first pod, restricted to the GPU models its quota admits now (None: none admits it)."""
@@ -482,8 +526,6 @@ class Controller:
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
             f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
                                                           "victims": [v.id for v in chosen]}))
-        if self.options.grace_s <= 0:
-            self.tick(now)
 
     def _victim_order(self, job: Job, reclaim: bool) -> list[Job]:
         """Running jobs ``job`` may stop, most preferred victim first."""
@@ -506,7 +548,7 @@ class Controller:
                 continue
             chosen: list[Job] = []
             removed = []
-            for v in dict.fromkeys(on[node]):
+            for v in {v.id: v for v in on[node]}.values():
                 removed += [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)]
                 chosen.append(v)
                 if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
@@ -535,7 +577,8 @@ class Controller:
             movable = [j for j in self._jobs_on(node) if j.state == JobState.RUNNING and j.spec.pods == 1]
             moves = self._try_moves(pod, node, sorted(movable, key=lambda j: (j.gpu_total, j.id))[:budget])
             if moves is not None:
-                for moved, (src, dst) in moves.items():
+                for moved_id, (src, dst) in moves.items():
+                    moved = self.jobs[moved_id]
                     window.append(now)
                     self._emit(now, "migrated", moved, node=dst[0], source=src[0], devices=list(dst[1]))
                     moved.placement = [dst]
@@ -544,11 +587,11 @@ class Controller:
                 self._dirty = True
                 return
 
-    def _try_moves(self, pod: Pod, node: int, movable: list[Job]) -> dict[Job, tuple] | None:
+    def _try_moves(self, pod: Pod, node: int, movable: list[Job]) -> dict[int, tuple] | None:
         """Move jobs off ``node`` (each to a node of the same GPU model) until ``pod`` fits there;
         None, with the state restored exactly, if it never does."""
         c = self.cluster
-        moves: dict[Job, tuple] = {}
+        moves: dict[int, tuple] = {}  # job id -> ((node, devices) before, after)
         for job in movable:
             old = c.remove(job.id * MAX_GANG)
             c.cordon(node)
@@ -557,11 +600,11 @@ class Controller:
             if not decision.placed:
                 c.place(old.pod, node, old.devices)
                 break
-            moves[job] = ((str(c.names[node]), old.devices), (str(c.names[decision.node]), decision.devices))
+            moves[job.id] = ((str(c.names[node]), old.devices), (str(c.names[decision.node]), decision.devices))
             if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
                 return moves
-        for job, (src, _) in reversed(list(moves.items())):
-            moved = c.remove(job.id * MAX_GANG)
+        for job_id, (src, _) in reversed(list(moves.items())):
+            moved = c.remove(job_id * MAX_GANG)
             c.place(moved.pod, node, src[1])
         return None
 

@@ -12,7 +12,8 @@ Admission of ``R`` milli on model ``m`` for queue ``q`` (key ``k``, nominal
   borrowers is reclaimed by preemption);
 * otherwise ``q`` borrows ``U + R - N``: only with a cohort, at most its
   ``borrowing_limit``, and only if ``R`` fits in the cohort's unused quota
-  ``sum over q' in cohort of max(0, N_q' - U_q')`` (keys of ``m`` per queue).
+  ``sum over q' in cohort of (N_q' - U_q')`` (keys of ``m`` per queue; what
+  a queue borrowed counts against what the others can still lend).
 
 Fair share (dominant-resource share): ``max_k U_k / N_k / weight`` over the
 queue's limited keys; an unlimited queue's share is its usage over the
@@ -51,8 +52,9 @@ class QuotaBook:
         return round(self.queues[queue].quota[key] * MILLI)
 
     def unused(self, queue: str, model: str) -> int:
+        """Nominal minus usage on ``model``'s key (negative while borrowing; 0 if not limited)."""
         key = self.key(queue, model)
-        return 0 if key is None else max(0, self.nominal(queue, key) - self.usage[queue, key])
+        return 0 if key is None else self.nominal(queue, key) - self.usage[queue, key]
 
     def cohort(self, queue: str) -> list[str]:
         cohort = self.queues[queue].cohort
