@@ -191,6 +191,10 @@ def test_add_and_delete_nodes(env):
     assert r.json()[0]["gpu_model"] == "H100" and r.json()[0]["labels"] == {"zone": "b"}
     assert client.post(f"{API}/nodes", json=[{"name": "h0", "cpu": 1, "memory": 1}], headers=admin).status_code == 409
     assert client.post(f"{API}/nodes", json=[{"name": "x", "cpu": 1, "memory": 1}], headers=vision).status_code == 403
+    r = client.post(f"{API}/nodes", json=[{"name": "g9", "cpu": 8, "memory": "32Gi", "gpus": 2}], headers=admin)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 0, "gpu_model"]
+    r = client.post(f"{API}/nodes", json=[{"name": "d", "cpu": 1, "memory": 1}] * 2, headers=admin)
+    assert r.status_code == 422 and client.post(f"{API}/nodes", json=[], headers=admin).status_code == 422
     yaml = "pools:\n  - {name: l4, count: 2, cpu: 32, memory: 128Gi, gpu: {model: L4, count: 1}}\n"
     r = client.post(f"{API}/nodes", json={"cluster_yaml": yaml}, headers=admin)
     assert r.status_code == 201 and sorted(n["name"] for n in r.json()) == ["l4-0", "l4-1"]
@@ -353,6 +357,8 @@ def test_openapi_and_docs(env):
     assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}/cancel", "/api/v1/stream"} <= set(schema["paths"])
     assert client.get("/docs").status_code == 200
     assert client.get("/healthz").json() == {"status": "ok"}
+    page = client.get("/")  # the dashboard if it is installed, else the API docs
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
 
 # ---------------------------------------------------------------- restart

@@ -287,7 +287,8 @@ class Service:
 def field_error(field: str, message: str, code: int = status.HTTP_422_UNPROCESSABLE_CONTENT,
                 where: str = "body") -> HTTPException:
     """An error in FastAPI's shape naming ``field`` (``{"detail": [{"loc": [where, field], "msg": ...}]}``)."""
-    return HTTPException(code, [{"loc": [where, *field.split(".")], "msg": message, "type": "value_error"}])
+    loc = [int(part) if part.isdigit() else part for part in field.split(".")]
+    return HTTPException(code, [{"loc": [where, *loc], "msg": message, "type": "value_error"}])
 
 
 def not_found(what: str) -> HTTPException:
