@@ -21,9 +21,12 @@ Cycle
 Preemption (``preemption=True``)
     A job blocked by capacity may stop running jobs: of lower priority, or —
     when the job is within its queue's nominal quota — jobs of queues in its
-    cohort that borrow. Victim order: borrowing queues first, then lowest
-    priority, then the most recently started (least work lost). The node is
-    the one needing the fewest victims. Victims get ``grace_s`` seconds
+    cohort that borrow. Victim order: borrowing queues first (the one
+    borrowing most first), then lowest
+    priority, then the largest (fewest victims free the room), then the most
+    recently started (least work lost); per node the set is minimised by
+    reprieve, as kube-scheduler does, and the node needing the fewest
+    victims wins. Victims get ``grace_s`` seconds
     (state ``preempting``) and are then requeued with their original order.
 
 Defragmentation (``defrag_per_hour = K > 0``)
@@ -42,21 +45,45 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
 from quasched.metrics.allocation import percent
-from quasched.metrics.fragmentation import TypicalPods, TypicalWindow, cluster_fragmentation, state_table
-from quasched.model.cluster import Cluster, NodeSpec, PlacementError, accessible, spec_models
-from quasched.model.fit import Demand, fit_matrix, fit_reasons
+from quasched.metrics.fragmentation import (
+    TypicalPods,
+    TypicalWindow,
+    cluster_fragmentation,
+    state_table,
+)
+from quasched.model.cluster import (
+    Cluster,
+    NodeSpec,
+    PlacementError,
+    accessible,
+    spec_models,
+)
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses
-from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, NodeRecord,
-                                     PendingReason, QueueSpec, Reason)
+from quasched.service import status
 from quasched.service.batch import bind_on, solve_batch
+from quasched.service.defrag import try_moves
+from quasched.service.domain import (
+    MAX_GANG,
+    PRIORITY_CLASSES,
+    Event,
+    Job,
+    JobSpec,
+    JobState,
+    NodeRecord,
+    PendingReason,
+    QueueSpec,
+    Reason,
+)
+from quasched.service.preemption import cheapest_node, victim_order
 from quasched.service.quota import QuotaBook
+from quasched.service.reasons import FitRows, capacity_reason, quota_reason
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
 HOUR = 3600.0
@@ -134,6 +161,9 @@ class Controller:
         self._changed: dict[int, Job] = {}
         self._events: list[Event] = []
         self._migrations: deque[float] = deque()
+        self._claimed: set[int] = set()  # victims already promised to a preempting job
+        #: job that preempted -> (queue, milli-GPU it awaits, its victims)
+        self._nominated: dict[int, tuple[str, int, tuple[int, ...]]] = {}
         self._dirty = False
         self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
         self._full = True  # the next pass tries every pending job
@@ -209,6 +239,7 @@ class Controller:
             self._release(job)
         job.state, job.finished_at, job.reason = state, now, None
         self.position.pop(job_id, None)
+        self._nominated.pop(job_id, None)
         self._emit(now, state.value, job)
         self._dirty = True
         return job
@@ -220,9 +251,6 @@ class Controller:
                    gpu_spec="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
                    max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
 
-    def _pods(self, job: Job, models: Sequence[str] | None = None) -> list[Pod]:
-        return [self._pod(job.spec, job.id, k, models) for k in range(job.spec.pods)]
-
     def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
         c = self.cluster
         job.placement = [(str(c.names[node]), devices) for _, node, devices in placed]
@@ -231,12 +259,14 @@ class Controller:
             self.quota.charge(job.spec.team, str(c.models[c.model_id[node]]), job.spec.gpu_request)
         job.state, job.started_at, job.reason = JobState.RUNNING, now, None
         job.solver = f"policy:{self.options.policy}"
+        self._nominated.pop(job.id, None)
         self.position.pop(job.id, None)
         if job.spec.duration_s is not None:
             heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
         self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
 
     def _release(self, job: Job) -> None:
+        self._claimed.discard(job.id)
         c = self.cluster
         for k in range(job.spec.pods):
             placement = c.remove(job.id * MAX_GANG + k)
@@ -380,10 +410,16 @@ class Controller:
         order = self._order(None if full else fresh)
         if not order:
             return
+        if self._nominated:  # jobs that preempted go first: the room their victims leave is theirs
+            order = [j for j in order if j.id in self._nominated] + [j for j in order if j.id not in self._nominated]
+        if full:  # what each queue's pending jobs want (a fresh pass adds the newcomers; placed ones count
+            self.quota.pending = dict(_pending_gpus(order))  # until the next full pass: lenders err on keeping)
+        else:
+            self.quota.pending = dict(Counter(self.quota.pending) + _pending_gpus(order))
         if self.options.batch_solver:
             order = self._batch(order, now)
         first = {job.id: self._first_pod(job) for job in order}
-        fits = _FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
+        fits = FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
         blocked: list[Job] = []
         base = 0 if full else len(self.position)
@@ -391,7 +427,7 @@ class Controller:
             self.position[job.id] = base + position
             pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
             if pod is None:
-                self._set_reason(job, self._quota_reason(job))
+                self._set_reason(job, quota_reason(self.quota, job))
                 continue
             if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
                 placed = self._place_gang(job, pod.gpu_spec)
@@ -400,11 +436,11 @@ class Controller:
                     fits.refresh(sorted({node for _, node, _ in placed}))
                     charged.add(self._quota_group(job))
                     continue
-            self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: self._capacity_reason(job, pod)))
+            if not self._awaiting_victims(job):
+                self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: capacity_reason(self.cluster, job, pod)))
             blocked.append(job)
         if self.options.preemption:
-            for job in blocked:
-                self._preempt_for(job, now)
+            self._preempt(blocked, now)
         if self.options.defrag_per_hour > 0:
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
@@ -463,61 +499,43 @@ class Controller:
             placed.append((pod, decision.node, decision.devices))
         return placed
 
-    # ------------------------------------------------------------ reasons
     def _set_reason(self, job: Job, reason: PendingReason) -> None:
         if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
             job.reason = reason
             self._changed[job.id] = job
 
-    def _quota_reason(self, job: Job) -> PendingReason:
-        team = job.spec.team
-        spec = self.quota.queues[team]
-        usage = {k: self.quota.usage[team, k] / 1000 for k in spec.quota}
-        return PendingReason(
-            Reason.WAITING_FOR_QUOTA,
-            f"queue {team} uses {sum(usage.values()):g} of {sum(spec.quota.values()):g} nominal GPUs; "
-            f"the job needs {job.gpu_total / 1000:g} and the cohort has no unused quota to lend",
-            {"queue": team, "usage_gpus": usage, "nominal_gpus": dict(spec.quota),
-             "borrowing_limit": spec.borrowing_limit, "cohort": spec.cohort, "needed_gpus": job.gpu_total / 1000})
-
-    def _capacity_reason(self, job: Job, pod: Pod) -> PendingReason:
-        c = self.cluster
-        usable = c.schedulable & c.spec_mask(pod.gpu_spec)
-        failing = fit_reasons(c, pod, np.flatnonzero(usable))
-        evidence: dict[str, Any] = {"nodes_failing": failing, "pods": job.spec.pods}
-        if pod.is_gpu:
-            free = int(c.gpu_free[usable].sum())
-            evidence.update(free_gpus=free / 1000, needed_gpus=job.gpu_total / 1000)
-            what = f"{pod.num_gpu} whole GPUs" if pod.gpu_milli == FULL_GPU_MILLI else f"{pod.gpu_milli} milli-GPU on one device"
-            if free >= job.gpu_total:
-                return PendingReason(Reason.FRAGMENTED, f"{free / 1000:g} GPUs free in total but no node has "
-                                     f"{what} free" + (f" for each of {job.spec.pods} pods" if job.spec.pods > 1 else ""),
-                                     evidence)
-            return PendingReason(Reason.INSUFFICIENT, f"needs {job.gpu_total / 1000:g} GPUs; "
-                                 f"{free / 1000:g} free on nodes it may use", evidence)
-        free_cpu = int(c.free[usable, 0].sum())
-        evidence.update(free_cpu_milli=free_cpu, needed_cpu_milli=pod.cpu_milli * job.spec.pods)
-        code = Reason.FRAGMENTED if free_cpu >= pod.cpu_milli * job.spec.pods else Reason.INSUFFICIENT
-        return PendingReason(code, f"no node can host it now ({', '.join(f'{k}: {v} nodes' for k, v in failing.items())})",
-                             evidence)
-
     # ------------------------------------------------------------ preemption
-    def _preempt_for(self, job: Job, now: float) -> None:
-        if job.state != JobState.PENDING or job.spec.pods != 1:
-            return
-        if job.reason is not None and job.reason.code == Reason.PREEMPTION_PENDING:
-            return
-        pod = self._pod(job.spec, job.id, 0, self._admissible(job))
-        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total)
+    def _preempt(self, blocked: list[Job], now: float) -> None:
+        """Choose victims for blocked one-pod jobs, in order; a job whose kind found none stops its kind's search."""
+        hopeless: set[tuple] = set()
+        for job in blocked:
+            if job.state != JobState.PENDING or job.spec.pods != 1 or self._awaiting_victims(job):
+                continue
+            pod = self._pod(job.spec, job.id, 0, self._admissible(job))
+            kind = (pod.fit_key, job.spec.team, job.priority)
+            if kind not in hopeless and not self._preempt_for(job, pod, now):
+                hopeless.add(kind)
+
+    def _awaiting_victims(self, job: Job) -> bool:
+        """Whether ``job`` preempted and some of its victims still hold their resources."""
+        entry = self._nominated.get(job.id)
+        return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
+
+    def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
+        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none."""
+        self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
+        promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
+        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
                                             for m in self.cluster.models if m and accessible(m, pod.gpu_spec))
-        victims = self._victim_order(job, reclaim)
-        if not victims:
-            return
-        best = self._cheapest_node(pod, victims)
+        running = (v for v in self.jobs.values() if v.state.holds_resources and v.id not in self._claimed)
+        victims = victim_order(self.quota, running, job, reclaim)
+        best = cheapest_node(self.cluster, pod, victims) if victims else None
         if best is None:
-            return
+            return False
         node, chosen = best
+        self._nominated[job.id] = (job.spec.team, job.gpu_total, tuple(v.id for v in chosen))
         for victim in chosen:
+            self._claimed.add(victim.id)
             if victim.state == JobState.RUNNING:
                 victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
                 heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
@@ -526,40 +544,7 @@ class Controller:
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
             f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
                                                           "victims": [v.id for v in chosen]}))
-
-    def _victim_order(self, job: Job, reclaim: bool) -> list[Job]:
-        """Running jobs ``job`` may stop, most preferred victim first."""
-        borrowing = {q for q in self.quota.cohort(job.spec.team) if q != job.spec.team and self.quota.borrowed(q) > 0}
-        out = [v for v in self.jobs.values() if v.state.holds_resources and v.id != job.id
-               and (v.priority < job.priority or (reclaim and v.spec.team in borrowing))]
-        return sorted(out, key=lambda v: (v.state != JobState.PREEMPTING, v.spec.team not in borrowing,
-                                          v.priority, -(v.started_at or 0.0), -v.id))
-
-    def _cheapest_node(self, pod: Pod, victims: list[Job]) -> tuple[int, list[Job]] | None:
-        """The node where stopping the fewest victims (in victim order) lets ``pod`` fit; state unchanged."""
-        c = self.cluster
-        on: dict[int, list[Job]] = {}
-        for v in victims:
-            for name, _ in v.placement:
-                on.setdefault(c.node(name), []).append(v)
-        best: tuple[int, int, list[Job]] | None = None
-        for node in sorted(on)[:256]:
-            if not (c.schedulable[node] and accessible(str(c.models[c.model_id[node]]), pod.gpu_spec)):
-                continue
-            chosen: list[Job] = []
-            removed = []
-            for v in {v.id: v for v in on[node]}.values():
-                removed += [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)]
-                chosen.append(v)
-                if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
-                    break
-            else:
-                chosen = []
-            for p in reversed(removed):
-                c.place(p.pod, p.node, p.devices)
-            if chosen and (best is None or len(chosen) < best[1]):
-                best = (node, len(chosen), chosen)
-        return None if best is None else (best[0], best[2])
+        return True
 
     # ------------------------------------------------------------ defragmentation
     def _defragment_for(self, job: Job, now: float) -> None:
@@ -575,7 +560,7 @@ class Controller:
         candidates = sorted(np.flatnonzero(room).tolist(), key=lambda n: (int(c.gpu_alloc[n].sum()), n))[:32]
         for node in candidates:
             movable = [j for j in self._jobs_on(node) if j.state == JobState.RUNNING and j.spec.pods == 1]
-            moves = self._try_moves(pod, node, sorted(movable, key=lambda j: (j.gpu_total, j.id))[:budget])
+            moves = try_moves(self.cluster, self.scheduler, pod, node, sorted(movable, key=lambda j: (j.gpu_total, j.id))[:budget])
             if moves is not None:
                 for moved_id, (src, dst) in moves.items():
                     moved = self.jobs[moved_id]
@@ -586,27 +571,6 @@ class Controller:
                     self._changed[moved.id] = moved
                 self._dirty = True
                 return
-
-    def _try_moves(self, pod: Pod, node: int, movable: list[Job]) -> dict[int, tuple] | None:
-        """Move jobs off ``node`` (each to a node of the same GPU model) until ``pod`` fits there;
-        None, with the state restored exactly, if it never does."""
-        c = self.cluster
-        moves: dict[int, tuple] = {}  # job id -> ((node, devices) before, after)
-        for job in movable:
-            old = c.remove(job.id * MAX_GANG)
-            c.cordon(node)
-            decision = self.scheduler.schedule(replace(old.pod, gpu_spec=str(c.models[c.model_id[node]])))
-            c.uncordon(node)
-            if not decision.placed:
-                c.place(old.pod, node, old.devices)
-                break
-            moves[job.id] = ((str(c.names[node]), old.devices), (str(c.names[decision.node]), decision.devices))
-            if fit_matrix(c, Demand.of([pod]), np.array([node]))[0, 0]:
-                return moves
-        for job_id, (src, _) in reversed(list(moves.items())):
-            moved = c.remove(job_id * MAX_GANG)
-            c.place(moved.pod, node, src[1])
-        return None
 
     # ------------------------------------------------------------ state out
     def _emit(self, now: float, kind: str, job: Job, node: str = "", **data: Any) -> None:
@@ -638,44 +602,15 @@ class Controller:
         return 0.0 if typical is None else cluster_fragmentation(state_table(self.cluster, typical)).frag_ratio
 
     def snapshot(self) -> dict[str, Any]:
-        """Per node: model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
-        c = self.cluster
-        jobs_on: dict[int, list[int]] = {}
-        for p in c.placements.values():
-            jobs_on.setdefault(p.node, []).append(p.pod.uid // MAX_GANG)
-        nodes = []
-        for n in np.flatnonzero(c.present).tolist():
-            g = int(c.num_gpus[n])
-            nodes.append({
-                "name": str(c.names[n]), "gpu_model": str(c.models[c.model_id[n]]), "cordoned": bool(c.cordoned[n]),
-                "gpu_used_milli": c.gpu_alloc[n, :g].tolist(), "gpu_healthy": c.gpu_healthy[n, :g].tolist(),
-                "cpu_milli": int(c.capacity[n, 0]), "cpu_used_milli": int(c.capacity[n, 0] - c.free[n, 0]),
-                "memory_mib": int(c.capacity[n, 1]), "memory_used_mib": int(c.capacity[n, 1] - c.free[n, 1]),
-                "jobs": sorted(set(jobs_on.get(n, []))),
-            })
-        pending = sum(1 for j in self.jobs.values() if j.state == JobState.PENDING)
-        return {"nodes": nodes, "gpus": c.total_gpus, "gpu_allocation_pct": self.gpu_allocation(),
-                "fragmentation_pct": self.fragmentation(), "pending": pending,
-                "running": sum(1 for j in self.jobs.values() if j.state.holds_resources)}
+        """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
+        return status.snapshot(self)
 
     def queue_status(self) -> list[dict[str, Any]]:
-        fair = self.quota.fair_share()
-        out = []
-        for name, spec in self.quota.queues.items():
-            used = sum(v for (q, _), v in self.quota.usage.items() if q == name)
-            jobs = [j for j in self.jobs.values() if j.spec.team == name]
-            out.append({"name": name, "cohort": spec.cohort, "weight": spec.weight, "quota": dict(spec.quota),
-                        "borrowing_limit": spec.borrowing_limit, "used_gpus": used / 1000,
-                        "borrowed_gpus": self.quota.borrowed(name) / 1000, "fair_share_gpus": fair[name] / 1000,
-                        "share": self.quota.share(name),
-                        "pending": sum(1 for j in jobs if j.state == JobState.PENDING),
-                        "running": sum(1 for j in jobs if j.state.holds_resources)})
-        return out
+        return status.queue_status(self)
 
     # ------------------------------------------------------------ recovery
     def restore(self, jobs: Sequence[Job]) -> None:
         """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices."""
-        c = self.cluster
         for job in sorted(jobs, key=lambda j: j.seq):
             self.jobs[job.id] = job
             if job.state.holds_resources:
@@ -706,39 +641,9 @@ class Controller:
         return ""
 
 
-class _FitRows:
-    """Within one pass: the schedulable nodes each fit class fits now, refreshed where pods were placed."""
-
-    def __init__(self, cluster: Cluster, classes: FitClasses, pods: list[Pod]) -> None:
-        self.cluster, self.classes = cluster, classes
-        self.nodes = np.flatnonzero(cluster.schedulable)
-        self.rows: dict[int, np.ndarray] = {}
-        self.reasons: dict[tuple[int, int], PendingReason] = {}
-        if pods:
-            self._compute(np.unique([classes.of(p) for p in pods]))
-
-    def _compute(self, ids: np.ndarray) -> None:
-        fit = fit_matrix(self.cluster, self.classes.demand(ids), self.nodes)
-        self.rows.update(zip(ids.tolist(), fit))
-
-    def any(self, pod: Pod) -> bool:
-        cls = self.classes.of(pod)
-        if cls not in self.rows:
-            self._compute(np.array([cls]))
-        return bool(self.rows[cls].any())
-
-    def refresh(self, nodes: list[int]) -> None:
-        """Recompute the columns of ``nodes`` (where pods were just placed)."""
-        cols = np.searchsorted(self.nodes, nodes)
-        ids = np.array(sorted(self.rows))
-        fit = fit_matrix(self.cluster, self.classes.demand(ids), self.nodes[cols])
-        for i, cls in enumerate(ids.tolist()):
-            self.rows[cls][cols] = fit[i]
-        self.reasons.clear()
-
-    def reason(self, pod: Pod, pods: int, explain: Callable[[], PendingReason]) -> PendingReason:
-        """``explain()``, once per fit class and gang size between placements (such jobs share the reason)."""
-        key = (self.classes.of(pod), pods)
-        if key not in self.reasons:
-            self.reasons[key] = explain()
-        return self.reasons[key]
+def _pending_gpus(jobs: list[Job]) -> Counter[str]:
+    """Milli-GPU wanted per queue by ``jobs``."""
+    wanted = Counter[str]()
+    for job in jobs:
+        wanted[job.spec.team] += job.gpu_total
+    return wanted

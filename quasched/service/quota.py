@@ -13,7 +13,10 @@ Admission of ``R`` milli on model ``m`` for queue ``q`` (key ``k``, nominal
 * otherwise ``q`` borrows ``U + R - N``: only with a cohort, at most its
   ``borrowing_limit``, and only if ``R`` fits in the cohort's unused quota
   ``sum over q' in cohort of (N_q' - U_q')`` (keys of ``m`` per queue; what
-  a queue borrowed counts against what the others can still lend).
+  a queue borrowed counts against what the others can still lend), less
+  what the other queues' pending jobs need of their own unused quota
+  (:attr:`QuotaBook.pending`): quota a lender is about to use is not lent,
+  so reclaimed capacity is not borrowed straight back.
 
 Fair share (dominant-resource share): ``max_k U_k / N_k / weight`` over the
 queue's limited keys; an unlimited queue's share is its usage over the
@@ -36,6 +39,8 @@ class QuotaBook:
     def __init__(self, queues: Iterable[QueueSpec] = ()) -> None:
         self.queues: dict[str, QueueSpec] = {}
         self.usage: defaultdict[tuple[str, str], int] = defaultdict(int)
+        #: milli-GPU wanted by each queue's pending jobs (set by the loop every pass)
+        self.pending: dict[str, int] = {}
         self.capacity_milli = 0
         for q in queues:
             self.put(q)
@@ -73,7 +78,9 @@ class QuotaBook:
         over = self.usage[queue, key] + milli - self.nominal(queue, key)
         if not spec.cohort or (spec.borrowing_limit is not None and over > round(spec.borrowing_limit * MILLI)):
             return False
-        return milli <= sum(self.unused(q, model) for q in self.cohort(queue))
+        members = self.cohort(queue)
+        held = sum(min(self.pending.get(q, 0), max(0, self.unused(q, model))) for q in members if q != queue)
+        return milli <= sum(self.unused(q, model) for q in members) - held
 
     def charge(self, queue: str, model: str, milli: int) -> None:
         """Add (or with negative ``milli`` release) usage."""

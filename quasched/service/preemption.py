@@ -1,0 +1,67 @@
+"""Which running jobs a waiting job may stop, and where (the victim search of the loop).
+
+Victim order: jobs of queues that borrow first (the queue borrowing most
+first), then lowest priority, then the largest (fewest victims free the
+room), then the most recently started (least work lost). Per node the set
+is minimised as kube-scheduler's DefaultPreemption does: remove every
+candidate, check the pod fits, then reprieve candidates from the least
+preferred on while it still fits. The node needing the fewest victims wins.
+Every search leaves the cluster exactly as it found it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from quasched.model.cluster import Cluster, accessible
+from quasched.model.fit import Demand, fit_matrix
+from quasched.model.workload import Pod
+from quasched.service.domain import MAX_GANG, Job
+from quasched.service.quota import QuotaBook
+
+
+def fits_on(cluster: Cluster, pod: Pod, node: int) -> bool:
+    return bool(fit_matrix(cluster, Demand.of([pod]), np.array([node]))[0, 0])
+
+
+def victim_order(quota: QuotaBook, running: Iterable[Job], job: Job, reclaim: bool) -> list[Job]:
+    """Running jobs ``job`` may stop (lower priority; with ``reclaim``, any job of a borrowing cohort
+    queue), most preferred victim first."""
+    team = job.spec.team
+    lent = {q: quota.borrowed(q) for q in quota.cohort(team) if q != team}
+    borrowing = {q for q, milli in lent.items() if milli > 0}
+    out = [v for v in running if v.id != job.id and (v.priority < job.priority or (reclaim and v.spec.team in borrowing))]
+    return sorted(out, key=lambda v: (v.spec.team not in borrowing, -lent.get(v.spec.team, 0), v.priority,
+                                      -v.gpu_total, -(v.started_at or 0.0), -v.id))
+
+
+def cheapest_node(cluster: Cluster, pod: Pod, victims: list[Job], max_nodes: int = 64) -> tuple[int, list[Job]] | None:
+    """The node needing the fewest of ``victims`` (in victim order) for ``pod``, and those victims."""
+    c = cluster
+    on: dict[int, dict[int, Job]] = {}
+    for v in victims:
+        for name, _ in v.placement:
+            on.setdefault(c.node(name), {})[v.id] = v
+    best: tuple[int, list[Job]] | None = None
+    for node in sorted(on, key=lambda n: (-len(on[n]), n))[:max_nodes]:
+        if not (c.schedulable[node] and accessible(str(c.models[c.model_id[node]]), pod.gpu_spec)):
+            continue
+        candidates = list(on[node].values())
+        removed = {v.id: [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)] for v in candidates}
+        chosen: list[Job] = []
+        if fits_on(c, pod, node):
+            for v in reversed(candidates):  # reprieve, least preferred victim first
+                back = [c.place(p.pod, p.node, p.devices) for p in removed.pop(v.id)]
+                if not fits_on(c, pod, node):
+                    for p in back:
+                        c.remove(p.pod)
+                    removed[v.id] = back
+                    chosen.append(v)
+        for placements in removed.values():
+            for p in placements:
+                c.place(p.pod, p.node, p.devices)
+        if chosen and (best is None or len(chosen) < len(best[1])):
+            best = (node, chosen[::-1])
+    return best

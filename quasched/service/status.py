@@ -1,0 +1,50 @@
+"""What the service shows: the cluster snapshot and the queues' quota, usage and fair share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quasched.model.resources import CPU, MEMORY
+from quasched.service.domain import MAX_GANG, JobState
+
+if TYPE_CHECKING:
+    from quasched.service.controller import Controller
+
+
+def snapshot(ctl: Controller) -> dict[str, Any]:
+    """Per node: model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
+    c = ctl.cluster
+    jobs_on: dict[int, list[int]] = {}
+    for p in c.placements.values():
+        jobs_on.setdefault(p.node, []).append(p.pod.uid // MAX_GANG)
+    nodes = []
+    for n in np.flatnonzero(c.present).tolist():
+        g = int(c.num_gpus[n])
+        nodes.append({
+            "name": str(c.names[n]), "gpu_model": str(c.models[c.model_id[n]]), "cordoned": bool(c.cordoned[n]),
+            "gpu_used_milli": c.gpu_alloc[n, :g].tolist(), "gpu_healthy": c.gpu_healthy[n, :g].tolist(),
+            "cpu_milli": int(c.capacity[n, CPU]), "cpu_used_milli": int(c.capacity[n, CPU] - c.free[n, CPU]),
+            "memory_mib": int(c.capacity[n, MEMORY]), "memory_used_mib": int(c.capacity[n, MEMORY] - c.free[n, MEMORY]),
+            "jobs": sorted(set(jobs_on.get(n, []))),
+        })
+    pending = sum(1 for j in ctl.jobs.values() if j.state == JobState.PENDING)
+    return {"nodes": nodes, "gpus": c.total_gpus, "gpu_allocation_pct": ctl.gpu_allocation(),
+            "fragmentation_pct": ctl.fragmentation(), "pending": pending,
+            "running": sum(1 for j in ctl.jobs.values() if j.state.holds_resources)}
+
+def queue_status(ctl: Controller) -> list[dict[str, Any]]:
+    """Per queue: quota, cohort, weight, GPUs used and borrowed, fair share, share, pending and running jobs."""
+    fair = ctl.quota.fair_share()
+    out = []
+    for name, spec in ctl.quota.queues.items():
+        used = sum(v for (q, _), v in ctl.quota.usage.items() if q == name)
+        jobs = [j for j in ctl.jobs.values() if j.spec.team == name]
+        out.append({"name": name, "cohort": spec.cohort, "weight": spec.weight, "quota": dict(spec.quota),
+                    "borrowing_limit": spec.borrowing_limit, "used_gpus": used / 1000,
+                    "borrowed_gpus": ctl.quota.borrowed(name) / 1000, "fair_share_gpus": fair[name] / 1000,
+                    "share": ctl.quota.share(name),
+                    "pending": sum(1 for j in jobs if j.state == JobState.PENDING),
+                    "running": sum(1 for j in jobs if j.state.holds_resources)})
+    return out
