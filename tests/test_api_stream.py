@@ -80,3 +80,26 @@ def test_stream_delivers_events_after_a_submit(tmp_path):
         assert "id: 2" in lines
         assert httpx.get(f"{base}{API}/stream").status_code == 401
         assert httpx.get(f"{base}{API}/stream", params={"token": "wrong"}).status_code == 401
+
+
+def test_concurrent_submissions_never_overcommit(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    app, token = make_app(tmp_path, clock=time.time)
+    with live_server(app) as base:
+        with httpx.Client(base_url=base, headers=bearer(token), timeout=30) as client:
+            def post(i: int) -> dict:
+                r = client.post(f"{API}/jobs", json=job_body(name=f"j{i}", gpus=1, memory="1Gi"))
+                assert r.status_code == 201, r.text
+                return r.json()
+
+            with ThreadPoolExecutor(8) as pool:
+                jobs = list(pool.map(post, range(40)))
+            assert len({j["id"] for j in jobs}) == 40
+            listed = client.get(f"{API}/jobs", params={"limit": 100}).json()
+            running = [j for j in listed if j["state"] == "running"]
+            assert len(running) == 18 and sum(j["state"] == "pending" for j in listed) == 22  # 18 GPUs
+            devices = [(p["node"], d) for j in running for p in j["placement"] for d in p["devices"]]
+            assert len(set(devices)) == 18
+            snap = client.get(f"{API}/snapshot").json()
+            assert snap["gpu_allocation_pct"] == 100 and snap["running"] == 18
