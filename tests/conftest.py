@@ -1,15 +1,18 @@
-"""Shared fixtures: the read-only ``/work/shared`` folders beside the repository.
+"""Shared fixtures: the read-only ``/work/shared`` folders beside the repository, a PostgreSQL server.
 
-Each fixture skips its tests with the reason when its folder is absent.
+Each folder fixture skips its tests with the reason when its folder is absent;
+the PostgreSQL fixtures fail when the server binaries are missing.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pytest
+from pg import PostgresServer
 
 from quasched.model import NodeSpec, Workload
 from quasched.traces import load_openb_nodes, load_openb_pods
@@ -22,6 +25,23 @@ def _existing(path: Path, what: str, env: str) -> Path:
     if not path.exists():
         pytest.skip(f"{what} not found at {path} (set {env} to its folder)")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server for the session (tests/pg.py)."""
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """URL of a new, empty PostgreSQL database."""
+    return postgres.create_database()
 
 
 @pytest.fixture(scope="session")

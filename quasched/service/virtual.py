@@ -63,15 +63,17 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
     row_of: dict[int, int] = {}
     open_ended: list[tuple[float, int]] = []  # (leave time, job id): jobs without a trace deletion time
 
-    def observe(now: float) -> None:
+    def observe() -> None:
         jobs, events = ctl.drain_changes()
         run.events += len(events)
-        for job in jobs:
-            if job.state == JobState.RUNNING and np.isnan(run.started[row_of[job.id]]):
-                row = row_of[job.id]
-                run.started[row], run.node[row], run.devices[row] = now, job.placement[0][0], job.placement[0][1]
-                if job.spec.duration_s is None:
-                    heapq.heappush(open_ended, (max(now, timeline.end), job.id))
+        by_id = {job.id: job for job in jobs}
+        for event in events:  # from the events: a zero-length job starts and ends within one drain
+            if event.kind == "started" and event.job_id is not None:
+                row = row_of[event.job_id]
+                run.started[row], run.node[row] = event.time, event.node
+                run.devices[row] = tuple(event.data["devices"][0])
+                if by_id[event.job_id].spec.duration_s is None:
+                    heapq.heappush(open_ended, (max(event.time, timeline.end), event.job_id))
 
     order = timeline.order.tolist()
     times = timeline.arrival[timeline.order].tolist()
@@ -85,7 +87,7 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
             while open_ended and open_ended[0][0] == t_done:
                 ctl.finish(heapq.heappop(open_ended)[1], t_done)
             ctl.tick(t_done)
-            observe(t_done)
+            observe()
             continue
         row = order[i]
         job_id = i + 1
@@ -95,7 +97,7 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
         row_of[job_id], run.job[row] = row, job_id
         ctl.submit(job_id, spec, t_arrival, validate=False)  # rows no node fits wait forever, as in the replay
         ctl.cycle(t_arrival)
-        observe(t_arrival)
+        observe()
         i += 1
     return run
 

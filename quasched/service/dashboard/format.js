@@ -1,0 +1,82 @@
+// Formatting helpers shared by the views (no DOM state here).
+
+const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** Text made safe for innerHTML. */
+export function esc(value) {
+  return String(value ?? '').replace(/[&<>"']/g, (c) => ESC[c]);
+}
+
+/** Epoch-like seconds (wall clock) vs. a virtual clock starting near 0. */
+const isEpoch = (t) => t > 1e9;
+
+export function fmtTime(t) {
+  if (t == null) return '–';
+  if (!isEpoch(t)) return `t=${fmtDuration(t)}`;
+  const d = new Date(t * 1000);
+  const today = new Date();
+  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return d.toDateString() === today.toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
+}
+
+/** Seconds as "45s", "12m", "2h 5m", "3d 4h". */
+export function fmtDuration(s) {
+  if (s == null || !Number.isFinite(s)) return '–';
+  s = Math.max(0, s);
+  if (s < 60) return `${Math.round(s)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(Math.round(s % 60)).padStart(2, '0')}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+/** Seconds since ``t`` on the server's clock (``now`` = the newest server time we know). */
+export function since(t, now) {
+  return t == null ? '–' : fmtDuration(now - t);
+}
+
+export function fmtMiB(mib) {
+  if (mib == null) return '–';
+  if (mib >= 1024 * 1024) return `${+(mib / 1024 / 1024).toFixed(1)} TiB`;
+  if (mib >= 1024) return `${+(mib / 1024).toFixed(1)} GiB`;
+  return `${mib} MiB`;
+}
+
+export function fmtGpus(gpus) {
+  if (!gpus) return '0';
+  return gpus < 1 ? `${+gpus.toFixed(3)}` : `${gpus}`;
+}
+
+export function fmtPct(p, digits = 1) {
+  return p == null || !Number.isFinite(p) ? '–' : `${p.toFixed(digits)}%`;
+}
+
+export function fmtNum(x, digits = 1) {
+  if (x == null || !Number.isFinite(x)) return '–';
+  return Number.isInteger(x) ? String(x) : x.toFixed(digits);
+}
+
+/** A job's request in one line: "2 × (1 GPU A100 · 4 cores · 16 GiB)". */
+export function fmtRequest(job) {
+  const parts = [];
+  if (job.gpus) parts.push(`${fmtGpus(job.gpus)} GPU${job.gpus > 1 ? 's' : ''}${job.gpu_model ? ' ' + job.gpu_model : ''}`);
+  parts.push(`${fmtNum(job.cpu)} cores`);
+  parts.push(fmtMiB(job.memory_mib));
+  const one = parts.join(' · ');
+  return job.pods > 1 ? `${job.pods} × (${one})` : one;
+}
+
+/** "node-a [0,1] · node-b [3]" (at most ``max`` nodes, then "+n"). */
+export function fmtPlacement(placement, max = 2) {
+  if (!placement || !placement.length) return '–';
+  const shown = placement.slice(0, max).map((p) => `${p.node} [${p.devices.join(',')}]`);
+  if (placement.length > max) shown.push(`+${placement.length - max} more`);
+  return shown.join(' · ');
+}
+
+/** Compact JSON-ish text of an object for tables. */
+export function fmtData(data) {
+  if (!data || !Object.keys(data).length) return '';
+  return Object.entries(data).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' ');
+}
+
+export const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);

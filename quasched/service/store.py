@@ -1,0 +1,341 @@
+"""Durable state of the service: jobs, events, nodes, queues and API tokens (docs/service.md, "Store contract").
+
+SQLAlchemy 2 on SQLite (WAL, the default) or PostgreSQL (``postgresql+psycopg://``).
+The schema is owned by the Alembic migrations in ``migrations/``, applied on open.
+One :class:`~sqlalchemy.Engine` per store and a short session per call, so a
+store may be shared by the threads of a web server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, create_engine, event,
+                        make_url, select, update)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+#: jobs that :meth:`Store.load` hands back to the controller
+UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    })
+
+
+class JobRow(Base):
+    """A :class:`~.domain.Job` with its spec flattened into columns."""
+
+    __tablename__ = "jobs"
+    __table_args__ = {"sqlite_autoincrement": True}  # never reuse an id
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(index=True)
+    # spec
+    name: Mapped[str] = mapped_column(String(256))
+    team: Mapped[str] = mapped_column(String(128), index=True)
+    cpu_milli: Mapped[int]
+    memory_mib: Mapped[int]
+    num_gpu: Mapped[int]
+    gpu_milli: Mapped[int]
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    pods: Mapped[int]
+    user: Mapped[str] = mapped_column(String(128))
+    app: Mapped[str] = mapped_column(String(256))
+    max_per_node: Mapped[int]
+    priority_class: Mapped[str] = mapped_column(String(64))
+    duration_s: Mapped[float | None] = mapped_column(Double)
+    client_token: Mapped[str | None] = mapped_column(String(256), unique=True)
+    # state
+    priority: Mapped[int]
+    submitted_at: Mapped[float] = mapped_column(Double)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    started_at: Mapped[float | None] = mapped_column(Double)
+    finished_at: Mapped[float | None] = mapped_column(Double)
+    #: ``[{"node": name, "devices": [index, ...]}, ...]``, one entry per pod
+    placement: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    reason_code: Mapped[str | None] = mapped_column(String(32))
+    reason_message: Mapped[str | None] = mapped_column(String)
+    reason_evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    quota_model: Mapped[str] = mapped_column(String(128))
+    preempt_at: Mapped[float | None] = mapped_column(Double)
+    solver: Mapped[str] = mapped_column(String(64))
+    gap: Mapped[float | None] = mapped_column(Double)
+    restarts: Mapped[int]
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids are the stream's cursor: never reuse one
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time: Mapped[float] = mapped_column(Double)
+    kind: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[int | None] = mapped_column(index=True)
+    node: Mapped[str] = mapped_column(String(256))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class NodeRow(Base):
+    """A :class:`~.domain.NodeRecord`; ``id`` keeps the registration order."""
+
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    cpu_milli: Mapped[int]
+    memory_mib: Mapped[int]
+    num_gpus: Mapped[int]
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    cordoned: Mapped[bool] = mapped_column(Boolean)
+    unhealthy: Mapped[list[int]] = mapped_column(JSON)
+
+
+class QueueRow(Base):
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    quota: Mapped[dict[str, float]] = mapped_column(JSON)
+    cohort: Mapped[str] = mapped_column(String(128))
+    borrowing_limit: Mapped[float | None] = mapped_column(Double)
+    weight: Mapped[float] = mapped_column(Double)
+
+
+class TokenRow(Base):
+    """An API token: only the SHA-256 of its secret is kept."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    team: Mapped[str | None] = mapped_column(String(128))
+    admin: Mapped[bool] = mapped_column(Boolean)
+
+
+class TokenInfo(NamedTuple):
+    name: str
+    team: str | None
+    admin: bool
+
+
+# -- rows <-> domain (the only place each way) --------------------------------------------------
+
+SPEC_COLUMNS = ("name", "team", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_model", "pods", "user",
+                "app", "max_per_node", "priority_class", "duration_s", "client_token")
+JOB_COLUMNS = ("id", "seq", "priority", "submitted_at", "started_at", "finished_at", "quota_model", "preempt_at",
+               "solver", "gap", "restarts")
+
+
+def job_values(job: Job) -> dict[str, Any]:
+    """The column values of ``job``'s row."""
+    reason = job.reason
+    return {**{c: getattr(job.spec, c) for c in SPEC_COLUMNS}, **{c: getattr(job, c) for c in JOB_COLUMNS},
+            "state": job.state.value,
+            "placement": [{"node": node, "devices": list(devices)} for node, devices in job.placement],
+            "reason_code": reason and reason.code.value, "reason_message": reason and reason.message,
+            "reason_evidence": reason and reason.evidence}
+
+
+def to_job(row: JobRow) -> Job:
+    reason = None if row.reason_code is None else PendingReason(
+        Reason(row.reason_code), row.reason_message or "", row.reason_evidence or {})
+    return Job(spec=JobSpec(**{c: getattr(row, c) for c in SPEC_COLUMNS}), **{c: getattr(row, c) for c in JOB_COLUMNS},
+               state=JobState(row.state), reason=reason,
+               placement=[(p["node"], tuple(p["devices"])) for p in row.placement])
+
+
+def node_values(node: NodeRecord) -> dict[str, Any]:
+    return {"name": node.name, "cpu_milli": node.cpu_milli, "memory_mib": node.memory_mib, "num_gpus": node.num_gpus,
+            "gpu_model": node.gpu_model, "labels": dict(node.labels), "cordoned": node.cordoned,
+            "unhealthy": list(node.unhealthy)}
+
+
+def to_node(row: NodeRow) -> NodeRecord:
+    return NodeRecord(row.name, row.cpu_milli, row.memory_mib, row.num_gpus, row.gpu_model, dict(row.labels),
+                      row.cordoned, tuple(row.unhealthy))
+
+
+def queue_values(queue: QueueSpec) -> dict[str, Any]:
+    return {"name": queue.name, "quota": dict(queue.quota), "cohort": queue.cohort,
+            "borrowing_limit": queue.borrowing_limit, "weight": queue.weight}
+
+
+def to_queue(row: QueueRow) -> QueueSpec:
+    return QueueSpec(row.name, dict(row.quota), row.cohort, row.borrowing_limit, row.weight)
+
+
+def event_values(ev: Event) -> dict[str, Any]:
+    return {"time": ev.time, "kind": ev.kind, "job_id": ev.job_id, "node": ev.node, "data": dict(ev.data)}
+
+
+def to_event(row: EventRow) -> Event:
+    return Event(row.time, row.kind, row.job_id, row.node, dict(row.data), row.id)
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=10000"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def alembic_config(connection: Connection) -> Config:
+    """Alembic's configuration for the packaged migrations, run on ``connection``."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the database's schema to the newest migration (Alembic ``upgrade head``)."""
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "head")
+
+
+class Store:
+    """The service's database (see the module docstring); every method is one short transaction."""
+
+    def __init__(self, url: str = "sqlite:///quasched.db") -> None:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+            raise ValueError(f"in-memory SQLite is not supported ({url!r}): use a file, e.g. sqlite:///quasched.db")
+        self.engine = create_engine(parsed, pool_pre_ping=True)  # survives a database restart
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        migrate(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # jobs
+
+    def insert_job(self, spec: JobSpec, priority: int, now: float) -> Job:
+        """Store a new pending job (its id and seq from the database), or the job of a repeated ``client_token``."""
+        values = job_values(Job(0, spec, priority, now, 0))
+        del values["id"]
+        try:
+            with self._session.begin() as session:
+                row = JobRow(**values)
+                session.add(row)
+                session.flush()  # assigns the id
+                row.seq = row.id
+                return to_job(row)
+        except IntegrityError:  # a concurrent or earlier insert of the same client_token won
+            with self._session() as session:
+                first = session.scalar(select(JobRow).where(JobRow.client_token == spec.client_token))
+                if spec.client_token is None or first is None:
+                    raise
+                return to_job(first)
+
+    def save(self, jobs: Iterable[Job], events: Iterable[Event]) -> None:
+        """Update ``jobs`` (made by :meth:`insert_job`) and append ``events``, in one transaction.
+
+        Each event gets its stored ``id``.
+        """
+        values, events = [job_values(job) for job in jobs], list(events)
+        with self._session.begin() as session:
+            ids = {v["id"] for v in values}
+            if unknown := ids - set(session.scalars(select(JobRow.id).where(JobRow.id.in_(ids)))):
+                raise ValueError(f"jobs {sorted(unknown)} are not in the store: create jobs with insert_job")
+            if values:
+                session.execute(update(JobRow), values)  # one executemany by primary key
+            rows = [EventRow(**event_values(ev)) for ev in events]
+            session.add_all(rows)
+            session.flush()
+        for ev, row in zip(events, rows):
+            ev.id = row.id
+
+    def job(self, job_id: int) -> Job | None:
+        with self._session() as session:
+            row = session.get(JobRow, job_id)
+            return None if row is None else to_job(row)
+
+    def jobs(self, state: JobState | str | None = None, team: str | None = None, limit: int = 100,
+             offset: int = 0) -> list[Job]:
+        """Jobs, newest first, optionally of one state and/or team."""
+        query = select(JobRow).order_by(JobRow.id.desc()).limit(limit).offset(offset)
+        if state is not None:
+            query = query.where(JobRow.state == JobState(state).value)
+        if team is not None:
+            query = query.where(JobRow.team == team)
+        with self._session() as session:
+            return [to_job(row) for row in session.scalars(query)]
+
+    def load(self) -> tuple[list[NodeRecord], list[QueueSpec], list[Job]]:
+        """What the controller is rebuilt from: nodes (in registration order), queues, unfinished jobs by seq."""
+        with self._session() as session:
+            nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.id))]
+            queues = [to_queue(r) for r in session.scalars(select(QueueRow).order_by(QueueRow.name))]
+            unfinished = select(JobRow).where(JobRow.state.in_([s.value for s in UNFINISHED]))
+            jobs = [to_job(r) for r in session.scalars(unfinished.order_by(JobRow.seq, JobRow.id))]
+        return nodes, queues, jobs
+
+    # events
+
+    def events(self, job_id: int | None = None, after: int = 0, limit: int = 200) -> list[Event]:
+        """Events with ``id > after``, oldest first (page on with the last id)."""
+        query = select(EventRow).where(EventRow.id > after).order_by(EventRow.id).limit(limit)
+        if job_id is not None:
+            query = query.where(EventRow.job_id == job_id)
+        with self._session() as session:
+            return [to_event(row) for row in session.scalars(query)]
+
+    # nodes and queues
+
+    def put_node(self, node: NodeRecord) -> None:
+        """Register ``node``, or update it in place (keeping its registration order)."""
+        with self._session.begin() as session:
+            row = session.scalar(select(NodeRow).where(NodeRow.name == node.name))
+            if row is None:
+                session.add(NodeRow(**node_values(node)))
+            else:
+                for column, value in node_values(node).items():
+                    setattr(row, column, value)
+
+    def delete_node(self, name: str) -> None:
+        with self._session.begin() as session:
+            row = session.scalar(select(NodeRow).where(NodeRow.name == name))
+            if row is not None:
+                session.delete(row)
+
+    def put_queue(self, queue: QueueSpec) -> None:
+        with self._session.begin() as session:
+            session.merge(QueueRow(**queue_values(queue)))
+
+    # tokens
+
+    def add_token(self, name: str, team: str | None = None, admin: bool = False) -> str:
+        """A new random API token; returns its secret (only its SHA-256 is stored)."""
+        secret = secrets.token_urlsafe(32)
+        with self._session.begin() as session:
+            session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin))
+        return secret
+
+    def token(self, secret: str) -> TokenInfo | None:
+        with self._session() as session:
+            row = session.scalar(select(TokenRow).where(TokenRow.sha256 == digest(secret)))
+            return None if row is None else TokenInfo(row.name, row.team, row.admin)
+
