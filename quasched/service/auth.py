@@ -1,0 +1,87 @@
+"""Bearer tokens: admin tokens do everything, a team token acts for its team, any valid token reads.
+
+Secrets are checked against the store, which keeps only their SHA-256.
+FastAPI dependencies:
+
+* :func:`reader` — any valid token (401 without or with an unknown token);
+* :func:`team_or_admin` — a token that may change jobs (an admin, or a team token);
+  the endpoint then checks the job's team with :meth:`Principal.require_team` (403);
+* :func:`admin` — admin tokens only (403 for a team token);
+* :func:`stream_reader` — like :func:`reader`, also accepting ``?token=`` (the browser's
+  ``EventSource`` cannot send headers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, HTTPException, Query, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who calls: a token's name, its team (None for admin tokens) and whether it is an admin."""
+
+    name: str
+    team: str | None
+    admin: bool
+
+    def may_act_for(self, team: str) -> bool:
+        return self.admin or self.team == team
+
+    def require_team(self, team: str) -> None:
+        """403 unless this token may change jobs of ``team``."""
+        if not self.may_act_for(team):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"token {self.name!r} acts for team {self.team!r}, not {team!r}")
+
+
+class TokenLookup(Protocol):
+    def token(self, secret: str) -> Any: ...
+
+
+bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+def principal_of(request: Request, secret: str | None) -> Principal:
+    """The principal of ``secret`` (401 if missing or unknown)."""
+    if not secret:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers=UNAUTHORIZED)
+    found = request.app.state.service.lookup_token(secret)
+    if found is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers=UNAUTHORIZED)
+    name, team, is_admin = found
+    return Principal(str(name), None if team is None else str(team), bool(is_admin))
+
+
+def reader(request: Request, credentials: Credentials) -> Principal:
+    return principal_of(request, credentials.credentials if credentials else None)
+
+
+def stream_reader(request: Request, credentials: Credentials,
+                  token: Annotated[str | None, Query(max_length=512, description=(
+                      "The token, for clients that cannot send headers (EventSource)."))] = None) -> Principal:
+    return principal_of(request, credentials.credentials if credentials else token)
+
+
+def team_or_admin(who: Annotated[Principal, Depends(reader)]) -> Principal:
+    if not (who.admin or who.team):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {who.name!r} may only read")
+    return who
+
+
+def admin(who: Annotated[Principal, Depends(reader)]) -> Principal:
+    if not who.admin:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {who.name!r} is not an admin token")
+    return who
+
+
+Reader = Annotated[Principal, Depends(reader)]
+StreamReader = Annotated[Principal, Depends(stream_reader)]
+TeamOrAdmin = Annotated[Principal, Depends(team_or_admin)]
+Admin = Annotated[Principal, Depends(admin)]

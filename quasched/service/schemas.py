@@ -1,0 +1,382 @@
+"""Request and response bodies of the HTTP API (pydantic v2).
+
+Requests are validated here, field by field, before anything reaches the
+controller or the store: a bad value is a 422 naming the field
+(``{"detail": [{"loc": ["body", "gpus"], "msg": ...}]}``). Units at the API
+are the ones people write (CPU cores, memory with binary units, GPUs as a
+share of one device or a whole number, durations like ``2h``); the domain's
+integer units (milli-cores, MiB, milli-GPU, seconds) appear in responses
+where they are named so (``memory_mib``, ``duration_s``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, QueueSpec,
+                                     Reason)
+from quasched.traces.units import parse_gpu, parse_memory
+
+#: limits of one request (far beyond any node, below anything that overflows a database integer)
+MAX_CPU_CORES = 1024.0
+MAX_MEMORY_MIB = 64 * 1024 * 1024  # 64 TiB
+MAX_GPUS = 128
+MAX_DURATION_S = 366 * 24 * 3600.0
+MAX_ID = 2**53
+NAME_MAX = 200
+#: team, GPU model and node names: letters, digits, '_', '.', '-' (and '|' between GPU models)
+TEAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DURATION = re.compile(r"\s*(?:(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*)")
+DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION_HINT = "write seconds (3600) or a duration such as 30s, 90m, 2h, 1h30m, 1d"
+
+
+class Strict(BaseModel):
+    """Unknown keys, NaN and infinities are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _printable(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+Name = Annotated[str, BeforeValidator(_strip), Field(min_length=1, max_length=NAME_MAX)]
+TeamName = Annotated[str, Field(min_length=1, max_length=63, pattern=TEAM_PATTERN,
+                                 examples=["vision"])]
+OptionalText = Annotated[str, Field(max_length=NAME_MAX)]
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds of ``3600``, ``"90m"``, ``"2h"``, ``"1h30m"``, ``"1.5h"``, ``"30s"``, ``"1d"``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip():
+        text, seconds, end = value.strip().lower(), 0.0, 0
+        for match in _DURATION.finditer(text):
+            if match.start() != end or match.end() == match.start():
+                break
+            number, unit = match.groups()
+            if unit not in DURATION_UNITS:
+                raise ValueError(f"{value!r} has unknown unit {unit!r}; {DURATION_HINT}")
+            seconds += float(number) * DURATION_UNITS[unit]
+            end = match.end()
+        if end != len(text):
+            raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
+    else:
+        raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{value!r} must be a positive, finite duration; {DURATION_HINT}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"{value!r} is longer than a year")
+    return seconds
+
+
+def split_gpus(gpus: float) -> tuple[int, int]:
+    """``(num_gpu, gpu_milli)`` of a GPU request: 0 → (0, 0); a share 0.5 → (1, 500); whole 2 → (2, 1000)."""
+    if gpus == 0:
+        return 0, 0
+    if gpus < 1:
+        return 1, round(gpus * 1000)
+    return int(gpus), 1000
+
+
+def gpus_of(num_gpu: int, gpu_milli: int) -> float:
+    """The API's GPU number of a domain request (inverse of :func:`split_gpus`)."""
+    if num_gpu == 0 or gpu_milli == 0:
+        return 0.0
+    return float(num_gpu) if gpu_milli >= 1000 else gpu_milli / 1000
+
+
+# ---------------------------------------------------------------- requests
+class JobSubmit(Strict):
+    """A job: ``pods`` identical pods (a gang placed all-or-nothing), each asking for the resources below."""
+
+    name: Name = Field(examples=["resnet-ft"])
+    team: TeamName = Field(description="The team's queue (must exist: `PUT /queues/{name}`).")
+    user: OptionalText = ""
+    app: OptionalText = Field("", description="Application name (pods of one app may be limited per node).")
+    cpu: float = Field(gt=0, le=MAX_CPU_CORES, description="CPU cores per pod (0.5 = half a core).",
+                       examples=[4])
+    memory: str | float = Field(
+        description="Memory per pod: MiB as a number, or text with a binary unit (16GiB, 512MiB, 1.5Gi).",
+        examples=["16GiB"])
+    gpus: float = Field(0.0, ge=0, le=MAX_GPUS, description=(
+        "GPUs per pod: 0 = CPU only; a share of one device 0 < gpus < 1 (rounded to 1/1000); "
+        "or a whole number of GPUs."), examples=[0.5, 2])
+    gpu_model: OptionalText = Field("", description="GPU model (e.g. A100, or 'V100M16|V100M32'); empty = any.")
+    pods: int = Field(1, ge=1, le=MAX_GANG, description="Gang size.")
+    priority_class: str = Field("normal", max_length=63, description="low, normal or high.")
+    duration: str | float | None = Field(None, description=(
+        "Run time after which the service finishes the job (simulated run): seconds or 30s, 90m, 2h; "
+        "omit when the job's runtime reports completion."), examples=["2h"])
+    client_token: str | None = Field(None, min_length=1, max_length=128, description=(
+        "Idempotency key: resubmitting with the same key returns the first job."))
+
+    @field_validator("name", "user", "app", "gpu_model", "client_token")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _printable(value)
+
+    @field_validator("cpu", "memory", "gpus", "pods", "duration", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{value} is not a number")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | float) -> str | float:
+        mib = parse_memory(value)
+        if mib > MAX_MEMORY_MIB:
+            raise ValueError(f"{value!r} is more than 64Ti")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: float) -> float:
+        parse_gpu(value)  # a share of one device or whole GPUs, not 1.5
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    def to_spec(self) -> JobSpec:
+        num_gpu, gpu_milli = split_gpus(self.gpus)
+        return JobSpec(
+            name=self.name, team=self.team, cpu_milli=max(1, round(self.cpu * 1000)),
+            memory_mib=parse_memory(self.memory), num_gpu=num_gpu, gpu_milli=gpu_milli,
+            gpu_model=self.gpu_model, pods=self.pods, user=self.user, app=self.app,
+            priority_class=self.priority_class,
+            duration_s=None if self.duration is None else parse_duration(self.duration),
+            client_token=self.client_token)
+
+
+class JobComplete(Strict):
+    failed: bool = Field(False, description="The job's runtime failed (else it succeeded).")
+
+
+class QueuePut(Strict):
+    """A team's queue: nominal GPUs per GPU model ('*' = every model not named), cohort, borrowing, weight."""
+
+    quota: dict[Annotated[str, Field(min_length=1, max_length=63)],
+                Annotated[float, Field(ge=0, le=1_000_000)]] = Field(
+        default_factory=dict, examples=[{"A100": 8, ANY_MODEL: 2}])
+    cohort: Annotated[str, Field(max_length=63)] = ""
+    borrowing_limit: float | None = Field(None, ge=0, le=1_000_000)
+    weight: float = Field(1.0, gt=0, le=1000)
+
+    def to_spec(self, name: str) -> QueueSpec:
+        return QueueSpec(name, dict(self.quota), self.cohort, self.borrowing_limit, self.weight)
+
+
+class NodeIn(Strict):
+    """A node to register."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=TEAM_PATTERN)]
+    cpu: float = Field(gt=0, le=100_000, description="CPU cores.")
+    memory: str | float = Field(description="MiB, or text with a binary unit (768Gi).")
+    gpus: int = Field(0, ge=0, le=64)
+    gpu_model: Annotated[str, Field(max_length=63)] = ""
+    labels: dict[Annotated[str, Field(max_length=253)], Annotated[str, Field(max_length=253)]] = Field(
+        default_factory=dict)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | float) -> str | float:
+        if parse_memory(value) > 1024 * MAX_MEMORY_MIB:
+            raise ValueError(f"{value!r} is too large")
+        return value
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if "|" in value:
+            raise ValueError("a node has one GPU model")
+        return _printable(value)
+
+    def to_record(self) -> NodeRecord:
+        if self.gpus and not self.gpu_model:
+            raise ValueError("gpu_model: a node with GPUs names their model")
+        return NodeRecord(self.name, round(self.cpu * 1000), parse_memory(self.memory), self.gpus,
+                          self.gpu_model if self.gpus else "", dict(self.labels))
+
+
+class ClusterYaml(Strict):
+    cluster_yaml: str = Field(min_length=1, max_length=1_000_000,
+                              description="A cluster file (docs/file-formats.md) whose nodes are added.")
+
+
+class NodePatch(Strict):
+    cordoned: bool | None = Field(None, description="Cordon (true) or uncordon (false).")
+    drain: bool = Field(False, description="With cordoned=true: requeue the jobs running on the node.")
+
+
+class DeviceHealth(Strict):
+    healthy: bool
+
+
+class TokenCreate(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=TEAM_PATTERN)]
+    team: TeamName | None = Field(None, description="The team this token acts for (none: an admin token).")
+    admin: bool = False
+
+
+# ---------------------------------------------------------------- responses
+class PlacementOut(BaseModel):
+    node: str
+    devices: list[int]
+
+
+class ReasonOut(BaseModel):
+    code: Reason
+    message: str
+    evidence: dict[str, Any] = {}
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str
+    team: str
+    user: str
+    app: str
+    state: JobState
+    priority_class: str
+    priority: int
+    cpu: float = Field(description="CPU cores per pod.")
+    memory_mib: int
+    gpus: float = Field(description="GPUs per pod: a share of one device (< 1) or whole GPUs.")
+    gpu_model: str
+    pods: int
+    duration_s: float | None
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    placement: list[PlacementOut]
+    reason: ReasonOut | None
+    position: int | None = Field(None, description="Place in the queue order of the last cycle (pending jobs).")
+    solver: str
+    gap: float | None
+    restarts: int = 0
+    client_token: str | None = None
+
+    @classmethod
+    def of(cls, job: Job, position: int | None = None) -> JobOut:
+        s = job.spec
+        return cls(
+            id=job.id, name=s.name, team=s.team, user=s.user, app=s.app, state=job.state,
+            priority_class=s.priority_class, priority=job.priority, cpu=s.cpu_milli / 1000, memory_mib=s.memory_mib,
+            gpus=gpus_of(s.num_gpu, s.gpu_milli), gpu_model=s.gpu_model, pods=s.pods, duration_s=s.duration_s,
+            submitted_at=job.submitted_at, started_at=job.started_at, finished_at=job.finished_at,
+            placement=[PlacementOut(node=n, devices=list(d)) for n, d in job.placement],
+            reason=None if job.reason is None else ReasonOut(code=job.reason.code, message=job.reason.message,
+                                                             evidence=_jsonable(job.reason.evidence)),
+            position=position if job.state == JobState.PENDING else None, solver=job.solver,
+            gap=job.gap, restarts=job.restarts, client_token=s.client_token)
+
+
+class EventOut(BaseModel):
+    id: int | None
+    time: float
+    kind: str
+    job_id: int | None
+    node: str
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: Event) -> EventOut:
+        return cls(id=event.id, time=event.time, kind=event.kind, job_id=event.job_id, node=event.node,
+                   data=_jsonable(event.data))
+
+
+class JobDetail(JobOut):
+    events: list[EventOut] = []
+
+
+class QueueOut(BaseModel):
+    name: str
+    cohort: str
+    weight: float
+    quota: dict[str, float]
+    borrowing_limit: float | None
+    used_gpus: float
+    borrowed_gpus: float
+    fair_share_gpus: float
+    share: float
+    pending: int
+    running: int
+
+
+class NodeOut(BaseModel):
+    name: str
+    gpu_model: str
+    num_gpus: int
+    cordoned: bool
+    gpu_used_milli: list[int]
+    gpu_healthy: list[bool]
+    cpu_milli: int
+    cpu_used_milli: int
+    memory_mib: int
+    memory_used_mib: int
+    jobs: list[int]
+    labels: dict[str, str] = {}
+
+
+class SnapshotOut(BaseModel):
+    nodes: list[NodeOut]
+    gpus: int
+    gpu_allocation_pct: float
+    fragmentation_pct: float
+    pending: int
+    running: int
+
+
+class SampleOut(BaseModel):
+    time: float
+    gpu_allocation_pct: float
+    fragmentation_pct: float
+    pending: int
+
+
+class TokenOut(BaseModel):
+    name: str
+    team: str | None
+    admin: bool
+    token: str
+
+
+class WhoAmI(BaseModel):
+    name: str
+    team: str | None
+    admin: bool
+
+
+def _jsonable(value: Any) -> Any:
+    """Evidence and event data with NumPy scalars, tuples and non-finite floats made JSON-safe."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # NumPy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,181 @@
+"""``quasched serve`` and the client commands against a real server on 127.0.0.1 (never a traceback)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from quasched.cli import app
+from test_api_helpers import live_server, make_app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """(base URL, admin token) of a live server on the small cluster; the CLI runs in an empty directory."""
+    service_app, token = make_app(tmp_path / "db", clock=time.time)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    monkeypatch.delenv("QUASCHED_TOKEN", raising=False)
+    monkeypatch.delenv("QUASCHED_SERVER", raising=False)
+    with live_server(service_app) as base:
+        yield base, token
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    result = runner.invoke(app, list(args), env=env)
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_client_commands(server):
+    base, token = server
+    env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
+    r = cli("queue", "vision", "--quota", "A100=8", "--quota", "*=2", "--cohort", "research", env=env)
+    assert r.exit_code == 0, r.output
+    assert "queue vision" in r.output and "research" in r.output
+    r = cli("submit", "--team", "vision", "--gpus", "0.5", "--cpu", "4", "--memory", "16GiB", "--duration", "2h",
+            "--name", "resnet-ft", env=env)
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("job 1 (resnet-ft) running on ")
+    r = cli("submit", "--team", "vision", "--gpus", "8", "--pods", "3", "--name", "huge", "--gpu-model", "A100",
+            env=env)
+    assert r.exit_code == 0 and "job 2 (huge) pending — " in r.output
+    r = cli("jobs", env=env)
+    assert r.exit_code == 0 and "resnet-ft" in r.output and "huge" in r.output and "2 jobs" in r.output
+    r = cli("jobs", "--state", "pending", env=env)
+    assert "huge" in r.output and "resnet-ft" not in r.output
+    r = cli("jobs", "--team", "nobody", env=env)
+    assert "0 jobs" in r.output
+    r = cli("queues", env=env)
+    assert r.exit_code == 0 and "vision" in r.output and "A100=8" in r.output and "default" in r.output
+    r = cli("nodes", env=env)
+    assert r.exit_code == 0 and "4 nodes" in r.output and "a0" in r.output and " 0.5/" in r.output
+    r = cli("cancel", "2", "--server", base, env={"QUASCHED_TOKEN": token})
+    assert r.exit_code == 0 and "job 2 (huge) cancelled" in r.output
+    r = cli("cancel", "2", env=env)
+    assert r.exit_code == 2 and "409" in r.output and "already cancelled" in r.output
+    r = cli("cancel", "99", env=env)
+    assert r.exit_code == 2 and "404" in r.output
+    r = cli("jobs", "--state", "bogus", env=env)
+    assert r.exit_code == 2 and "422 state:" in r.output
+
+
+def test_errors_are_clear(server, tmp_path):
+    base, token = server
+    env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
+    r = cli("submit", "--team", "default", "--gpus", "1.5", "--name", "x", env=env)
+    assert r.exit_code == 2 and "422 gpus:" in r.output and "whole" in r.output
+    r = cli("submit", "--team", "default", "--gpus", "1", "--memory", "-3Gi", "--name", "x", env=env)
+    assert r.exit_code == 2 and "memory:" in r.output
+    r = cli("submit", "--team", "ghosts", "--name", "x", env=env)
+    assert r.exit_code == 2 and "team: unknown team 'ghosts'" in r.output
+    r = cli("jobs", env={"QUASCHED_SERVER": base})  # no token anywhere
+    assert r.exit_code == 2 and "401" in r.output and "QUASCHED_TOKEN" in r.output
+    r = cli("jobs", env={"QUASCHED_SERVER": base, "QUASCHED_TOKEN": "wrong"})
+    assert r.exit_code == 2 and "401" in r.output
+    # the token file in the working directory is used when no token is given
+    Path("quasched.token").write_text(token + "\n")
+    assert cli("jobs", env={"QUASCHED_SERVER": base}).exit_code == 0
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    r = cli("jobs", "--server", f"http://127.0.0.1:{closed}", env={"QUASCHED_TOKEN": token})
+    assert r.exit_code == 2 and "cannot connect" in r.output and "quasched serve" in r.output
+
+
+def test_team_tokens_from_the_cli(server):
+    base, token = server
+    admin = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
+    for team in ("vision", "nlp"):
+        assert cli("queue", team, env=admin).exit_code == 0
+    r = cli("token", "vision-ci", "--team", "vision", env=admin)
+    assert r.exit_code == 0, r.output
+    vision = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": r.output.strip()}
+    assert cli("submit", "--team", "vision", "--name", "ok", env=vision).exit_code == 0
+    r = cli("submit", "--team", "nlp", "--name", "theirs", env=vision)
+    assert r.exit_code == 2 and "403" in r.output
+    r = cli("queue", "vision", "--quota", "A100=100", env=vision)
+    assert r.exit_code == 2 and "403" in r.output and "not an admin" in r.output
+    assert cli("token", "x", env=admin).exit_code == 2
+
+
+def test_serve_options(tmp_path, monkeypatch):
+    """`quasched serve` with no arguments: ./quasched.db, the built-in cluster, a token file; uvicorn stubbed."""
+    monkeypatch.chdir(tmp_path)
+    ran = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: ran.update(app=app, **kw))
+    r = cli("serve")
+    assert r.exit_code == 0, r.output
+    assert ran["host"] == "127.0.0.1" and ran["port"] == 8080
+    token = (tmp_path / "quasched.token").read_text().strip()
+    assert f"dashboard http://127.0.0.1:8080/#token={token}" in r.output
+    assert "120 nodes" in r.output and (tmp_path / "quasched.db").exists()
+    ran["app"].state.service.store.close()
+    r = cli("serve", "--port", "9000", "--db", "quasched.db")  # a restart: same token, no new one
+    assert r.exit_code == 0 and "admin token" not in r.output and ran["port"] == 9000
+    ran["app"].state.service.store.close()
+    (tmp_path / "c.yaml").write_text("pools:\n  - {name: a, count: 2, cpu: 8, memory: 32Gi}\n")
+    r = cli("serve", "--db", str(tmp_path / "other.db"), "--cluster", str(tmp_path / "c.yaml"), "--policy", "bestfit")
+    assert r.exit_code == 0 and "2 nodes, policy bestfit" in r.output
+    ran["app"].state.service.store.close()
+    (tmp_path / "bad.yaml").write_text("pools: []\n")
+    r = cli("serve", "--db", str(tmp_path / "third.db"), "--cluster", str(tmp_path / "bad.yaml"))
+    assert r.exit_code == 2 and "pools" in r.output
+    assert cli("serve", "--policy", "nope").exit_code == 2
+    assert cli("serve", "--clock", "virtual").exit_code == 2
+
+
+def test_serve_process_end_to_end(tmp_path):
+    """The real command in a subprocess on a free port, then a client command against it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("pools:\n  - {name: g, count: 2, cpu: 32, memory: 128Gi, gpu: {model: A10, count: 4}}\n")
+    cmd = [sys.executable, "-m", "quasched.cli", "serve", "--port", str(port), "--cluster", str(cluster)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        env = {**os.environ, "QUASCHED_SERVER": base}
+        env.pop("QUASCHED_TOKEN", None)
+        out = subprocess.run([sys.executable, "-m", "quasched.cli", "submit", "--team", "default", "--gpus", "2",
+                              "--name", "e2e", "--duration", "1s"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "job 1 (e2e) running on g-" in out.stdout
+        for _ in range(50):  # the timer thread finishes it after a second
+            state = subprocess.run([sys.executable, "-m", "quasched.cli", "jobs", "--state", "succeeded"],
+                                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout
+            if "e2e" in state:
+                break
+            time.sleep(0.2)
+        assert "e2e" in state
+        assert "quasched_jobs_finished_total{state=\"succeeded\"} 1.0" in httpx.get(f"{base}/metrics").text
+    finally:
+        proc.terminate()
+        try:
+            output, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+    assert "admin token" in output and "Traceback" not in output
