@@ -388,8 +388,8 @@ def add_routes(app: FastAPI, service: Service) -> None:
                                         f"used for job {job.id}, which asked for something else")
                 response.status_code = status.HTTP_200_OK
                 return service.job_out(job)
-            service.mutate(lambda ctl, now: ctl.submit(job.id, spec, now, seq=job.seq))
-            return service.job_out(service.store.job(job.id) or job)
+            live = service.mutate(lambda ctl, now: ctl.submit(job.id, spec, now, seq=job.seq))
+            return service.job_out(live)
 
     @app.get(f"{API}/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs(who: Reader, state: JobState | None = None,

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, create_engine, event,
-                        make_url, select, update)
+from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, bindparam, create_engine,
+                        event, insert, make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -221,7 +221,8 @@ class Store:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
             raise ValueError(f"in-memory SQLite is not supported ({url!r}): use a file, e.g. sqlite:///quasched.db")
-        self.engine = create_engine(parsed, pool_pre_ping=True)  # survives a database restart
+        sqlite = parsed.get_backend_name() == "sqlite"
+        self.engine = create_engine(parsed, pool_pre_ping=not sqlite)  # a server may restart under us
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
@@ -234,15 +235,15 @@ class Store:
 
     def insert_job(self, spec: JobSpec, priority: int, now: float) -> Job:
         """Store a new pending job (its id and seq from the database), or the job of a repeated ``client_token``."""
-        values = job_values(Job(0, spec, priority, now, 0))
+        job = Job(0, spec, priority, now, 0)
+        values = job_values(job)
         del values["id"]
+        table = JobRow.__table__
         try:
-            with self._session.begin() as session:
-                row = JobRow(**values)
-                session.add(row)
-                session.flush()  # assigns the id
-                row.seq = row.id
-                return to_job(row)
+            with self.engine.begin() as conn:  # Core: one INSERT ... RETURNING, then seq = id
+                job.id = job.seq = conn.execute(insert(table).returning(table.c.id), values).scalar_one()
+                conn.execute(update(table).where(table.c.id == job.id).values(seq=job.id))
+                return job
         except IntegrityError:  # a concurrent or earlier insert of the same client_token won
             with self._session() as session:
                 first = session.scalar(select(JobRow).where(JobRow.client_token == spec.client_token))
@@ -256,17 +257,20 @@ class Store:
         Each event gets its stored ``id``.
         """
         values, events = [job_values(job) for job in jobs], list(events)
-        with self._session.begin() as session:
-            ids = {v["id"] for v in values}
-            if unknown := ids - set(session.scalars(select(JobRow.id).where(JobRow.id.in_(ids)))):
-                raise ValueError(f"jobs {sorted(unknown)} are not in the store: create jobs with insert_job")
+        with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
             if values:
-                session.execute(update(JobRow), values)  # one executemany by primary key
-            rows = [EventRow(**event_values(ev)) for ev in events]
-            session.add_all(rows)
-            session.flush()
-        for ev, row in zip(events, rows):
-            ev.id = row.id
+                updated = conn.execute(update(JobRow.__table__).where(JobRow.__table__.c.id == bindparam("job_id")),
+                                       [{**v, "job_id": v["id"]} for v in values]).rowcount
+                if updated != len(values):  # rolls the transaction back
+                    ids = [v["id"] for v in values]
+                    known = set(conn.scalars(select(JobRow.id).where(JobRow.id.in_(ids))))
+                    raise ValueError(f"jobs {sorted(set(ids) - known)} are not in the store: "
+                                     "create jobs with insert_job")
+            if events:
+                ids = conn.scalars(insert(EventRow.__table__).returning(EventRow.__table__.c.id, sort_by_parameter_order=True),
+                                   [event_values(ev) for ev in events]).all()
+                for ev, event_id in zip(events, ids):
+                    ev.id = event_id
 
     def job(self, job_id: int) -> Job | None:
         with self._session() as session:
