@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.model.cluster import NodeSpec, PlacementError
 from quasched.service.auth import Admin, Reader, StreamReader, TeamOrAdmin
-from quasched.service.controller import Controller, LoopOptions, SpecError, nodes_of, records_of
+from quasched.service.controller import Controller, LoopOptions, SpecError, records_of
 from quasched.service.domain import Event, Job, JobState, NodeRecord, QueueSpec
 from quasched.service.metrics import RequestTimer, ServiceMetrics
 from quasched.service.schemas import (MAX_ID, TEAM_PATTERN, ClusterYaml, DeviceHealth, EventOut, JobComplete,
@@ -173,13 +173,7 @@ class Service:
         if not queues:
             queues = [QueueSpec(DEFAULT_QUEUE)]
             self.store.put_queue(queues[0])
-        ctl = Controller(nodes_of(records), queues, self.options)
-        for record in records:  # cordons and failed devices survive a restart
-            if record.cordoned:
-                ctl.cluster.cordon(record.name)
-            for device in record.unhealthy:
-                ctl.cluster.set_device_health(record.name, device, False)
-        ctl.restore(jobs)
+        ctl = Controller.rebuilt(records, queues, jobs, self.options)
         self._teams.update((job.id, job.spec.team) for job in jobs)
         now = self.clock()
         ctl.cycle(now)
@@ -188,7 +182,7 @@ class Service:
 
     def _ensure_admin_token(self) -> None:
         """Create the first admin token, print it and write it to the token file, unless one exists."""
-        if self._has_admin_token():
+        if self.store.has_admin_token():
             return
         secret = self.store.add_token("admin", None, True)
         self.new_admin_token = secret
@@ -197,16 +191,6 @@ class Service:
             write_token_file(self.token_file, secret)
             where = f" (written to {self.token_file})"
         print(f"quasched: created admin token {secret}{where}", file=sys.stderr)
-
-    def _has_admin_token(self) -> bool:
-        has = getattr(self.store, "has_admin_token", None)
-        if callable(has):
-            return bool(has())
-        if self.token_file is not None and self.token_file.is_file():
-            secret = self.token_file.read_text().strip()
-            found = self.store.token(secret) if secret else None
-            return found is not None and bool(found[2])
-        return False
 
     def lookup_token(self, secret: str) -> Any:
         return self.store.token(secret)

@@ -169,6 +169,19 @@ class Controller:
         self._full = True  # the next pass tries every pending job
         self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
 
+    @classmethod
+    def rebuilt(cls, records: Sequence[NodeRecord], queues: Sequence[QueueSpec], jobs: Sequence[Job],
+                options: LoopOptions = LoopOptions()) -> Controller:
+        """The loop as a store describes it: nodes with their cordons and failed devices, queues, unfinished jobs."""
+        ctl = cls(nodes_of(records), queues, options)
+        for record in records:
+            if record.cordoned:
+                ctl.cluster.cordon(record.name)
+            for device in record.unhealthy:
+                ctl.cluster.set_device_health(record.name, device, False)
+        ctl.restore(jobs)
+        return ctl
+
     # ----------------------------------------------------------------- jobs
     def validate(self, spec: JobSpec) -> None:
         """Raise :class:`SpecError` for a job this service can never run."""

@@ -12,12 +12,12 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, bindparam, create_engine,
-                        event, insert, make_url, select, update)
+from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, Table, bindparam,
+                        create_engine, event, insert, make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -87,6 +87,10 @@ class EventRow(Base):
     job_id: Mapped[int | None] = mapped_column(index=True)
     node: Mapped[str] = mapped_column(String(256))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+JOBS = cast(Table, JobRow.__table__)  # Core handles for the hot path
+EVENTS = cast(Table, EventRow.__table__)
 
 
 class NodeRow(Base):
@@ -238,11 +242,10 @@ class Store:
         job = Job(0, spec, priority, now, 0)
         values = job_values(job)
         del values["id"]
-        table = JobRow.__table__
         try:
             with self.engine.begin() as conn:  # Core: one INSERT ... RETURNING, then seq = id
-                job.id = job.seq = conn.execute(insert(table).returning(table.c.id), values).scalar_one()
-                conn.execute(update(table).where(table.c.id == job.id).values(seq=job.id))
+                job.id = job.seq = conn.execute(insert(JOBS).returning(JOBS.c.id), values).scalar_one()
+                conn.execute(update(JOBS).where(JOBS.c.id == job.id).values(seq=job.id))
                 return job
         except IntegrityError:  # a concurrent or earlier insert of the same client_token won
             with self._session() as session:
@@ -259,7 +262,7 @@ class Store:
         values, events = [job_values(job) for job in jobs], list(events)
         with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
             if values:
-                updated = conn.execute(update(JobRow.__table__).where(JobRow.__table__.c.id == bindparam("job_id")),
+                updated = conn.execute(update(JOBS).where(JOBS.c.id == bindparam("job_id")),
                                        [{**v, "job_id": v["id"]} for v in values]).rowcount
                 if updated != len(values):  # rolls the transaction back
                     ids = [v["id"] for v in values]
@@ -267,9 +270,9 @@ class Store:
                     raise ValueError(f"jobs {sorted(set(ids) - known)} are not in the store: "
                                      "create jobs with insert_job")
             if events:
-                ids = conn.scalars(insert(EventRow.__table__).returning(EventRow.__table__.c.id, sort_by_parameter_order=True),
-                                   [event_values(ev) for ev in events]).all()
-                for ev, event_id in zip(events, ids):
+                stored = conn.scalars(insert(EVENTS).returning(EVENTS.c.id, sort_by_parameter_order=True),
+                                      [event_values(ev) for ev in events]).all()
+                for ev, event_id in zip(events, stored):
                     ev.id = event_id
 
     def job(self, job_id: int) -> Job | None:
@@ -337,6 +340,10 @@ class Store:
         with self._session.begin() as session:
             session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin))
         return secret
+
+    def has_admin_token(self) -> bool:
+        with self._session() as session:
+            return session.scalar(select(TokenRow.id).where(TokenRow.admin.is_(True)).limit(1)) is not None
 
     def token(self, secret: str) -> TokenInfo | None:
         with self._session() as session:

@@ -21,7 +21,7 @@ from quasched.metrics.fragmentation import TypicalPods
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import Workload
 from quasched.service.controller import Controller, LoopOptions
-from quasched.service.domain import JobSpec, JobState, QueueSpec
+from quasched.service.domain import JobSpec, QueueSpec
 from quasched.sim.engine import RngKind
 from quasched.sim.events import build_timeline
 
