@@ -179,3 +179,10 @@ def test_serve_process_end_to_end(tmp_path):
             proc.kill()
             output, _ = proc.communicate()
     assert "admin token" in output and "Traceback" not in output
+
+
+def test_serve_virtual_clock_matches_the_replay():
+    result = runner.invoke(app, ["serve", "--clock", "virtual", "--trace", "synthetic", "--policy", "bestfit"])
+    assert result.exit_code == 0, result.output
+    assert "1,000 of 1,000 jobs started" in result.output
+    assert "identical to `quasched replay` (node and start time of every pod): yes" in result.output
