@@ -319,6 +319,15 @@ def serve(
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
     rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    order: str = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
+    decay_alpha: Optional[float] = typer.Option(None, help="The k-th pending job of one user/app weighs "
+                                                "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
+    grace: float = typer.Option(30.0, help="Seconds a preempted job gets to stop."),
+    preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
+    defrag_per_hour: int = typer.Option(0, help="Job swapping: migrate at most this many running jobs per hour "
+                                        "so a waiting multi-GPU job can start (0 = off)."),
+    batch_solver: Optional[str] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
+                                               "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
 ) -> None:
     """Run the scheduler service: HTTP API under /api/v1 (docs at /docs), dashboard at /, metrics at /metrics.
 
@@ -329,6 +338,10 @@ def serve(
 
     if clock == Clock.virtual:
         return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
+    if order not in ("fair", "fifo"):
+        raise typer.BadParameter("use 'fair' or 'fifo'", param_hint="--order")
+    if batch_solver not in (None, "milp", "qubo-sa", "qaoa", "greedy"):
+        raise typer.BadParameter("use milp, qubo-sa, qaoa or greedy", param_hint="--batch-solver")
     try:
         specs = parse_specs(policy)
     except ValueError as err:
@@ -346,11 +359,15 @@ def serve(
     import uvicorn
 
     from quasched.service.api import create_app, sqlite_file
+    from quasched.service.controller import LoopOptions
 
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     try:
-        service_app = create_app(url, cluster, policy=str(specs[0]), token_file=token_file)
+        options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
+                              decay_alpha=decay_alpha, grace_s=grace, preemption=preemption,
+                              defrag_per_hour=defrag_per_hour, batch_solver=batch_solver)
+        service_app = create_app(url, cluster, token_file=token_file, options=options)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     service = service_app.state.service

@@ -234,7 +234,13 @@ class Service:
     def _persist(self, ctl: Controller) -> list[Event]:
         jobs, events = ctl.drain_changes()
         if jobs or events:
-            self.store.save(jobs, events)
+            try:
+                self.store.save(jobs, events)
+            except Exception as err:  # memory ran ahead of the database: forget it, rebuild from what is stored
+                records, queues, unfinished = self.store.load()
+                self.ctl = Controller.rebuilt(records, queues, unfinished, self.options)
+                raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                                    f"the database refused the change, nothing was applied: {err}") from err
             self._teams.update((job.id, job.spec.team) for job in jobs)
             self.metrics.count(events, self._teams)
             for job in jobs:
