@@ -485,9 +485,8 @@ class Quasched:
         finally:
             out.close()
         self.starts += 1
-        wait_for("quasched serve", lambda: httpx.get(f"{self.url}/api/v1/healthz", timeout=1).status_code < 500
-                 or httpx.get(f"{self.url}/metrics", timeout=1).status_code == 200, timeout_s, self.proc, self.log,
-                 interval_s=0.1)
+        wait_for("quasched serve", lambda: httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200,
+                 timeout_s, self.proc, self.log, interval_s=0.1)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hook runs (the crash the store must survive)."""
@@ -520,11 +519,29 @@ class Quasched:
         return self._client
 
     def jobs(self, **params: Any) -> list[dict[str, Any]]:
+        """Every job (``GET /api/v1/jobs``, all pages), newest first."""
         out: list[dict[str, Any]] = []
-        r = self.client.get("/api/v1/jobs", params={"limit": 1000, **params})
+        while True:
+            r = self.client.get("/api/v1/jobs", params={"limit": 1000, "offset": len(out), **params})
+            r.raise_for_status()
+            page = r.json()
+            out += page
+            if len(page) < 1000:
+                return out
+
+    def nodes(self) -> list[dict[str, Any]]:
+        r = self.client.get("/api/v1/nodes")
         r.raise_for_status()
-        data = r.json()
-        return list(data if isinstance(data, list) else data.get("items", data.get("jobs", [])))
+        return list(r.json())
+
+    def ensure_queue(self, name: str = "default", quota: float = 1_000_000) -> None:
+        """The queue pods land in (annotation ``quasched.io/queue``, default ``default``), with room for all."""
+        r = self.client.get("/api/v1/queues")
+        r.raise_for_status()
+        if any(q.get("name") == name for q in r.json()):
+            return
+        r = self.client.put(f"/api/v1/queues/{name}", json={"quota": {"*": quota}})
+        r.raise_for_status()
 
     def metrics(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
