@@ -178,7 +178,8 @@ class KubeCluster:
 
     def __init__(self, workdir: str | Path, extender_url: str | None, scheduler_name: str = "quasched",
                  extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int = 100,
-                 disable_default_scores: bool = False, verbosity: int = 1) -> None:
+                 disable_default_scores: bool = False, disable_admission: Sequence[str] = (),
+                 verbosity: int = 1) -> None:
         reason = missing()
         if reason:
             raise RuntimeError(reason)
@@ -190,6 +191,9 @@ class KubeCluster:
         self.percentage = percentage_of_nodes_to_score
         self.disable_default_scores = disable_default_scores
         self.verbosity = verbosity
+        # ServiceAccount: no controller manager creates the default account; TaintNodesByCondition: no
+        # not-ready taint on fake nodes (no kubelet); Priority (optional): lets pods set spec.priority directly
+        self.disabled_admission = ["ServiceAccount", "TaintNodesByCondition", *disable_admission]
         self.token = secrets.token_hex(16)
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.api_port = free_port()
@@ -283,7 +287,7 @@ class KubeCluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--api-audiences=https://kubernetes.default.svc.cluster.local",
             "--authorization-mode=AlwaysAllow",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--disable-admission-plugins=" + ",".join(self.disabled_admission),
             "--service-cluster-ip-range=10.96.0.0/24",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",

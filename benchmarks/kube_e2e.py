@@ -1,0 +1,283 @@
+"""Benchmark: GPU pods through a real kube-scheduler v1.20.2 with quasched serve as its extender.
+
+    python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--data-dir ../shared/traces] [--json out.json]
+
+Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
+
+1. etcd + kube-apiserver + kube-scheduler on 127.0.0.1, ``--nodes`` fake GPU nodes sampled from
+   openb's, ``quasched serve --kubeconfig`` as the extender (filter, prioritize, bind; nodeCacheCapable);
+2. ``--pods`` GPU pods from the openb trace (first GPU pods in creation order: whole GPUs and
+   ``gpu-fraction`` shares), all queued while the scheduler is stopped, each with ``spec.priority``
+   descending so kube-scheduler's queue takes them in trace order; then the scheduler starts and
+   the clock runs until its active and backoff queues are empty;
+3. throughput (bound pods / s), extender latency per verb from quasched's side (its
+   ``quasched_http_request_duration_seconds`` histogram for the ``/k8s/scheduler/*`` routes,
+   p50/p99 interpolated within buckets), kube-scheduler's own attempt and binding latency;
+4. placement quality: the same pod sequence through quasched's own loop
+   (:class:`quasched.service.controller.Controller`, the service's policy and seed, FIFO, one cycle per
+   pod) on the same nodes; compares pods placed, GPUs allocated per model, and the node/devices of each pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from kube_cluster import (DEVICES, GPU, KubeCluster, Quasched, missing, openb_nodes, pod_manifest,  # noqa: E402
+                          wait_for)
+
+VERBS = ("filter", "prioritize", "bind")
+
+
+def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
+    """The first ``count`` GPU pods of openb-default in creation order (whole GPUs or a share)."""
+    from quasched.traces.catalog import load_trace
+
+    _, w = load_trace("openb-default", data_dir=Path(data_dir) if data_dir else None)
+    order = np.argsort(np.asarray(w.creation_time), kind="stable")
+    out: list[dict[str, Any]] = []
+    for row in order:
+        num, milli = int(w.num_gpu[row]), int(w.gpu_milli[row])
+        if num == 0:
+            continue
+        i = len(out)
+        fraction = milli / 1000 if num == 1 and milli < 1000 else None
+        m = pod_manifest(f"p-{i:04d}", gpus=num, fraction=fraction, model=str(w.gpu_spec[row]) or None,
+                         cpu_milli=max(1, int(w.cpu_milli[row])), memory_mib=max(1, int(w.memory_mib[row])))
+        m["spec"]["priority"] = count - i  # kube-scheduler's queue: higher priority first = trace order
+        out.append(m)
+        if len(out) == count:
+            break
+    return out
+
+
+def histogram_quantiles(text: str, name: str, match: dict[str, str], qs: tuple[float, ...]) -> dict[str, Any]:
+    """Quantiles of a Prometheus histogram (summed over the series whose labels include ``match``)."""
+    buckets: dict[float, float] = collections.defaultdict(float)
+    count = total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        m = re.match(r"^(\w+)(?:\{(.*)\})?\s+(\S+)", line)
+        if not m:
+            continue
+        metric, labels_text, value = m.group(1), m.group(2) or "", float(m.group(3))
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels_text))
+        if any(labels.get(k) != v for k, v in match.items()):
+            continue
+        if metric == f"{name}_bucket":
+            buckets[float(labels["le"])] += value
+        elif metric == f"{name}_count":
+            count += value
+        elif metric == f"{name}_sum":
+            total += value
+    out: dict[str, Any] = {"count": int(count), "mean_ms": round(1000 * total / count, 2) if count else None}
+    edges = sorted(buckets)
+    for q in qs:
+        key = f"p{int(q * 100)}_ms"
+        if not count:
+            out[key] = None
+            continue
+        target, lo, prev = q * count, 0.0, 0.0
+        for le in edges:
+            c = buckets[le]
+            if c >= target:
+                if math.isinf(le):
+                    out[key] = f">{lo * 1000:g}"
+                else:
+                    frac = (target - prev) / (c - prev) if c > prev else 1.0
+                    out[key] = round(1000 * (lo + (le - lo) * frac), 2)
+                break
+            lo, prev = le, c
+    return out
+
+
+def scheduler_queues(kc: KubeCluster) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in kc.scheduler_metrics().splitlines():
+        m = re.match(r'^scheduler_pending_pods\{queue="(\w+)"\}\s+(\S+)', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    shapes = openb_nodes(args.nodes, args.data_dir)
+    manifests = trace_pods(args.pods, args.data_dir)
+    q = Quasched(base / "quasched", None, policy=args.policy)
+    result: dict[str, Any] = {"nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
+                              "gpus": sum(s.gpus for s in shapes),
+                              "gpus_requested": round(sum(float((m["metadata"]["annotations"] or {}).get(
+                                  "gpu-fraction", m["spec"]["containers"][0]["resources"]["limits"][GPU]))
+                                  for m in manifests), 2)}
+    with KubeCluster(base / "k8s", q.url, disable_default_scores=args.pure_extender,
+                     disable_admission=("Priority",)) as kc:
+        result["startup_s"] = round(kc.startup_s, 2)
+        q.kubeconfig = kc.kubeconfig
+        kc.add_gpu_nodes(shapes)
+        q.start()
+        try:
+            q.ensure_queue("default")
+            wait_for("quasched sees the nodes", lambda: len(
+                [n for n in q.nodes() if n["name"].startswith("gpu-node-")]) == args.nodes, 60, q.proc, q.log)
+            kc.stop_scheduler()
+            t = time.monotonic()
+            for m in manifests:
+                kc.create_pod(m)
+            result["create_s"] = round(time.monotonic() - t, 2)
+            t0 = time.monotonic()
+            kc.start_scheduler()
+            t_ready = time.monotonic()
+            bound_at: dict[str, float] = {}
+            names = [m["metadata"]["name"] for m in manifests]
+
+            def settled() -> bool:
+                pods = kc.pods()
+                now = time.monotonic()
+                for n in names:
+                    if n not in bound_at and (pods[n].get("spec") or {}).get("nodeName"):
+                        bound_at[n] = now
+                queues = scheduler_queues(kc)
+                return len(bound_at) == len(names) or (
+                    queues.get("active", 1) == 0 and queues.get("backoff", 1) == 0 and now - max(
+                        bound_at.values(), default=t_ready) > 3)
+            wait_for("all pods tried", settled, args.timeout, interval_s=0.1)
+            last = max(bound_at.values(), default=t_ready)
+            result["bound"] = len(bound_at)
+            result["unbound"] = len(names) - len(bound_at)
+            result["scheduler_start_s"] = round(t_ready - t0, 2)
+            result["schedule_s"] = round(last - t_ready, 2)
+            result["pods_per_s"] = round(len(bound_at) / max(1e-9, last - t_ready), 1)
+            qmetrics = q.metrics()
+            result["extender_ms"] = {v: histogram_quantiles(
+                qmetrics, "quasched_http_request_duration_seconds", {"route": f"/k8s/scheduler/{v}"}, (0.5, 0.99))
+                for v in VERBS}
+            smetrics = kc.scheduler_metrics()
+            result["kube_scheduler_ms"] = {
+                "attempt": histogram_quantiles(smetrics, "scheduler_scheduling_attempt_duration_seconds",
+                                               {"result": "scheduled"}, (0.5, 0.99)),
+                "algorithm": histogram_quantiles(smetrics, "scheduler_scheduling_algorithm_duration_seconds", {},
+                                                 (0.5, 0.99)),
+                "binding": histogram_quantiles(smetrics, "scheduler_binding_duration_seconds", {}, (0.5, 0.99)),
+            }
+            pods = kc.pods()
+            placed = {}
+            for n in names:
+                node = (pods[n].get("spec") or {}).get("nodeName")
+                if node:
+                    text = (pods[n]["metadata"].get("annotations") or {}).get(DEVICES, "")
+                    placed[n] = (node, tuple(int(d) for d in text.split(",") if d))
+            result["_placed"] = placed
+            result["_pods"] = [pods[n] for n in names]
+            result["_nodes"] = kc.check(kc.api.get("/api/v1/nodes"))["items"]
+            jobs = [j for j in q.jobs() if (j.get("client_token") or "").startswith("k8s:") and j["state"] == "running"]
+            result["quasched_running_jobs"] = len(jobs)
+            mismatched = [j["name"] for j in jobs if placed.get(j["name"].split("/", 1)[1]) !=
+                          (j["placement"][0]["node"], tuple(j["placement"][0]["devices"]))]
+            result["kube_vs_quasched_api_mismatches"] = len(mismatched)
+        finally:
+            q.stop()
+    return result
+
+
+def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The same pods, in the same order, through quasched's own loop on the same nodes."""
+    from quasched.kube.convention import job_spec, node_record
+    from quasched.service.controller import Controller, LoopOptions
+    from quasched.service.domain import QueueSpec
+
+    records = sorted((node_record(n) for n in kube["_nodes"] if n["metadata"]["name"].startswith("gpu-node-")),
+                     key=lambda r: r.name)
+    ctl = Controller.rebuilt(records, [QueueSpec("default")], [],
+                             LoopOptions(policy=policy, order="fifo", preemption=False, sample_s=float("inf")))
+    placed: dict[str, tuple[str, tuple[int, ...]]] = {}
+    names: dict[int, str] = {}
+    for i, pod in enumerate(kube["_pods"], start=1):
+        spec = job_spec(pod)
+        names[i] = pod["metadata"]["name"]
+        ctl.submit(i, spec, float(i), validate=False)
+        ctl.cycle(float(i))
+        _, events = ctl.drain_changes()
+        for e in events:
+            if e.kind == "started" and e.job_id is not None:
+                placed[names[e.job_id]] = (str(e.node), tuple(e.data["devices"][0]))
+    return placed
+
+
+def compare(kube: dict[str, Any], own: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
+    kp: dict[str, tuple[str, tuple[int, ...]]] = kube["_placed"]
+    model = {n["metadata"]["name"]: n["metadata"]["labels"].get("quasched.io/gpu-model", "") for n in kube["_nodes"]}
+    share = {p["metadata"]["name"]: float((p["metadata"].get("annotations") or {}).get(
+        "gpu-fraction", p["spec"]["containers"][0]["resources"]["limits"][GPU])) for p in kube["_pods"]}
+
+    def per_model(placed: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, float]:
+        out: dict[str, float] = collections.defaultdict(float)
+        for name, (node, _) in placed.items():
+            out[model[node]] += share[name]
+        return {k: round(v, 3) for k, v in sorted(out.items())}
+
+    same_node = sum(1 for n, (node, _) in kp.items() if own.get(n, ("",))[0] == node)
+    same_both = sum(1 for n, v in kp.items() if own.get(n) == v)
+    return {
+        "placed": {"kube": len(kp), "own_loop": len(own)},
+        "same_pods_placed": set(kp) == set(own),
+        "gpus_allocated": {"kube": round(sum(share[n] for n in kp), 3), "own_loop": round(sum(share[n] for n in own), 3)},
+        "gpus_by_model": {"kube": per_model(kp), "own_loop": per_model(own)},
+        "same_gpus_by_model": per_model(kp) == per_model(own),
+        "same_node": same_node,
+        "same_node_and_devices": same_both,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--pods", type=int, default=1000)
+    ap.add_argument("--policy", default="fgd")
+    ap.add_argument("--data-dir", default=None, help="traces folder (default $QUASCHED_DATA)")
+    ap.add_argument("--pure-extender", action="store_true",
+                    help="disable kube-scheduler's in-tree score plugins (only quasched's prioritize ranks nodes)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = ap.parse_args()
+    reason = missing()
+    if reason:
+        print(f"kube_e2e: {reason}", file=sys.stderr)
+        return 2
+    import os
+    args.data_dir = args.data_dir or os.environ.get("QUASCHED_DATA") or str(
+        Path(__file__).resolve().parents[2] / "shared/traces")
+    tmp = tempfile.mkdtemp(prefix="quasched-kube-bench-")
+    kube = run_kube(args, Path(tmp))
+    own = run_own_loop(kube, args.policy)
+    kube["placement_quality"] = compare(kube, own)
+    out = {k: v for k, v in kube.items() if not k.startswith("_")}
+    out["pure_extender"] = args.pure_extender
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"work directory: {tmp}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
