@@ -14,6 +14,7 @@ quasched's reason, and a SIGKILL of quasched in the middle of a stream loses and
 from __future__ import annotations
 
 import collections
+import os
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,7 +24,10 @@ import pytest
 from kube_cluster import (DEVICES, FRACTION, GPU, KubeCluster, Quasched, StubExtender, missing, openb_nodes,
                                 pod_manifest, wait_for)
 
-REASON = missing()
+MODE = os.environ.get("QUASCHED_K8S_E2E", "auto")  # auto: run when the binaries exist; require; off
+REASON = "QUASCHED_K8S_E2E=off" if MODE == "off" else missing()
+if REASON and MODE == "require":
+    raise RuntimeError(f"QUASCHED_K8S_E2E=require but {REASON}")
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 NODES = 50
