@@ -451,7 +451,7 @@ class Quasched:
 
     ``extra_args`` are appended; the kube flags are :data:`KUBE_ARGS` (the teammate's CLI, docs/kubernetes.md)."""
 
-    KUBE_ARGS = ("--kubeconfig", "{kubeconfig}")
+    KUBE_ARGS = ("--kube-extender", "--kubeconfig", "{kubeconfig}")
 
     def __init__(self, workdir: str | Path, kubeconfig: Path | None, port: int | None = None,
                  extra_args: Sequence[str] = (), policy: str = "fgd", db: str | None = None,
