@@ -432,8 +432,10 @@ class KubeCluster:
         except TimeoutError:
             pods = self.pods(namespace)
             left = sorted(n for n in want if not (pods.get(n, {}).get("spec") or {}).get("nodeName"))
-            raise TimeoutError(f"{len(left)} of {len(want)} pods not bound after {timeout_s:.0f} s: {left[:10]}"
-                               f"{tail(self.logs.get('kube-scheduler'))}") from None
+            why = {n: [e.get("message") for e in self.events(n) if e.get("reason") == "FailedScheduling"][-1:]
+                   for n in left[:10]}
+            raise TimeoutError(f"{len(left)} of {len(want)} pods not bound after {timeout_s:.0f} s: {why}"
+                               f"{tail(self.logs.get('kube-scheduler'), 10)}") from None
 
     def events(self, pod: str | None = None, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         params = {"fieldSelector": f"involvedObject.name={pod}"} if pod else {}
