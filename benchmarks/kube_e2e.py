@@ -166,11 +166,19 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 for v in VERBS}
             smetrics = kc.scheduler_metrics()
             result["kube_scheduler_ms"] = {
-                "attempt": histogram_quantiles(smetrics, "scheduler_scheduling_attempt_duration_seconds",
-                                               {"result": "scheduled"}, (0.5, 0.99)),
+                "e2e": histogram_quantiles(smetrics, "scheduler_e2e_scheduling_duration_seconds",
+                                           {"result": "scheduled"}, (0.5, 0.99)),
                 "algorithm": histogram_quantiles(smetrics, "scheduler_scheduling_algorithm_duration_seconds", {},
                                                  (0.5, 0.99)),
                 "binding": histogram_quantiles(smetrics, "scheduler_binding_duration_seconds", {}, (0.5, 0.99)),
+            }
+            ametrics = kc.api.get("/metrics").text
+            result["apiserver_ms"] = {
+                "patch_pod": histogram_quantiles(ametrics, "apiserver_request_duration_seconds",
+                                                 {"verb": "PATCH", "resource": "pods", "subresource": ""}, (0.5, 0.99)),
+                "create_binding": histogram_quantiles(ametrics, "apiserver_request_duration_seconds",
+                                                      {"verb": "POST", "resource": "pods", "subresource": "binding"},
+                                                      (0.5, 0.99)),
             }
             pods = kc.pods()
             placed = {}
