@@ -176,12 +176,12 @@ class Controller:
                 options: LoopOptions = LoopOptions()) -> Controller:
         """The loop as a store describes it: nodes with their cordons and failed devices, queues, unfinished jobs."""
         ctl = cls(nodes_of(records), queues, options)
+        ctl.restore(jobs)  # first: jobs still run on nodes cordoned since they started
         for record in records:
             if record.cordoned:
                 ctl.cluster.cordon(record.name)
             for device in record.unhealthy:
                 ctl.cluster.set_device_health(record.name, device, False)
-        ctl.restore(jobs)
         return ctl
 
     # ----------------------------------------------------------------- jobs
