@@ -38,6 +38,9 @@ DEFAULT_QUEUE = "default"
 #: client_token prefix of the jobs that stand for Kubernetes pods: ``k8s:<pod uid>:<attempt>``
 TOKEN_PREFIX = "k8s:"
 MILLI = 1000
+#: largest whole-GPU request and CPU (milli) / memory (MiB) amount read from a pod
+MAX_GPUS = 1024
+MAX_AMOUNT = 1 << 50
 MIB = 1 << 20
 
 _SUFFIX = {
@@ -102,7 +105,7 @@ def _containers(pod: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
     return [c for c in items if isinstance(c, Mapping)] if isinstance(items, list) else []
 
 
-def _amount(container: Mapping[str, Any], resource: str, convert: Any, prefer: str) -> int:
+def _amount(container: Mapping[str, Any], resource: str, convert: Any, prefer: str) -> Any:
     """A container's request of ``resource`` (``prefer`` = requests or limits first, then the other)."""
     resources = container.get("resources") or {}
     if not isinstance(resources, Mapping):
@@ -112,23 +115,22 @@ def _amount(container: Mapping[str, Any], resource: str, convert: Any, prefer: s
         values = resources.get(kind) or {}
         if isinstance(values, Mapping) and values.get(resource) is not None:
             try:
-                return int(convert(values[resource]))
+                return convert(values[resource])
             except PodError as err:
                 raise PodError(f"{container.get('name', '?')}: resources.{kind}.{resource}: {err}") from None
     return 0
 
 
-def pod_request(pod: Mapping[str, Any], resource: str, convert: Any = milli, prefer: str = "requests") -> int:
+def pod_request(pod: Mapping[str, Any], resource: str, convert: Any = milli, prefer: str = "requests") -> Any:
     """Kubernetes' effective request: max(sum over containers, largest init container)."""
     total = sum(_amount(c, resource, convert, prefer) for c in _containers(pod, "containers"))
     init = max((_amount(c, resource, convert, prefer) for c in _containers(pod, "initContainers")), default=0)
     return max(total, init)
 
 
-def gpu_count(pod: Mapping[str, Any]) -> int:
-    """Whole devices of ``nvidia.com/gpu`` the pod asks for (limits first, the extended-resource convention)."""
-    value = pod_request(pod, GPU_RESOURCE, quantity, prefer="limits")
-    return int(value)
+def gpu_count(pod: Mapping[str, Any]) -> Decimal:
+    """Devices of ``nvidia.com/gpu`` the pod asks for (limits first, the extended-resource convention)."""
+    return Decimal(pod_request(pod, GPU_RESOURCE, quantity, prefer="limits"))
 
 
 def is_managed(pod: Mapping[str, Any]) -> bool:
@@ -161,9 +163,9 @@ def pod_gpu(pod: Mapping[str, Any]) -> PodGpu:
     """Read the pod's GPU, model, queue, CPU and memory request; :class:`PodError` names what is wrong."""
     if not isinstance(pod, Mapping):
         raise PodError("pod: not an object")
-    count = pod_request(pod, GPU_RESOURCE, quantity, prefer="limits")
-    if count != int(count) or count < 0:
-        raise PodError(f"{GPU_RESOURCE}: a whole number of devices, got {count}")
+    count = gpu_count(pod)
+    if count != count.to_integral_value() or not 0 <= count <= MAX_GPUS:
+        raise PodError(f"{GPU_RESOURCE}: a whole number of devices up to {MAX_GPUS}, got {count}")
     num_gpu, gpu_milli = int(count), MILLI if count else 0
     annotations = _get(pod, "metadata", "annotations") or {}
     if not isinstance(annotations, Mapping):
@@ -184,8 +186,10 @@ def pod_gpu(pod: Mapping[str, Any]) -> PodGpu:
     if not model and isinstance(selector, Mapping):
         model = next((str(selector[k]) for k in MODEL_LABELS if selector.get(k)), "")
     queue = str(annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE)
-    return PodGpu(num_gpu, gpu_milli, model if num_gpu else "", pod_request(pod, "cpu", milli),
-                  pod_request(pod, "memory", mebibytes), queue)
+    cpu, memory = pod_request(pod, "cpu", milli), pod_request(pod, "memory", mebibytes)
+    if cpu > MAX_AMOUNT or memory > MAX_AMOUNT:
+        raise PodError("cpu or memory request out of range")
+    return PodGpu(num_gpu, gpu_milli, model if num_gpu else "", int(cpu), int(memory), queue[:128])
 
 
 def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:

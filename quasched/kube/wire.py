@@ -56,6 +56,8 @@ def parse(body: bytes) -> dict[str, Any]:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError) as err:
         raise BadRequest(f"body is not JSON: {err}") from None
+    except RecursionError:
+        raise BadRequest("body nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("body must be a JSON object")
     return canonical(data)
