@@ -253,10 +253,25 @@ class Bridge:
         return self._create_binding(namespace, name, uid, node, (job, devices))
 
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
-                kind: str = "started") -> tuple[Job, tuple[int, ...]]:
+                adopt: bool = False) -> tuple[Job, tuple[int, ...]]:
         """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable.
 
-        Returns the existing job if the pod already runs there. :class:`PodError` when it cannot."""
+        ``adopt``: the pod already runs there (sync): a cordon does not stop it. Returns the existing
+        job if the pod already runs there. :class:`PodError` when it cannot."""
+        service = self.service
+        with service.lock:
+            c = service.ctl.cluster
+            cordoned = adopt and node in service.records and bool(c.cordoned[c.node(node)])
+            if cordoned:
+                c.uncordon(node)
+            try:
+                return self._reserve(pod, node, devices, "started")
+            finally:
+                if cordoned:
+                    c.cordon(node)
+
+    def _reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None,
+                 kind: str) -> tuple[Job, tuple[int, ...]]:
         uid = pod_key(pod)[2]
         service = self.service
         with service.lock:
@@ -292,9 +307,7 @@ class Bridge:
             ctl.restore([job])
             if job.state != JobState.RUNNING:  # the books refused the placement: leave no pending copy behind
                 ctl.cancel(job.id, now)
-                ctl.drain_changes()
-                job.reason = None
-                service.store.save([job], [])
+                service.store.save(*ctl.drain_changes())
                 raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
             if ctl.window is not None:
                 ctl.window.observe(self._pod_of(spec, job.id))

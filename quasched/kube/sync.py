@@ -17,6 +17,7 @@ is double-booked.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -26,6 +27,8 @@ from quasched.kube.convention import PodError, devices_of, is_managed, node_reco
 if TYPE_CHECKING:
     from quasched.kube.extender import Bridge, KubeClient
 
+#: seconds between re-lists when watches end at once
+MIN_WATCH_S = 1.0
 #: pod phases after which a pod holds nothing
 DONE = {"Succeeded": "succeeded", "Failed": "failed"}
 
@@ -197,7 +200,7 @@ class Sync:
                 self.bridge.release(uid, outcome)
             for bound in changes.adopt:
                 try:
-                    self.bridge.reserve(bound.pod, bound.node, bound.devices, kind="started")
+                    self.bridge.reserve(bound.pod, bound.node, bound.devices, adopt=True)
                 except (PodError, ValueError) as err:
                     from quasched.kube.extender import log
 
@@ -275,6 +278,7 @@ class Sync:
                 first = False
                 version = self.node_version if kind == "node" else self.pod_version
                 watch = self.client.watch_nodes if kind == "node" else self.client.watch_pods
+                started = time.monotonic()
                 for event_type, obj in watch(version, self.resync_s):
                     if self._stop.is_set():
                         return
@@ -284,6 +288,8 @@ class Sync:
                         continue
                     self.apply_event(kind, event_type, obj)
                 backoff = 1.0
+                if time.monotonic() - started < MIN_WATCH_S:  # a watch that ends at once: do not spin re-listing
+                    self._stop.wait(MIN_WATCH_S)
             except Exception as err:
                 log(f"{kind} watch failed: {err!r}; re-listing in {backoff:g} s")
                 self._stop.wait(backoff)
