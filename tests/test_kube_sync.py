@@ -148,6 +148,8 @@ def test_pod_changes():
     assert moved.end == [(uid_bound, "cancelled")] and [b.node for b in moved.adopt] == ["gpu-a0"]
     unbound = gpu_pod(uid="in-flight")
     assert pod_changes([unbound], {"in-flight": job_for("in-flight", "a0")}).end == []
+    stale = job_for("in-flight", "a0", JobState.PENDING)  # never legitimate: the loop must not place it
+    assert pod_changes([unbound], {"in-flight": stale}).end == [("in-flight", "cancelled")]
 
 
 # ---------------------------------------------------------------- the sync on a real app

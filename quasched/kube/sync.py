@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from quasched.service.domain import Job, NodeRecord
+from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
 
 if TYPE_CHECKING:
@@ -105,14 +105,16 @@ def pod_changes(pods: Iterable[Mapping[str, Any]], jobs: Mapping[str, Job], comp
     """What to change so the jobs standing for pods (uid → job) match ``pods`` (``complete``: a full list).
 
     A bound GPU pod without a job is adopted; a job whose pod finished, or (full list) is gone,
-    ends; a job placed on another node than its pod's ends and the pod is adopted again."""
+    ends; a job placed on another node than its pod's (or not placed: pending) ends and the pod is
+    adopted again."""
     out = PodChanges()
     seen: set[str] = set()
     for pod in pods:
         bound = bound_pod(pod)
         uid = pod_key(pod)[2] if isinstance(pod, Mapping) else ""
         if bound is None:
-            if uid in jobs and (pod_outcome(pod) != "cancelled" or (pod.get("spec") or {}).get("nodeName")):
+            if uid in jobs and (pod_outcome(pod) != "cancelled" or (pod.get("spec") or {}).get("nodeName")
+                                or jobs[uid].state == JobState.PENDING):
                 seen.add(uid)
                 out.end.append((uid, pod_outcome(pod)))
             elif uid in jobs:
