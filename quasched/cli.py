@@ -328,6 +328,18 @@ def serve(
                                         "so a waiting multi-GPU job can start (0 = off)."),
     batch_solver: Optional[str] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
                                                "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
+    kube_extender: bool = typer.Option(False, "--kube-extender", help=(
+        "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
+        "Kubernetes nodes and GPU pods (docs/kubernetes.md). Needs API-server credentials: --kubeconfig, "
+        "$KUBECONFIG or ~/.kube/config, or the in-cluster service account. Implies no quasched preemption "
+        "(Kubernetes owns evictions); without --cluster the node set is Kubernetes' alone.")),
+    kubeconfig: Optional[Path] = typer.Option(None, envvar="KUBECONFIG", help=(
+        "With --kube-extender: kubeconfig file of the API server (default: $KUBECONFIG, ~/.kube/config, "
+        "else in-cluster credentials).")),
+    kube_context: Optional[str] = typer.Option(None, help="With --kube-extender: the kubeconfig context."),
+    kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
+        "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
+        "and binds through the API server only).")),
 ) -> None:
     """Run the scheduler service: HTTP API under /api/v1 (docs at /docs), dashboard at /, metrics at /metrics.
 
@@ -361,26 +373,46 @@ def serve(
     from quasched.service.api import create_app, sqlite_file
     from quasched.service.controller import LoopOptions
 
+    kube = None
+    if kube_extender:
+        from quasched.kube.client import KubernetesClient
+        from quasched.kube.extender import KubeOptions
+
+        try:
+            client = KubernetesClient(str(kubeconfig) if kubeconfig else None, kube_context)
+        except Exception as err:  # no kubeconfig, a bad file, no in-cluster credentials
+            fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
+        kube = KubeOptions(client=client, sync=kube_sync)  # Kubernetes owns evictions: no preemption, no swapping
+        if cluster is None and kube_sync:
+            from quasched.service.controller import nodes_of
+
+            cluster = nodes_of([])
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     try:
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
-                              decay_alpha=decay_alpha, grace_s=grace, preemption=preemption,
-                              defrag_per_hour=defrag_per_hour, batch_solver=batch_solver)
-        service_app = create_app(url, cluster, token_file=token_file, options=options)
+                              decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
+                              defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver)
+        service_app = create_app(url, cluster, token_file=token_file, options=options, kube=kube)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+    if kube is not None:
+        console.print(f"  kube-scheduler extender urlPrefix {base}/k8s/scheduler (filter, prioritize, bind)"
+                      + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
     if service.new_admin_token:
         where = f" (saved to {service.token_file})" if service.token_file else ""
         console.print(f"  admin token {service.new_admin_token}{where}")
         console.print(f"  dashboard {base}/#token={service.new_admin_token}")
     else:
         console.print(f"  dashboard {base}/")
-    uvicorn.run(service_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
+
+    uvicorn.run(service_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
+                http=NoDelayH11Protocol)
 
 
 def resolve_token(token: str | None) -> str | None:

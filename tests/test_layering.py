@@ -25,7 +25,8 @@ ALLOWED = {
     "compat": {"model", "metrics", "policies", "sim"},
     "report": {"model", "metrics", "policies", "sim"},
     "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
-    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service"},
+    "kube": {"model", "metrics", "policies", "sim", "traces", "optimize", "service"},
+    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube"},
 }
 
 

@@ -22,7 +22,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Callable, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable, TypeVar
 
 from fastapi import Body, FastAPI, Header, HTTPException, Path as PathParam, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
@@ -38,6 +38,9 @@ from quasched.service.metrics import RequestTimer, ServiceMetrics
 from quasched.service.schemas import (MAX_ID, TEAM_PATTERN, ClusterYaml, DeviceHealth, EventOut, JobComplete,
                                       JobDetail, JobOut, JobSubmit, NodeIn, NodeOut, NodePatch, QueueOut, QueuePut,
                                       SampleOut, SnapshotOut, TokenCreate, TokenOut, WhoAmI)
+
+if TYPE_CHECKING:
+    from quasched.kube.extender import KubeOptions
 
 API = "/api/v1"
 DASHBOARD = Path(__file__).parent / "dashboard"
@@ -308,7 +311,8 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 # ---------------------------------------------------------------- the app
 def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *, policy: str = "fgd",
                token_file: Path | None = None, options: LoopOptions | None = None,
-               clock: Callable[[], float] = time.time, store: Any = None) -> FastAPI:
+               clock: Callable[[], float] = time.time, store: Any = None,
+               kube: KubeOptions | None = None) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -316,6 +320,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     (default: ``LoopOptions(policy=policy)``). The first admin token is
     written to ``token_file`` (default: ``quasched.token`` beside a SQLite
     database). ``store`` replaces the :class:`~.store.Store` of ``db_url``.
+    ``kube`` mounts the kube-scheduler extender (:mod:`quasched.kube`, docs/kubernetes.md).
     """
     db_file = sqlite_file(db_url)
     if store is None:
@@ -331,9 +336,14 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
+        sync = getattr(app.state, "kube", None) and app.state.kube.sync
+        if sync is not None:
+            await run_in_threadpool(sync.start)
         try:
             yield
         finally:
+            if sync is not None:
+                sync.stop()
             service.stop()
 
     app = FastAPI(
@@ -346,6 +356,10 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(RequestTimer, metrics=service.metrics, skip=("/stream",))
     add_routes(app, service)
+    if kube is not None:
+        from quasched.kube.extender import mount
+
+        app.state.kube = mount(app, service, kube)
     return app
 
 

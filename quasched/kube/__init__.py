@@ -1,0 +1,1 @@
+"""Kubernetes integration: the kube-scheduler extender, the pod/node convention and the cluster sync."""

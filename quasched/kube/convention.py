@@ -1,0 +1,251 @@
+"""How a Kubernetes pod asks quasched for GPUs, and how a node offers them (docs/kubernetes.md).
+
+Pure functions over the JSON of ``v1.Pod`` and ``v1.Node`` objects (plain dicts,
+as the API server and kube-scheduler send them), so they are tested on recorded
+fixtures with no cluster:
+
+- whole GPUs: ``resources.limits["nvidia.com/gpu"]: N`` (or ``requests``), summed over the
+  containers (an init container asking for more counts instead, as in Kubernetes);
+- a share of one GPU: ``nvidia.com/gpu: 1`` plus the annotation ``gpu-fraction: "0.5"``
+  (KAI Scheduler's name; 0 < f ≤ 1, rounded to 1/1000);
+- GPU model: the node label ``quasched.io/gpu-model``, else ``nvidia.com/gpu.product``; a pod
+  restricts it with the annotation ``quasched.io/gpu-model: "A100|H100"`` or a ``nodeSelector``
+  on either label;
+- queue: the annotation ``quasched.io/queue`` (default ``default``);
+- CPU and memory: the containers' requests (limits when a request is absent), in the usual
+  quantities (``500m``, ``2``, ``16Gi``, ``1G``, ``1e3``).
+
+A pod without a GPU request is not managed by quasched (the extender passes it through).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Mapping
+
+from quasched.service.domain import JobSpec, NodeRecord
+
+GPU_RESOURCE = "nvidia.com/gpu"
+FRACTION_ANNOTATION = "gpu-fraction"
+MODEL_ANNOTATION = "quasched.io/gpu-model"
+QUEUE_ANNOTATION = "quasched.io/queue"
+DEVICES_ANNOTATION = "quasched.io/gpu-devices"
+#: node labels naming the GPU model, first found wins
+MODEL_LABELS = ("quasched.io/gpu-model", "nvidia.com/gpu.product")
+DEFAULT_QUEUE = "default"
+#: client_token prefix of the jobs that stand for Kubernetes pods: ``k8s:<pod uid>:<attempt>``
+TOKEN_PREFIX = "k8s:"
+MILLI = 1000
+#: largest whole-GPU request and CPU (milli) / memory (MiB) amount read from a pod
+MAX_GPUS = 1024
+MAX_AMOUNT = 1 << 50
+MIB = 1 << 20
+
+_SUFFIX = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+
+
+class PodError(ValueError):
+    """A pod whose GPU request quasched cannot read (the message names the field)."""
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity (``500m``, ``2``, ``16Gi``, ``1G``, ``1.5``, ``1e3``) as a Decimal."""
+    if isinstance(value, bool):
+        raise PodError(f"not a quantity: {value!r}")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PodError(f"not a quantity: {value!r}")
+        return Decimal(str(value))
+    if not isinstance(value, str) or not value.strip():
+        raise PodError(f"not a quantity: {value!r}")
+    text = value.strip()
+    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"):
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], _SUFFIX[suffix]
+            break
+    else:
+        number, scale = text, Decimal(1)
+    try:
+        amount = Decimal(number)
+    except InvalidOperation:
+        raise PodError(f"not a quantity: {value!r}") from None
+    if not amount.is_finite() or amount < 0:
+        raise PodError(f"not a quantity: {value!r}")
+    return amount * scale
+
+
+def milli(value: Any) -> int:
+    """A quantity in thousandths, rounded up (CPU ``500m`` → 500, ``2`` → 2000)."""
+    return int(math.ceil(quantity(value) * MILLI))
+
+
+def mebibytes(value: Any) -> int:
+    """A byte quantity in MiB, rounded up (``16Gi`` → 16384, ``1G`` → 954)."""
+    return int(math.ceil(quantity(value) / MIB))
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _containers(pod: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    items = _get(pod, "spec", kind)
+    return [c for c in items if isinstance(c, Mapping)] if isinstance(items, list) else []
+
+
+def _amount(container: Mapping[str, Any], resource: str, convert: Any, prefer: str) -> Any:
+    """A container's request of ``resource`` (``prefer`` = requests or limits first, then the other)."""
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        return 0
+    other = "limits" if prefer == "requests" else "requests"
+    for kind in (prefer, other):
+        values = resources.get(kind) or {}
+        if isinstance(values, Mapping) and values.get(resource) is not None:
+            try:
+                return convert(values[resource])
+            except PodError as err:
+                raise PodError(f"{container.get('name', '?')}: resources.{kind}.{resource}: {err}") from None
+    return 0
+
+
+def pod_request(pod: Mapping[str, Any], resource: str, convert: Any = milli, prefer: str = "requests") -> Any:
+    """Kubernetes' effective request: max(sum over containers, largest init container)."""
+    total = sum(_amount(c, resource, convert, prefer) for c in _containers(pod, "containers"))
+    init = max((_amount(c, resource, convert, prefer) for c in _containers(pod, "initContainers")), default=0)
+    return max(total, init)
+
+
+def gpu_count(pod: Mapping[str, Any]) -> Decimal:
+    """Devices of ``nvidia.com/gpu`` the pod asks for (limits first, the extended-resource convention)."""
+    return Decimal(pod_request(pod, GPU_RESOURCE, quantity, prefer="limits"))
+
+
+def is_managed(pod: Mapping[str, Any]) -> bool:
+    """Whether quasched owns this pod's GPU placement (it asks for ``nvidia.com/gpu``)."""
+    try:
+        return gpu_count(pod) > 0
+    except PodError:
+        return True  # it names the resource: ours, and its error is reported
+
+
+def pod_key(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(namespace, name, uid)``."""
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
+
+
+@dataclass(frozen=True)
+class PodGpu:
+    """What a pod asks quasched for."""
+
+    num_gpu: int
+    gpu_milli: int
+    gpu_model: str
+    cpu_milli: int
+    memory_mib: int
+    queue: str
+
+
+def pod_gpu(pod: Mapping[str, Any]) -> PodGpu:
+    """Read the pod's GPU, model, queue, CPU and memory request; :class:`PodError` names what is wrong."""
+    if not isinstance(pod, Mapping):
+        raise PodError("pod: not an object")
+    count = gpu_count(pod)
+    if count != count.to_integral_value() or not 0 <= count <= MAX_GPUS:
+        raise PodError(f"{GPU_RESOURCE}: a whole number of devices up to {MAX_GPUS}, got {count}")
+    num_gpu, gpu_milli = int(count), MILLI if count else 0
+    annotations = _get(pod, "metadata", "annotations") or {}
+    if not isinstance(annotations, Mapping):
+        annotations = {}
+    fraction = annotations.get(FRACTION_ANNOTATION)
+    if fraction is not None:
+        try:
+            share = float(str(fraction).strip())
+        except ValueError:
+            raise PodError(f"annotation {FRACTION_ANNOTATION}: not a number: {fraction!r}") from None
+        if not (0 < share <= 1) or not math.isfinite(share):
+            raise PodError(f"annotation {FRACTION_ANNOTATION}: a share 0 < f <= 1 of one GPU, got {fraction!r}")
+        if num_gpu != 1:
+            raise PodError(f"annotation {FRACTION_ANNOTATION} needs {GPU_RESOURCE}: 1, got {num_gpu}")
+        gpu_milli = min(MILLI, max(1, round(share * MILLI)))
+    selector = _get(pod, "spec", "nodeSelector") or {}
+    model = str(annotations.get(MODEL_ANNOTATION) or "").strip()
+    if not model and isinstance(selector, Mapping):
+        model = next((str(selector[k]) for k in MODEL_LABELS if selector.get(k)), "")
+    queue = str(annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE)
+    cpu, memory = pod_request(pod, "cpu", milli), pod_request(pod, "memory", mebibytes)
+    if cpu > MAX_AMOUNT or memory > MAX_AMOUNT:
+        raise PodError("cpu or memory request out of range")
+    return PodGpu(num_gpu, gpu_milli, model if num_gpu else "", int(cpu), int(memory), queue[:128])
+
+
+def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:
+    """The quasched job standing for ``pod`` (one pod, no duration: Kubernetes reports its end)."""
+    want = pod_gpu(pod)
+    namespace, name, uid = pod_key(pod)
+    return JobSpec(name=f"{namespace}/{name}"[:256], team=want.queue, cpu_milli=want.cpu_milli,
+                   memory_mib=want.memory_mib, num_gpu=want.num_gpu, gpu_milli=want.gpu_milli,
+                   gpu_model=want.gpu_model, user=namespace[:128], client_token=f"{TOKEN_PREFIX}{uid}:{attempt}")
+
+
+def token_uid(client_token: str | None) -> str | None:
+    """The pod uid of a Kubernetes job's client_token (None for other jobs)."""
+    if not client_token or not client_token.startswith(TOKEN_PREFIX):
+        return None
+    return client_token[len(TOKEN_PREFIX):].rsplit(":", 1)[0]
+
+
+def devices_of(pod: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The devices in the pod's ``quasched.io/gpu-devices`` annotation (None: absent or unreadable)."""
+    text = _get(pod, "metadata", "annotations", DEVICES_ANNOTATION)
+    if not isinstance(text, str):
+        return None
+    try:
+        devices = tuple(int(d) for d in text.split(",") if d.strip())
+    except ValueError:
+        return None
+    return devices if devices and all(d >= 0 for d in devices) else None
+
+
+def devices_text(devices: tuple[int, ...]) -> str:
+    return ",".join(str(d) for d in devices)
+
+
+# ---------------------------------------------------------------- nodes
+def node_model(labels: Mapping[str, Any]) -> str:
+    return next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), "")
+
+
+def node_record(node: Mapping[str, Any]) -> NodeRecord:
+    """A Kubernetes node as quasched registers it: allocatable CPU, memory and ``nvidia.com/gpu``,
+    GPU model from its labels, cordoned when ``spec.unschedulable`` or its Ready condition is not True."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name:
+        raise PodError("node: metadata.name missing")
+    status = node.get("status") or {}
+    offered = status.get("allocatable") or status.get("capacity") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    try:
+        cpu = milli(offered.get("cpu", 0))
+        memory = int(quantity(offered.get("memory", 0)) / MIB)
+        gpus = int(quantity(offered.get(GPU_RESOURCE, 0)))
+    except PodError as err:
+        raise PodError(f"node {name}: {err}") from None
+    ready = next((c.get("status") for c in status.get("conditions") or [] if isinstance(c, Mapping)
+                  and c.get("type") == "Ready"), None)
+    cordoned = bool(_get(node, "spec", "unschedulable")) or ready not in (None, "True")
+    return NodeRecord(name, cpu, memory, gpus, node_model(labels) if gpus else "", labels, cordoned)

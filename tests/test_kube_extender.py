@@ -1,0 +1,517 @@
+"""Contract tests of the kube-scheduler extender (``extender/v1`` wire format) on a real app and store.
+
+kube-scheduler sends PascalCase keys (the Go structs have no json tags), ``"Nodes": null`` with
+``nodeCacheCapable``, and reads replies case-insensitively; these tests send exactly those shapes
+(and lower-case variants), check every verb, the stable FailedNodes strings, fractional GPUs, the
+GPU-model constraint, and that bad bodies get a 4xx JSON error, never a 500. Binding goes through a
+fake API client (the real API server is exercised by the end-to-end test).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+from fastapi.testclient import TestClient
+from test_api_helpers import Clock, bearer, make_app
+
+from quasched.kube.convention import DEVICES_ANNOTATION
+from quasched.kube.extender import (INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, PREFIX, REASONS, UNKNOWN_NODE,
+                                    UNKNOWN_QUEUE, KubeOptions)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kube"
+ALL = ["a0", "a1", "t0", "c0"]
+
+
+class FakeApi:
+    """The API-server calls of bind, recorded; ``fail_bind`` makes the Binding fail."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.fail_bind: str | None = None
+        self.fail_annotate: str | None = None
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        self.calls.append(("get", namespace, name))
+        if (namespace, name) not in self.pods:
+            raise LookupError(f'pods "{name}" not found')
+        return self.pods[namespace, name]
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        if self.fail_annotate:
+            raise RuntimeError(self.fail_annotate)
+        self.calls.append(("annotate", namespace, name, dict(annotations)))
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if self.fail_bind:
+            raise RuntimeError(self.fail_bind)
+        self.calls.append(("bind", namespace, name, uid, node))
+
+
+def gpu_pod(name: str = "p", gpus: Any = 1, fraction: str | None = None, model: str | None = None,
+            namespace: str = "team-a", uid: str | None = None, cpu: str = "2", memory: str = "8Gi",
+            queue: str | None = None) -> dict[str, Any]:
+    """A v1.Pod as kube-scheduler embeds it (camelCase, json tags)."""
+    annotations: dict[str, str] = {}
+    if fraction is not None:
+        annotations["gpu-fraction"] = fraction
+    if model is not None:
+        annotations["quasched.io/gpu-model"] = model
+    if queue is not None:
+        annotations["quasched.io/queue"] = queue
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {"metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}",
+                         "annotations": annotations, "creationTimestamp": None},
+            "spec": {"schedulerName": "quasched", "containers": [
+                {"name": "main", "image": "x", "resources": {"limits": limits,
+                                                             "requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def node_obj(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {}}, "status": {"allocatable": {"cpu": "1"}}}
+
+
+def args(pod: dict[str, Any], names: list[str] | None = ALL, nodes: list[str] | None = None) -> dict[str, Any]:
+    """ExtenderArgs: nodeCacheCapable sends NodeNames and ``"Nodes": null``; otherwise the reverse."""
+    return {"Pod": pod, "Nodes": None if nodes is None else {"metadata": {}, "items": [node_obj(n) for n in nodes]},
+            "NodeNames": names}
+
+
+def lower_keys(value: Any) -> Any:
+    """Every key of the extender's own structs in lower case (Pod/Node objects keep their camelCase)."""
+    if isinstance(value, dict):
+        return {(k.lower() if k[:1].isupper() else k): lower_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [lower_keys(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    api = FakeApi()
+    clock = Clock()
+    app, token = make_app(tmp_path, clock=clock, kube=KubeOptions(client=api))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, api, token, app
+
+
+def post(client: TestClient, verb: str, body: Any) -> Any:
+    r = client.post(f"{PREFIX}/{verb}", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+
+
+def node_use(client: TestClient, token: str) -> dict[str, list[int]]:
+    return {n["name"]: n["gpu_used_milli"] for n in client.get("/api/v1/nodes", headers=bearer(token)).json()}
+
+
+# ---------------------------------------------------------------- filter
+def test_filter_node_names_only_pascal_case_reply(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=2)))
+    assert set(reply) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    assert reply["Nodes"] is None and reply["Error"] == ""
+    assert reply["NodeNames"] == ["a0", "a1", "t0"]
+    assert reply["FailedNodes"] == {"c0": NO_GPU}
+
+
+def test_filter_full_nodes_without_node_names(env):
+    """nodeCacheCapable: false sends Nodes.items and ``"NodeNames": null``; the reply keeps the node objects."""
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=4), names=None, nodes=["a0", "t0", "c0"]))
+    assert [n["metadata"]["name"] for n in reply["Nodes"]["items"]] == ["a0"]
+    assert reply["NodeNames"] == ["a0"]
+    assert reply["FailedNodes"] == {"t0": NO_GPU, "c0": NO_GPU}
+
+
+def test_filter_returns_only_names_given(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(), names=["t0", "ghost"]))
+    assert reply["NodeNames"] == ["t0"]
+    assert reply["FailedNodes"] == {"ghost": UNKNOWN_NODE}
+
+
+def test_filter_both_null_and_empty(env):
+    client, *_ = env
+    for body in ({"Pod": gpu_pod(), "Nodes": None, "NodeNames": None}, {"Pod": gpu_pod()},
+                 {"Pod": gpu_pod(), "NodeNames": []}):
+        reply = post(client, "filter", body)
+        assert reply["NodeNames"] == [] and reply["FailedNodes"] == {}
+
+
+def test_lower_case_keys_accepted(env):
+    client, api, *_ = env
+    reply = post(client, "filter", lower_keys(args(gpu_pod(gpus=2))))
+    assert reply["NodeNames"] == ["a0", "a1", "t0"]
+    scores = post(client, "prioritize", lower_keys(args(gpu_pod(gpus=2))))
+    assert {s["Host"] for s in scores} == set(ALL)
+    weird = {"pOD": gpu_pod(gpus=1), "NODES": None, "nodeNAMES": ["a0"]}
+    assert post(client, "filter", weird)["NodeNames"] == ["a0"]
+    bind = {k.lower(): v for k, v in bind_args(gpu_pod(name="lc"), "a0").items()}
+    api.pods["team-a", "lc"] = gpu_pod(name="lc")
+    assert post(client, "bind", bind) == {"Error": ""}
+
+
+def test_pod_keys_case_insensitive_but_labels_verbatim(env):
+    """Structural keys of the embedded pod in any case; annotation keys are data and are not rewritten."""
+    client, *_ = env
+    pod = gpu_pod(gpus=1, model="T4")
+    shouted = {"METADATA": pod["metadata"], "Spec": {"Containers": [
+        {"Name": "main", "Resources": {"Limits": {"nvidia.com/gpu": "1"}, "Requests": {"CPU": "1"}}}]}}
+    reply = post(client, "filter", args(shouted))
+    assert reply["NodeNames"] == ["t0"]
+    assert reply["FailedNodes"] == {"a0": MODEL_MISMATCH, "a1": MODEL_MISMATCH, "c0": NO_GPU}
+
+
+def test_fits_nowhere_gets_stable_reason(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=16)))
+    assert reply["NodeNames"] == []
+    assert reply["FailedNodes"] == dict.fromkeys(ALL, NO_GPU)
+    assert set(reply["FailedNodes"].values()) <= set(REASONS)
+
+
+def test_insufficient_cpu_reason(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=1, cpu="40")))
+    assert reply["NodeNames"] == ["a0", "a1"]
+    assert reply["FailedNodes"] == {"t0": "quasched: insufficient cpu", "c0": NO_GPU}
+
+
+def test_gpu_model_constraint(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=1, model="A100")))
+    assert reply["NodeNames"] == ["a0", "a1"]
+    assert reply["FailedNodes"] == {"t0": MODEL_MISMATCH, "c0": NO_GPU}
+    several = post(client, "filter", args(gpu_pod(gpus=1, model="A100|T4")))
+    assert several["NodeNames"] == ["a0", "a1", "t0"]
+    selector = gpu_pod(gpus=1)
+    selector["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "T4"}
+    assert post(client, "filter", args(selector))["NodeNames"] == ["t0"]
+    unknown = post(client, "filter", args(gpu_pod(gpus=1, model="H100")))
+    assert unknown["NodeNames"] == [] and unknown["FailedNodes"]["a0"] == MODEL_MISMATCH
+
+
+def test_cordoned_node_reason(env):
+    client, _, token, _ = env
+    assert client.patch("/api/v1/nodes/a1", json={"cordoned": True}, headers=bearer(token)).status_code == 200
+    reply = post(client, "filter", args(gpu_pod()))
+    assert reply["FailedNodes"]["a1"] == UNKNOWN_NODE
+
+
+def test_invalid_gpu_requests_fail_every_node_with_one_reason(env):
+    client, *_ = env
+    for pod in (gpu_pod(gpus=2, fraction="0.5"), gpu_pod(gpus=1, fraction="half"), gpu_pod(gpus=1, fraction="1.5"),
+                gpu_pod(gpus="1.5"), gpu_pod(gpus="lots")):
+        reply = post(client, "filter", args(pod))
+        assert reply["NodeNames"] == [] and reply["FailedNodes"] == dict.fromkeys(ALL, INVALID), pod
+
+
+def test_unknown_queue_and_quota(env):
+    client, _, token, _ = env
+    assert post(client, "filter", args(gpu_pod(queue="nope")))["FailedNodes"] == dict.fromkeys(ALL, UNKNOWN_QUEUE)
+    r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1}}, headers=bearer(token))
+    assert r.status_code == 200, r.text
+    reply = post(client, "filter", args(gpu_pod(gpus=2, queue="vision")))
+    assert reply["NodeNames"] == ["t0"]  # the quota limits A100 only
+    assert reply["FailedNodes"] == {"a0": OVER_QUOTA, "a1": OVER_QUOTA, "c0": NO_GPU}
+    within = post(client, "filter", args(gpu_pod(gpus=1, queue="vision", model="A100")))
+    assert within["NodeNames"] == ["a0", "a1"]
+
+
+def test_pod_without_gpu_passes_through(env):
+    client, *_ = env
+    reply = post(client, "filter", args(gpu_pod(gpus=0)))
+    assert reply["NodeNames"] == ALL and reply["FailedNodes"] == {}
+    assert [s["Score"] for s in post(client, "prioritize", args(gpu_pod(gpus=0)))] == [0, 0, 0, 0]
+
+
+def test_fractional_gpus_share_a_device(env):
+    client, api, token, _ = env
+    for i in range(4):
+        pod = gpu_pod(name=f"half-{i}", fraction="0.5", model="T4")
+        assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
+        assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
+    assert node_use(client, token)["t0"] == [1000, 1000]
+    devices = [c[3][DEVICES_ANNOTATION] for c in api.calls if c[0] == "annotate"]
+    assert sorted(devices) == ["0", "0", "1", "1"]
+    full = post(client, "filter", args(gpu_pod(name="more", fraction="0.25", model="T4")))
+    assert full["NodeNames"] == [] and full["FailedNodes"]["t0"] == NO_GPU
+
+
+# ---------------------------------------------------------------- prioritize
+def test_prioritize_scores_from_the_policy(env):
+    client, api, token, _ = env
+    # a half-used device on a0 makes FGD/packing prefer a0 for another share
+    first = gpu_pod(name="first", fraction="0.5", model="A100")
+    post(client, "filter", args(first))
+    assert post(client, "bind", bind_args(first, "a0")) == {"Error": ""}
+    scores = post(client, "prioritize", args(gpu_pod(name="second", fraction="0.5"), names=["a0", "a1", "t0", "c0", "x"]))
+    assert [s["Host"] for s in scores] == ["a0", "a1", "t0", "c0", "x"]
+    assert all(set(s) == {"Host", "Score"} and isinstance(s["Score"], int) and 0 <= s["Score"] <= 10 for s in scores)
+    by_host = {s["Host"]: s["Score"] for s in scores}
+    assert by_host["c0"] == 0 and by_host["x"] == 0
+    assert by_host["a0"] >= by_host["a1"]
+
+
+def test_prioritize_matches_policy_score(env):
+    import numpy as np
+
+    from quasched.policies.base import CycleState
+
+    client, _, _, app = env
+    service = app.state.service
+    scores = post(client, "prioritize", args(gpu_pod(gpus=1)))
+    pod = app.state.kube._pod_of(__import__("quasched.kube.convention", fromlist=["job_spec"]).job_spec(gpu_pod(gpus=1)))
+    c = service.ctl.cluster
+    idx = np.array([c.node(n) for n in ("a0", "a1", "t0")])
+    policy = service.ctl.scheduler.policy
+    raw = policy.score(c, pod, idx, CycleState()) / sum(w for _, w in policy.plugins)
+    expected = dict(zip(["a0", "a1", "t0"], np.clip(np.rint(raw / 10), 0, 10).astype(int).tolist()))
+    assert {s["Host"]: s["Score"] for s in scores if s["Host"] != "c0"} == expected
+
+
+# ---------------------------------------------------------------- bind
+def test_bind_reserves_annotates_and_binds(env):
+    client, api, token, _ = env
+    pod = gpu_pod(name="train", gpus=2, model="A100")
+    post(client, "filter", args(pod))
+    assert post(client, "bind", bind_args(pod, "a1")) == {"Error": ""}
+    assert api.calls == [("annotate", "team-a", "train", {DEVICES_ANNOTATION: "0,1"}),
+                         ("bind", "team-a", "train", "uid-team-a-train", "a1")]
+    assert node_use(client, token)["a1"][:3] == [1000, 1000, 0]
+    [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
+    assert job["state"] == "running" and job["name"] == "team-a/train" and job["placement"] == [
+        {"node": "a1", "devices": [0, 1]}]
+    kinds = [e["kind"] for e in client.get("/api/v1/events", headers=bearer(token)).json() if e["job_id"] == job["id"]]
+    assert kinds == ["submitted", "started"]
+    # kube-scheduler retries a bind: the same pod on the same node is not reserved twice
+    assert post(client, "bind", bind_args(pod, "a1")) == {"Error": ""}
+    assert node_use(client, token)["a1"][:3] == [1000, 1000, 0]
+
+
+def test_bind_fetches_pod_it_has_not_seen(env):
+    client, api, token, _ = env
+    pod = gpu_pod(name="unseen", gpus=1)
+    api.pods["team-a", "unseen"] = pod
+    assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
+    assert api.calls[0] == ("get", "team-a", "unseen")
+    assert node_use(client, token)["t0"] == [1000, 0]
+    missing = post(client, "bind", {"PodName": "gone", "PodNamespace": "x", "PodUID": "u", "Node": "a0"})
+    assert "cannot read pod" in missing["Error"]
+
+
+def test_bind_failure_rolls_back(env):
+    client, api, token, _ = env
+    pod = gpu_pod(name="doomed", gpus=8)
+    post(client, "filter", args(pod))
+    api.fail_bind = 'pods "doomed" is being deleted'
+    reply = post(client, "bind", bind_args(pod, "a0"))
+    assert "binding team-a/doomed to a0 failed" in reply["Error"] and "being deleted" in reply["Error"]
+    assert node_use(client, token)["a0"] == [0] * 8
+    [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
+    assert job["state"] == "cancelled"
+    # the retry binds (a new attempt, a new job)
+    api.fail_bind = None
+    assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
+    assert node_use(client, token)["a0"] == [1000] * 8
+
+
+def test_annotate_failure_rolls_back(env):
+    client, api, token, _ = env
+    pod = gpu_pod(name="p2", gpus=1)
+    post(client, "filter", args(pod))
+    api.fail_annotate = "forbidden"
+    assert "forbidden" in post(client, "bind", bind_args(pod, "a0"))["Error"]
+    assert node_use(client, token)["a0"] == [0] * 8
+    assert not [c for c in api.calls if c[0] == "bind"]
+
+
+def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
+    """Two pods filtered against the same free GPUs: the second bind finds them taken."""
+    client, api, token, _ = env
+    one, two = gpu_pod(name="one", gpus=2, model="T4"), gpu_pod(name="two", gpus=2, model="T4")
+    for pod in (one, two):
+        assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
+    assert post(client, "bind", bind_args(one, "t0")) == {"Error": ""}
+    reply = post(client, "bind", bind_args(two, "t0"))
+    assert reply["Error"].startswith(NO_GPU)
+    assert node_use(client, token)["t0"] == [1000, 1000]
+    assert [c[2] for c in api.calls if c[0] == "bind"] == ["one"]
+
+
+def test_bind_when_the_database_refuses(env, monkeypatch):
+    """The store refuses the reservation: bind answers an Error, memory is rebuilt from the store, nothing binds."""
+    client, api, token, app = env
+    pod = gpu_pod(name="nodb", gpus=1, model="T4")
+    post(client, "filter", args(pod))
+    store = app.state.service.store
+
+    def refuse(*a: Any, **kw: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(store, "save", refuse)
+    reply = post(client, "bind", bind_args(pod, "t0"))
+    assert "database refused" in reply["Error"] and "disk full" in reply["Error"]
+    monkeypatch.undo()
+    assert node_use(client, token)["t0"] == [0, 0]
+    assert not [c for c in api.calls if c[0] == "bind"]
+    monkeypatch.setattr(store, "insert_job", refuse)
+    assert "disk full" in post(client, "bind", bind_args(pod, "t0"))["Error"]
+
+
+def test_bind_unknown_node(env):
+    client, *_ = env
+    pod = gpu_pod(name="p3")
+    post(client, "filter", args(pod))
+    assert post(client, "bind", bind_args(pod, "nowhere"))["Error"].startswith(UNKNOWN_NODE)
+
+
+def test_bind_pod_without_gpu_only_binds(env):
+    client, api, token, _ = env
+    pod = gpu_pod(name="web", gpus=0)
+    post(client, "filter", args(pod))
+    assert post(client, "bind", bind_args(pod, "c0")) == {"Error": ""}
+    assert api.calls == [("bind", "team-a", "web", "uid-team-a-web", "c0")]
+    assert client.get("/api/v1/jobs", headers=bearer(token)).json() == []
+
+
+def test_bind_without_client_is_an_error(tmp_path):
+    app, _ = make_app(tmp_path, kube=KubeOptions())
+    with TestClient(app) as client:
+        assert "no Kubernetes API client" in post(client, "bind", bind_args(gpu_pod(), "a0"))["Error"]
+
+
+def test_bound_pod_survives_restart(tmp_path):
+    """The reservation is durable: after a restart the devices are still taken."""
+    api = FakeApi()
+    app, token = make_app(tmp_path, kube=KubeOptions(client=api))
+    pod = gpu_pod(name="keep", gpus=8, model="A100")
+    with TestClient(app) as client:
+        post(client, "filter", args(pod))
+        assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
+    app.state.service.store.close()
+    again, _ = make_app(tmp_path, kube=KubeOptions(client=api))
+    with TestClient(again) as client:
+        assert post(client, "filter", args(gpu_pod(name="next", gpus=8, model="A100")))["NodeNames"] == ["a1"]
+
+
+# ---------------------------------------------------------------- bad bodies
+BAD_BODIES = [
+    b"", b"null", b"[]", b"42", b"\"Pod\"", b"{not json", b"\xff\xfe", b'{"Pod": null}', b'{"Pod": []}',
+    b'{"Pod": {}, "NodeNames": "a0"}', b'{"Pod": {}, "NodeNames": [1, 2]}', b'{"Pod": {}, "Nodes": []}',
+    b'{"Pod": {}, "Nodes": {"items": [1]}}', b'{"Pod": {}, "Nodes": {"items": [{"metadata": {}}]}, "NodeNames": null}',
+    b'{"Pod": {}, "Nodes": {"items": "x"}}', b"[" * 5000 + b"]" * 5000,
+]
+BAD_BINDS = [b"{}", b'{"PodName": "p"}', b'{"PodName": "p", "PodNamespace": "n", "Node": 3}',
+             b'{"PodName": "", "PodNamespace": "n", "Node": "a0"}', b"[]", b"nope",
+             json.dumps({"PodName": "p" * 300, "PodNamespace": "n", "Node": "a0"}).encode()]
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_bad_bodies_are_4xx_json(env, verb, body):
+    client, *_ = env
+    r = client.post(f"{PREFIX}/{verb}", content=body, headers={"Content-Type": "application/json"})
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    assert r.json()["Error"]
+
+
+@pytest.mark.parametrize("body", BAD_BINDS)
+def test_bad_bind_bodies_are_4xx_json(env, body):
+    client, *_ = env
+    r = client.post(f"{PREFIX}/bind", content=body, headers={"Content-Type": "application/json"})
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    assert r.json()["Error"]
+
+
+def test_odd_pods_never_500(env):
+    """Well-formed bodies with strange pods answer 200 with reasons (or pass-through), never a 500."""
+    client, *_ = env
+    odd = [{}, {"metadata": None, "spec": None}, {"spec": {"containers": None}}, {"spec": {"containers": [1, "x"]}},
+           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": None}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": True}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "-1"}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1e400"}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"memory": "1Zi"}}}]}},
+           {"metadata": {"annotations": {"gpu-fraction": None}}, "spec": {"containers": [
+               {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+           {"metadata": {"annotations": "x"}, "spec": {"nodeSelector": "y", "containers": [
+               {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}]
+    for pod in odd:
+        for verb in ("filter", "prioritize"):
+            r = client.post(f"{PREFIX}/{verb}", json=args(pod))
+            assert r.status_code == 200, (pod, r.status_code, r.text)
+
+
+# ---------------------------------------------------------------- the socket
+def test_tcp_nodelay_on_served_connections(tmp_path):
+    """asyncio sets TCP_NODELAY only when ``sock.proto == IPPROTO_TCP``, which accepted sockets do not report,
+    so plain uvicorn keeps Nagle on (about 40 ms per keep-alive call); `quasched serve` runs uvicorn with
+    NoDelayH11Protocol. Measured here: a keep-alive round trip well under the Nagle + delayed-ACK stall."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from quasched.kube.nodelay import NoDelayH11Protocol
+
+    app, _ = make_app(tmp_path, kube=KubeOptions(client=FakeApi()))
+    body = json.dumps(args(gpu_pod(gpus=1))).encode()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=NoDelayH11Protocol,
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}") as http:
+            http.post(f"{PREFIX}/filter", content=body)
+            times = []
+            for _ in range(15):
+                start = time.perf_counter()
+                assert http.post(f"{PREFIX}/filter", content=body).status_code == 200
+                times.append(time.perf_counter() - start)
+        assert sorted(times)[len(times) // 2] < 0.030, times
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_nodelay_protocol_sets_the_option():
+    from quasched.kube.nodelay import set_nodelay
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    try:
+        assert accepted.proto == 0  # why asyncio's own _set_nodelay skips it
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+
+        class Transport:
+            def get_extra_info(self, key: str) -> Any:
+                return accepted if key == "socket" else None
+
+        set_nodelay(Transport())  # type: ignore[arg-type]
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        for s in (accepted, client, listener):
+            s.close()
