@@ -374,9 +374,6 @@ def serve(
     from quasched.service.controller import LoopOptions
 
     kube = None
-    options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
-                          decay_alpha=decay_alpha, grace_s=grace, preemption=preemption,
-                          defrag_per_hour=defrag_per_hour, batch_solver=batch_solver)
     if kube_extender:
         from quasched.kube.client import KubernetesClient
         from quasched.kube.extender import KubeOptions
@@ -385,10 +382,7 @@ def serve(
             client = KubernetesClient(str(kubeconfig) if kubeconfig else None, kube_context)
         except Exception as err:  # no kubeconfig, a bad file, no in-cluster credentials
             fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
-        kube = KubeOptions(client=client, sync=kube_sync)
-        from dataclasses import replace
-
-        options = replace(options, preemption=False)
+        kube = KubeOptions(client=client, sync=kube_sync)  # Kubernetes owns evictions: no preemption, no swapping
         if cluster is None and kube_sync:
             from quasched.service.controller import nodes_of
 
@@ -396,6 +390,9 @@ def serve(
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     try:
+        options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
+                              decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
+                              defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver)
         service_app = create_app(url, cluster, token_file=token_file, options=options, kube=kube)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")

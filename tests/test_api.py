@@ -378,7 +378,8 @@ def test_restart_restores_running_jobs_on_their_devices(tmp_path, clock):
     app2 = make_app(tmp_path, clock)[0]
     client2 = TestClient(app2)
     after = client2.get(f"{API}/snapshot", headers=admin).json()
-    assert after["nodes"] == before["nodes"]
+    occupancy = lambda snap: [{k: v for k, v in n.items() if k != "frag_milli"} for n in snap["nodes"]]  # noqa: E731
+    assert occupancy(after) == occupancy(before)  # fragmentation follows typical pods learned since the start
     for job in jobs:
         again = client2.get(f"{API}/jobs/{job['id']}", headers=admin).json()
         assert (again["state"], again["placement"]) == (job["state"], job["placement"])

@@ -133,7 +133,8 @@ def test_serve_options(tmp_path, monkeypatch):
     r = cli("serve", "--db", str(tmp_path / "third.db"), "--cluster", str(tmp_path / "bad.yaml"))
     assert r.exit_code == 2 and "pools" in r.output
     assert cli("serve", "--policy", "nope").exit_code == 2
-    assert cli("serve", "--clock", "virtual").exit_code == 2
+    assert cli("serve", "--clock", "sundial").exit_code == 2
+    assert cli("serve", "--batch-solver", "magic").exit_code == 2 and "batch-solver" in cli("serve", "--batch-solver", "magic").output
 
 
 def test_serve_process_end_to_end(tmp_path):

@@ -352,6 +352,26 @@ def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
     assert [c[2] for c in api.calls if c[0] == "bind"] == ["one"]
 
 
+def test_bind_when_the_database_refuses(env, monkeypatch):
+    """The store refuses the reservation: bind answers an Error, memory is rebuilt from the store, nothing binds."""
+    client, api, token, app = env
+    pod = gpu_pod(name="nodb", gpus=1, model="T4")
+    post(client, "filter", args(pod))
+    store = app.state.service.store
+
+    def refuse(*a: Any, **kw: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(store, "save", refuse)
+    reply = post(client, "bind", bind_args(pod, "t0"))
+    assert "database refused" in reply["Error"] and "disk full" in reply["Error"]
+    monkeypatch.undo()
+    assert node_use(client, token)["t0"] == [0, 0]
+    assert not [c for c in api.calls if c[0] == "bind"]
+    monkeypatch.setattr(store, "insert_job", refuse)
+    assert "disk full" in post(client, "bind", bind_args(pod, "t0"))["Error"]
+
+
 def test_bind_unknown_node(env):
     client, *_ = env
     pod = gpu_pod(name="p3")

@@ -250,3 +250,14 @@ def test_batch_mode_places_with_the_optimiser_and_says_so(solver):
     assert by_solver and all(j.gap is None or j.gap >= 0 for j in by_solver)
     assert (ctl.cluster.gpu_alloc <= 1000).all()
     assert sum(j.gpu_total for j in running) == int(ctl.cluster.gpu_alloc.sum())
+
+
+def test_rebuilt_keeps_jobs_running_on_nodes_cordoned_since():
+    ctl = make(cluster((2, A)))
+    running = submit(ctl, 1, job(gpus=1))
+    ctl.cordon("n0", 1.0)
+    records = [NodeRecord("n0", 64_000, 256_000, 2, A, cordoned=True)]
+    again = Controller.rebuilt(records, [QueueSpec("a"), QueueSpec("b")], [running], LoopOptions(policy="bestfit"))
+    again.cycle(2.0)
+    assert again.jobs[1].state == JobState.RUNNING and again.cluster.cordoned[0]
+    assert int(again.cluster.gpu_alloc.sum()) == 1000

@@ -3,7 +3,7 @@
 Objects travel as plain dicts (the API's JSON: ``_preload_content=False``), which is
 what :mod:`.convention` and :mod:`.sync` read; the client's model classes are not
 used, which also avoids its known failure to deserialize the reply of
-``create_namespaced_binding``.
+``create_namespaced_pod_binding``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class KubernetesClient:
         c = self._client
         body = c.V1Binding(metadata=c.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
                            target=c.V1ObjectReference(api_version="v1", kind="Node", name=node))
-        self.api.create_namespaced_binding(namespace, body, _preload_content=False)
+        self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)  # pods/{name}/binding
 
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
         data = _json(self.api.list_node(_preload_content=False))

@@ -38,6 +38,7 @@ from quasched.model.cluster import PlacementError, accessible
 from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, Demand, fit_checks
 from quasched.model.workload import Pod
 from quasched.policies.base import CycleState
+from quasched.service.controller import Controller
 from quasched.service.domain import Event, Job, JobSpec, JobState
 from quasched.kube import wire
 from quasched.kube.convention import (DEVICES_ANNOTATION, PodError, devices_text, is_managed, job_spec, pod_key,
@@ -250,13 +251,30 @@ class Bridge:
             job, devices = self.reserve(pod, node)
         except PodError as err:
             return {"Error": str(err)}
+        except Exception as err:  # e.g. the database is unreachable: the pod stays unbound, kube-scheduler retries
+            return {"Error": f"quasched: cannot reserve on {node}: {err}"}
         return self._create_binding(namespace, name, uid, node, (job, devices))
 
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
-                kind: str = "started") -> tuple[Job, tuple[int, ...]]:
+                adopt: bool = False) -> tuple[Job, tuple[int, ...]]:
         """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable.
 
-        Returns the existing job if the pod already runs there. :class:`PodError` when it cannot."""
+        ``adopt``: the pod already runs there (sync): a cordon does not stop it. Returns the existing
+        job if the pod already runs there. :class:`PodError` when it cannot."""
+        service = self.service
+        with service.lock:
+            c = service.ctl.cluster
+            cordoned = adopt and node in service.records and bool(c.cordoned[c.node(node)])
+            if cordoned:
+                c.uncordon(node)
+            try:
+                return self._reserve(pod, node, devices, "started")
+            finally:
+                if cordoned:
+                    c.cordon(node)
+
+    def _reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None,
+                 kind: str) -> tuple[Job, tuple[int, ...]]:
         uid = pod_key(pod)[2]
         service = self.service
         with service.lock:
@@ -264,6 +282,9 @@ class Bridge:
             if existing is not None and existing.state.holds_resources and existing.placement \
                     and existing.placement[0][0] == node:
                 return existing, existing.placement[0][1]
+            if existing is not None and existing.state == JobState.PENDING:
+                self._drop_pending(uid)
+                existing = None
             if existing is not None:
                 raise PodError(f"quasched: pod already placed on {existing.placement[0][0] if existing.placement else '?'}")
             failed, qpod, _ = self.verdicts(pod, [node])
@@ -292,18 +313,32 @@ class Bridge:
             ctl.restore([job])
             if job.state != JobState.RUNNING:  # the books refused the placement: leave no pending copy behind
                 ctl.cancel(job.id, now)
-                ctl.drain_changes()
-                job.reason = None
-                service.store.save([job], [])
+                service.store.save(*ctl.drain_changes())
                 raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
-            if ctl.window is not None:
-                ctl.window.observe(self._pod_of(spec, job.id))
             data = {"devices": [list(job.placement[0][1])], "pod": spec.name, "via": "kubernetes"}
             events = [Event(now, "submitted", job.id, data={"pod": spec.name}), Event(now, kind, job.id, node, data)]
-            service.store.save([job], events)
+            try:
+                service.store.save([job], events)
+            except Exception as err:  # memory ran ahead of the database: rebuild from what is stored (as the API does)
+                records, queues, unfinished = service.store.load()
+                service.ctl = Controller.rebuilt(records, queues, unfinished, service.options)
+                self._drop_pending(uid)
+                raise PodError(f"quasched: the database refused the reservation: {err}") from err
             service.metrics.count(events, {job.id: spec.team})
         service.broker.publish(list(events))
         return job, job.placement[0][1]
+
+    def _drop_pending(self, uid: str) -> None:
+        """A job of pod ``uid`` left pending (its row stored, the reservation not): cancel it, best effort,
+        so the service's own loop never places a pod Kubernetes did not bind."""
+        ctl = self.service.ctl
+        for job in list(ctl.jobs.values()):
+            if job.state == JobState.PENDING and token_uid(job.spec.client_token) == uid:
+                ctl.cancel(job.id, self.service.clock())
+        try:
+            self.service.store.save(*ctl.drain_changes())
+        except Exception:  # still refused: the next sync or bind of the pod ends it
+            pass
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
         """End the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""

@@ -17,15 +17,18 @@ is double-booked.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from quasched.service.domain import Job, NodeRecord
+from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
 
 if TYPE_CHECKING:
     from quasched.kube.extender import Bridge, KubeClient
 
+#: seconds between re-lists when watches end at once
+MIN_WATCH_S = 1.0
 #: pod phases after which a pod holds nothing
 DONE = {"Succeeded": "succeeded", "Failed": "failed"}
 
@@ -102,14 +105,16 @@ def pod_changes(pods: Iterable[Mapping[str, Any]], jobs: Mapping[str, Job], comp
     """What to change so the jobs standing for pods (uid → job) match ``pods`` (``complete``: a full list).
 
     A bound GPU pod without a job is adopted; a job whose pod finished, or (full list) is gone,
-    ends; a job placed on another node than its pod's ends and the pod is adopted again."""
+    ends; a job placed on another node than its pod's (or not placed: pending) ends and the pod is
+    adopted again."""
     out = PodChanges()
     seen: set[str] = set()
     for pod in pods:
         bound = bound_pod(pod)
         uid = pod_key(pod)[2] if isinstance(pod, Mapping) else ""
         if bound is None:
-            if uid in jobs and (pod_outcome(pod) != "cancelled" or (pod.get("spec") or {}).get("nodeName")):
+            if uid in jobs and (pod_outcome(pod) != "cancelled" or (pod.get("spec") or {}).get("nodeName")
+                                or jobs[uid].state == JobState.PENDING):
                 seen.add(uid)
                 out.end.append((uid, pod_outcome(pod)))
             elif uid in jobs:
@@ -197,7 +202,7 @@ class Sync:
                 self.bridge.release(uid, outcome)
             for bound in changes.adopt:
                 try:
-                    self.bridge.reserve(bound.pod, bound.node, bound.devices, kind="started")
+                    self.bridge.reserve(bound.pod, bound.node, bound.devices, adopt=True)
                 except (PodError, ValueError) as err:
                     from quasched.kube.extender import log
 
@@ -275,6 +280,7 @@ class Sync:
                 first = False
                 version = self.node_version if kind == "node" else self.pod_version
                 watch = self.client.watch_nodes if kind == "node" else self.client.watch_pods
+                started = time.monotonic()
                 for event_type, obj in watch(version, self.resync_s):
                     if self._stop.is_set():
                         return
@@ -284,6 +290,8 @@ class Sync:
                         continue
                     self.apply_event(kind, event_type, obj)
                 backoff = 1.0
+                if time.monotonic() - started < MIN_WATCH_S:  # a watch that ends at once: do not spin re-listing
+                    self._stop.wait(MIN_WATCH_S)
             except Exception as err:
                 log(f"{kind} watch failed: {err!r}; re-listing in {backoff:g} s")
                 self._stop.wait(backoff)

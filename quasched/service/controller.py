@@ -51,9 +51,11 @@ import numpy as np
 
 from quasched.metrics.allocation import percent
 from quasched.metrics.fragmentation import (
+    StateTable,
     TypicalPods,
     TypicalWindow,
     cluster_fragmentation,
+    frag_amount,
     state_table,
 )
 from quasched.model.cluster import (
@@ -174,12 +176,12 @@ class Controller:
                 options: LoopOptions = LoopOptions()) -> Controller:
         """The loop as a store describes it: nodes with their cordons and failed devices, queues, unfinished jobs."""
         ctl = cls(nodes_of(records), queues, options)
+        ctl.restore(jobs)  # first: jobs still run on nodes cordoned since they started
         for record in records:
             if record.cordoned:
                 ctl.cluster.cordon(record.name)
             for device in record.unhealthy:
                 ctl.cluster.set_device_health(record.name, device, False)
-        ctl.restore(jobs)
         return ctl
 
     # ----------------------------------------------------------------- jobs
@@ -609,10 +611,23 @@ class Controller:
     def gpu_allocation(self) -> float:
         return percent(self.cluster.gpu_allocated, FULL_GPU_MILLI * self.cluster.total_gpus)
 
+    def _table(self) -> StateTable | None:
+        """The fragmentation table of the current typical pods (None before any is known)."""
+        typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
+        return None if typical is None else state_table(self.cluster, typical)
+
     def fragmentation(self) -> float:
         """Fragmentation ratio (% of idle GPU milli) for the current typical pods (0 before any is known)."""
-        typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
-        return 0.0 if typical is None else cluster_fragmentation(state_table(self.cluster, typical)).frag_ratio
+        table = self._table()
+        return 0.0 if table is None else cluster_fragmentation(table).frag_ratio
+
+    def node_fragmentation(self) -> np.ndarray:
+        """Fragmented milli-GPU of every node slot (FGD's measure for the current typical pods)."""
+        table = self._table()
+        if table is None:
+            return np.zeros(self.cluster.n_nodes)
+        ids = table.ids()
+        return frag_amount(table.vectors[ids])
 
     def snapshot(self) -> dict[str, Any]:
         """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
@@ -626,6 +641,8 @@ class Controller:
         """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices."""
         for job in sorted(jobs, key=lambda j: j.seq):
             self.jobs[job.id] = job
+            if self.window is not None:  # typical pods: relearned from the jobs that are still around
+                self.window.observe(self._pod(job.spec, job.id, 0))
             if job.state.holds_resources:
                 problem = self._restore_placement(job)
                 if problem:  # the node left or changed while the service was down

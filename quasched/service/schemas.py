@@ -337,6 +337,7 @@ class NodeOut(BaseModel):
     memory_mib: int
     memory_used_mib: int
     jobs: list[int]
+    frag_milli: float = Field(0.0, description="Fragmented milli-GPU of the node (FGD's measure, current typical pods)")
     labels: dict[str, str] = {}
 
 

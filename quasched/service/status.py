@@ -14,12 +14,14 @@ if TYPE_CHECKING:
 
 
 def snapshot(ctl: Controller) -> dict[str, Any]:
-    """Per node: model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
+    """Per node: model, cordon, per-device used milli and health, CPU/memory use, jobs, fragmented milli-GPU;
+    and totals."""
     c = ctl.cluster
     jobs_on: dict[int, list[int]] = {}
     for p in c.placements.values():
         jobs_on.setdefault(p.node, []).append(p.pod.uid // MAX_GANG)
     nodes = []
+    frag = ctl.node_fragmentation()
     for n in np.flatnonzero(c.present).tolist():
         g = int(c.num_gpus[n])
         nodes.append({
@@ -27,7 +29,7 @@ def snapshot(ctl: Controller) -> dict[str, Any]:
             "gpu_used_milli": c.gpu_alloc[n, :g].tolist(), "gpu_healthy": c.gpu_healthy[n, :g].tolist(),
             "cpu_milli": int(c.capacity[n, CPU]), "cpu_used_milli": int(c.capacity[n, CPU] - c.free[n, CPU]),
             "memory_mib": int(c.capacity[n, MEMORY]), "memory_used_mib": int(c.capacity[n, MEMORY] - c.free[n, MEMORY]),
-            "jobs": sorted(set(jobs_on.get(n, []))),
+            "jobs": sorted(set(jobs_on.get(n, []))), "frag_milli": round(float(frag[n]), 1),
         })
     pending = sum(1 for j in ctl.jobs.values() if j.state == JobState.PENDING)
     return {"nodes": nodes, "gpus": c.total_gpus, "gpu_allocation_pct": ctl.gpu_allocation(),
