@@ -178,6 +178,29 @@ def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Po
                   "best-score-tightest", name="headroom")
 
 
+#: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
+MIX_TOTAL = 1000
+
+
+def _pwr(typical: TypicalPods, mode: str = "step") -> Policy:
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("pwr:PWR")(mode), 1.0)], "tightest", name="pwr")
+
+
+def _pwrfgd(typical: TypicalPods, pwr: int = 100, mode: str = "step") -> Policy:
+    """``pwr`` × PWR + (1000 − ``pwr``) × FGD (sigmoid scale); FGD picks a sharing pod's device."""
+    from quasched.policies.framework import Policy
+
+    if pwr > MIX_TOTAL:
+        raise ValueError(f"parameter pwr={pwr} must be at most {MIX_TOTAL} (FGD gets {MIX_TOTAL} - pwr)")
+    return Policy([(_plugin("pwr:PWR")(mode), float(pwr)), (_plugin("fgd:FGD")(typical, "sigmoid"), float(MIX_TOTAL - pwr))],
+                  "best-score", name="pwrfgd")
+
+
+_POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
+
+
 def _register_builtins() -> None:
     for info in (
         PolicyInfo("random", "Random", "a uniformly random feasible node and device",
@@ -198,6 +221,11 @@ def _register_builtins() -> None:
         PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
                    (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
+        PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
+                   artifact_label="PWR"),
+        PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
+                   (Param("pwr", int, 100, f"PWR's weight out of {MIX_TOTAL}", minimum=0), _POWER_MODE),
+                   artifact_label="PWR+FGD"),
     ):
         register(info)
 
