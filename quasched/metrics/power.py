@@ -216,10 +216,10 @@ class PowerMeter:
         else:
             for node in changed.tolist():
                 self._seen[node] = c.version[node]
-                step, linear = self._one(node)
-                self.step_total += step - self.step[node]
-                self.linear_total += linear - self.linear[node]
-                self.step[node], self.linear[node] = step, linear
+                one_step, one_linear = self._one(node)
+                self.step_total += one_step - self.step[node]
+                self.linear_total += one_linear - self.linear[node]
+                self.step[node], self.linear[node] = one_step, one_linear
         return self.step_total, self.linear_total
 
     def _one(self, node: int) -> tuple[float, float]:

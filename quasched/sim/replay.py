@@ -164,7 +164,8 @@ class ReplayResult:
         if len(times) == 0:
             return 0.0
         when = start if start is not None else self.carbon_start if self.carbon_start is not None else carbon.start
-        into_hour = float((np.datetime64(when, "s") - np.datetime64(when, "h")) / np.timedelta64(1, "s"))
+        at = np.asarray(when, dtype="datetime64[s]")
+        into_hour = float((at - at.astype("datetime64[h]")) / np.timedelta64(1, "s"))
         hour0 = float(times[0]) - into_hour
         hours = int(np.ceil((float(times[-1]) - hour0) / SECONDS_PER_HOUR)) + 1
         return carbon_kg(times, self.power_series(mode), carbon.hours_from(when, hours), hour0, pue=self.pue)

@@ -47,7 +47,8 @@ class CarbonIntensity:
     def hours_from(self, when: np.datetime64, hours: int) -> np.ndarray:
         """``hours`` hourly values from the hour holding ``when``, wrapping around the series
         (e.g. a trace longer than the year reuses it from its first hour)."""
-        first = int((np.datetime64(when, "h") - np.datetime64(self.start, "h")) // ONE_HOUR)
+        hour = np.asarray(when, dtype="datetime64[s]").astype("datetime64[h]")
+        first = int((hour - np.asarray(self.start, dtype="datetime64[h]")) // ONE_HOUR)
         return self.g_per_kwh[(first + np.arange(hours)) % len(self.g_per_kwh)]
 
 
