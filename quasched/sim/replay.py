@@ -213,7 +213,8 @@ class ReplayResult:
             "energy_kwh": self.energy_kwh("step"),
             "energy_linear_kwh": self.energy_kwh("linear"),
             **({"carbon_zone": self.carbon.zone, "carbon_kg": self.carbon_kg(mode="step"),
-                "carbon_linear_kg": self.carbon_kg(mode="linear")} if self.carbon is not None else {}),
+                "carbon_linear_kg": self.carbon_kg(mode="linear"), "carbon_source": self.carbon.source}
+               if self.carbon is not None else {}),
             "events": len(ev),
             "start_s": float(ev.time[0]) if len(ev) else float("nan"),
             "end_s": float(ev.time[-1]) if len(ev) else float("nan"),
