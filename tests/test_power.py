@@ -192,3 +192,19 @@ def test_replay_energy_and_carbon_by_hand():
     h = series.hours_from(start, 3)
     # 12:30-13:00 200 W; 13:00-13:30 260 W; 13:30-14:30 200 W (half in each hour)
     assert r.carbon_kg(series, start=start) == pytest.approx((0.1 * h[0] + (0.13 + 0.1) * h[1] + 0.1 * h[2]) / 1000)
+
+
+def test_replay_cli_reports_energy_and_attributed_carbon(tmp_path):
+    from typer.testing import CliRunner
+
+    from quasched.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["replay", "--carbon-zone", "GB", "--carbon-dir", str(CARBON), "--pue", "1.2",
+                                 "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "kg CO2e" in result.output and "Electricity Maps" in result.output and "ODbL" in result.output
+    summary = (tmp_path / "summary.csv").read_text()
+    assert "energy_kwh" in summary and "carbon_kg" in summary and "Electricity Maps" in summary
+    bad = runner.invoke(app, ["replay", "--carbon-zone", "XX", "--carbon-dir", str(CARBON)])
+    assert bad.exit_code != 0 and "no zone 'XX'" in bad.output
