@@ -13,7 +13,6 @@ the 20..80 % bins. Writes ``power_curves.csv`` (one row per trace, policy, seed 
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -27,16 +26,13 @@ from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.sweep import RunSummary, run_sweep
 from quasched.traces import catalog
 
+from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
+
 DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
 DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", "pwrfgd:pwr=200")
 #: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
-
-
-def seed_range(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
 
 
 def label(policy: str) -> str:
@@ -59,12 +55,7 @@ def binned(run: RunSummary, column: str, total_gpus: int) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
-    parser.add_argument("--seeds", type=seed_range, default=seed_range("42-51"))
-    parser.add_argument("--traces", nargs="+", default=list(DEFAULT_TRACES))
-    parser.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES))
-    parser.add_argument("--workers", type=int, default=2)
+    parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
     parser.add_argument("--out", type=Path, default=Path("results/power"))
     args = parser.parse_args()
     if "fgd" not in args.policies:
