@@ -208,3 +208,17 @@ def test_replay_cli_reports_energy_and_attributed_carbon(tmp_path):
     assert "energy_kwh" in summary and "carbon_kg" in summary and "Electricity Maps" in summary
     bad = runner.invoke(app, ["replay", "--carbon-zone", "XX", "--carbon-dir", str(CARBON)])
     assert bad.exit_code != 0 and "no zone 'XX'" in bad.output
+
+
+def test_pwr_stops_steering_from_until_percent_allocated():
+    c = Cluster(nodes((16_000, 1 << 20, 2, "T4"), (16_000, 1 << 20, 2, "V100M16")))
+    plugin = PWR(until=25)
+    plugin.attach(c, NumpyStream(0))
+    whole = pod(uid=9, cpu=0, k=1, m=1000)
+    assert plugin.score(c, whole, np.arange(2), CycleState()).tolist() == [-60, -270]
+    c.place(pod(uid=0, cpu=0, k=1, m=1000), 1, (0,))  # 1 of 4 GPUs = 25 % allocated
+    assert plugin.score(c, whole, np.arange(2), CycleState()).tolist() == [0, 0]
+    assert plugin.normalize(np.array([0, 0])).tolist() == [100, 100]
+    ours = make_policy("pwrheadroom:gamma=0.3,until=60", None)  # type: ignore[arg-type]
+    assert [(p.name, w) for p, w in ours.plugins] == [("fgd", 1.0), ("headroom", 2.0), ("pwr", 0.3)]
+    assert ours.plugins[2][0].until == 60

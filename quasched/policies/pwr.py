@@ -18,6 +18,11 @@ The added power is exact for the devices the pod gets:
   which adds no power;
 - under the linear model a pod adds ``(full − idle) · num_gpu · gpu_milli / 1000``
   wherever it goes, so only the CPU term and the GPU model differ between nodes.
+
+``until`` (percent, default 100 = always on): once the cluster's allocated GPU milli reaches
+``until`` % of its GPU capacity the plugin scores every node alike (it stops steering), so a
+composition can save power while the cluster has room and leave the last placements, which
+decide how full the cluster gets, to its fragmentation terms (our ``pwrheadroom``).
 """
 
 from __future__ import annotations
@@ -62,9 +67,10 @@ class PWR(ScorePlugin):
 
     name = "pwr"
 
-    def __init__(self, mode: PowerMode = "step", model: PowerModel = PWR_MODEL) -> None:
+    def __init__(self, mode: PowerMode = "step", model: PowerModel = PWR_MODEL, until: float = 100.0) -> None:
         self.mode = mode
         self.model = model
+        self.until = until
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
@@ -74,6 +80,9 @@ class PWR(ScorePlugin):
         if cluster.layout != self._layout:  # GPU models may have changed
             self._layout = cluster.layout
             self._idle, self._full = self.model.gpu_watts(cluster.models)
+            self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
+        if self.until < 100 and cluster.gpu_allocated >= self._stop_milli:
+            return np.zeros(len(nodes), dtype=np.int64)
         added = added_power_w(cluster, pod, nodes, self._idle, self._full, self.model, self.mode)
         return np.trunc(-added).astype(np.int64)
 
@@ -86,4 +95,4 @@ class PWR(ScorePlugin):
         return ((scores - lo) * 100) // (hi - lo)
 
     def __repr__(self) -> str:
-        return f"PWR(mode={self.mode!r})"
+        return f"PWR(mode={self.mode!r}, until={self.until:g})"

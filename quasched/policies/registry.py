@@ -198,12 +198,13 @@ def _pwrfgd(typical: TypicalPods, pwr: int = 100, mode: str = "step") -> Policy:
                   "best-score", name="pwrfgd")
 
 
-def _pwrheadroom(typical: TypicalPods, gamma: float = 0.05, beta: float = 2.0, mode: str = "step") -> Policy:
-    """Ours (experimental): Headroom (FGD linear + beta x headroom) + gamma x PWR."""
+def _pwrheadroom(typical: TypicalPods, gamma: float = 0.5, until: float = 70.0, beta: float = 2.0,
+                 mode: str = "step") -> Policy:
+    """Ours (experimental): Headroom (FGD linear + beta x headroom) + gamma x PWR until ``until`` % allocated."""
     from quasched.policies.framework import Policy
 
     return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, True), beta),
-                   (_plugin("pwr:PWR")(mode), gamma)], "best-score-tightest", name="pwrheadroom")
+                   (_plugin("pwr:PWR")(mode, until=until), gamma)], "best-score-tightest", name="pwrheadroom")
 
 
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
@@ -234,8 +235,9 @@ def _register_builtins() -> None:
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
                    (Param("pwr", int, 100, f"PWR's weight out of {MIX_TOTAL}", minimum=0), _POWER_MODE),
                    artifact_label="PWR+FGD"),
-        PolicyInfo("pwrheadroom", "PWR+Headroom", "ours: Headroom + gamma x PWR (power-aware, keeps allocation)",
-                   _pwrheadroom, (Param("gamma", float, 0.05, "weight of the PWR term", minimum=0.0),
+        PolicyInfo("pwrheadroom", "PWR+Headroom", "ours: Headroom + gamma x PWR while GPU allocation < until %",
+                   _pwrheadroom, (Param("gamma", float, 0.5, "weight of the PWR term", minimum=0.0),
+                                  Param("until", float, 70.0, "PWR term off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
     ):
