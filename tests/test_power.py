@@ -219,6 +219,12 @@ def test_pwr_stops_steering_from_until_percent_allocated():
     c.place(pod(uid=0, cpu=0, k=1, m=1000), 1, (0,))  # 1 of 4 GPUs = 25 % allocated
     assert plugin.score(c, whole, np.arange(2), CycleState()).tolist() == [0, 0]
     assert plugin.normalize(np.array([0, 0])).tolist() == [100, 100]
-    ours = make_policy("pwrheadroom:gamma=0.3,until=60", None)  # type: ignore[arg-type]
-    assert [(p.name, w) for p, w in ours.plugins] == [("fgd", 1.0), ("headroom", 2.0), ("pwr", 0.3)]
-    assert ours.plugins[2][0].until == 60
+    ours = make_policy("pwrheadroom:gpu=0.3,until=60", None)  # type: ignore[arg-type]
+    assert [(p.name, w) for p, w in ours.plugins] == [("fgd", 1.0), ("headroom", 2.0), ("pwr", 0.3), ("pwr", 0.001)]
+    assert [(p.until, p.terms) for p, _ in ours.plugins[2:]] == [(60, "gpu"), (60, "cpu")]
+    # the terms split the added power: n0 T4, n1 V100 (one device busy), 16 vCPU each, a whole GPU + 2 vCPU
+    for terms, want in (("gpu", [-60, -270]), ("cpu", [-105, 0]), ("all", [-165, -270])):
+        one = PWR(terms=terms)  # type: ignore[arg-type]
+        one.attach(c, NumpyStream(0))
+        c.place(pod(uid=5, cpu=2000, k=0, m=0), 1) if terms == "gpu" else None
+        assert one.score(c, pod(uid=9, cpu=2000, k=1, m=1000), np.arange(2), CycleState()).tolist() == want, terms

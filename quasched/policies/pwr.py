@@ -23,9 +23,12 @@ The added power is exact for the devices the pod gets:
 ``until`` % of its GPU capacity the plugin scores every node alike (it stops steering), so a
 composition can save power while the cluster has room and leave the last placements, which
 decide how full the cluster gets, to its fragmentation terms (our ``pwrheadroom``).
+``terms`` counts only the GPUs' (``gpu``) or only the CPU sockets' (``cpu``) power.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 
@@ -36,16 +39,22 @@ from quasched.model.resources import CPU
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies.base import CycleState, ScorePlugin
 
+#: which power the score counts: GPUs and CPU sockets, or one of them
+Terms = Literal["all", "gpu", "cpu"]
+
 
 def added_power_w(cluster: Cluster, pod: Pod, nodes: np.ndarray, gpu_idle_w: np.ndarray, gpu_full_w: np.ndarray,
-                  model: PowerModel = PWR_MODEL, mode: PowerMode = "step") -> np.ndarray:
+                  model: PowerModel = PWR_MODEL, mode: PowerMode = "step", terms: Terms = "all") -> np.ndarray:
     """Power ``pod`` adds on each of the feasible ``nodes``, W (GPU devices as in the module docstring).
 
-    ``gpu_idle_w``/``gpu_full_w``: per-device draw per entry of ``cluster.models``.
+    ``gpu_idle_w``/``gpu_full_w``: per-device draw per entry of ``cluster.models``; ``terms``:
+    the GPUs' and the CPU sockets' power (``all``), or one of them.
     """
-    cap, free = cluster.capacity[nodes, CPU], cluster.free[nodes, CPU]
-    added = cpu_power_w(cap, free - pod.cpu_milli, model.cpu, mode) - cpu_power_w(cap, free, model.cpu, mode)
-    if not pod.is_gpu:
+    added = np.zeros(len(nodes))
+    if terms != "gpu":
+        cap, free = cluster.capacity[nodes, CPU], cluster.free[nodes, CPU]
+        added += cpu_power_w(cap, free - pod.cpu_milli, model.cpu, mode) - cpu_power_w(cap, free, model.cpu, mode)
+    if not pod.is_gpu or terms == "cpu":
         return added
     mid = cluster.model_id[nodes]
     swing = gpu_full_w[mid] - gpu_idle_w[mid]
@@ -67,10 +76,12 @@ class PWR(ScorePlugin):
 
     name = "pwr"
 
-    def __init__(self, mode: PowerMode = "step", model: PowerModel = PWR_MODEL, until: float = 100.0) -> None:
+    def __init__(self, mode: PowerMode = "step", model: PowerModel = PWR_MODEL, until: float = 100.0,
+                 terms: Terms = "all") -> None:
         self.mode = mode
         self.model = model
         self.until = until
+        self.terms = terms
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
@@ -83,7 +94,7 @@ class PWR(ScorePlugin):
             self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
         if self.until < 100 and cluster.gpu_allocated >= self._stop_milli:
             return np.zeros(len(nodes), dtype=np.int64)
-        added = added_power_w(cluster, pod, nodes, self._idle, self._full, self.model, self.mode)
+        added = added_power_w(cluster, pod, nodes, self._idle, self._full, self.model, self.mode, self.terms)
         return np.trunc(-added).astype(np.int64)
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:
@@ -95,4 +106,4 @@ class PWR(ScorePlugin):
         return ((scores - lo) * 100) // (hi - lo)
 
     def __repr__(self) -> str:
-        return f"PWR(mode={self.mode!r}, until={self.until:g})"
+        return f"PWR(mode={self.mode!r}, until={self.until:g}, terms={self.terms!r})"

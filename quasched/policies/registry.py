@@ -198,13 +198,15 @@ def _pwrfgd(typical: TypicalPods, pwr: int = 100, mode: str = "step") -> Policy:
                   "best-score", name="pwrfgd")
 
 
-def _pwrheadroom(typical: TypicalPods, gamma: float = 0.5, until: float = 70.0, beta: float = 2.0,
+def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0, beta: float = 2.0,
                  mode: str = "step") -> Policy:
-    """Ours (experimental): Headroom (FGD linear + beta x headroom) + gamma x PWR until ``until`` % allocated."""
+    """Ours (experimental): Headroom + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term, both until ``until`` %."""
     from quasched.policies.framework import Policy
 
+    pwr = _plugin("pwr:PWR")
     return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, True), beta),
-                   (_plugin("pwr:PWR")(mode, until=until), gamma)], "best-score-tightest", name="pwrheadroom")
+                   (pwr(mode, until=until, terms="gpu"), gpu), (pwr(mode, until=until, terms="cpu"), cpu)],
+                  "best-score-tightest", name="pwrheadroom")
 
 
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
@@ -235,9 +237,11 @@ def _register_builtins() -> None:
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
                    (Param("pwr", int, 100, f"PWR's weight out of {MIX_TOTAL}", minimum=0), _POWER_MODE),
                    artifact_label="PWR+FGD"),
-        PolicyInfo("pwrheadroom", "PWR+Headroom", "ours: Headroom + gamma x PWR while GPU allocation < until %",
-                   _pwrheadroom, (Param("gamma", float, 0.5, "weight of the PWR term", minimum=0.0),
-                                  Param("until", float, 70.0, "PWR term off from this GPU allocation (%)", minimum=0.0),
+        PolicyInfo("pwrheadroom", "PWR+Headroom",
+                   "ours: Headroom + PWR's GPU term (+ its CPU term as a tie-break) while GPU allocation < until %",
+                   _pwrheadroom, (Param("gpu", float, 1.0, "weight of PWR's GPU power term", minimum=0.0),
+                                  Param("cpu", float, 0.001, "weight of PWR's CPU socket term", minimum=0.0),
+                                  Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
     ):
