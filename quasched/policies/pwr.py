@@ -28,6 +28,7 @@ decide how full the cluster gets, to its fragmentation terms (our ``pwrheadroom`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -71,17 +72,15 @@ def added_power_w(cluster: Cluster, pod: Pod, nodes: np.ndarray, gpu_idle_w: np.
     return added + swing * np.count_nonzero(taken & idle, axis=1)
 
 
+@dataclass(repr=False, eq=False)
 class PWR(ScorePlugin):
     """Minus the power a placement adds, min-max normalised per cycle (module docstring)."""
 
     name = "pwr"
-
-    def __init__(self, mode: PowerMode = "step", model: PowerModel = PWR_MODEL, until: float = 100.0,
-                 terms: Terms = "all") -> None:
-        self.mode = mode
-        self.model = model
-        self.until = until
-        self.terms = terms
+    mode: PowerMode = "step"
+    model: PowerModel = PWR_MODEL
+    until: float = 100.0
+    terms: Terms = "all"
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
