@@ -33,13 +33,19 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The options every trace × policy × seed benchmark shares (data dir, seeds, traces, policies, workers)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
     parser.add_argument("--seeds", type=seed_range, default=seed_range("42-51"))
-    parser.add_argument("--traces", nargs="+", default=list(DEFAULT_TRACES))
-    parser.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES))
+    parser.add_argument("--traces", nargs="+", default=list(traces))
+    parser.add_argument("--policies", nargs="+", default=list(policies))
     parser.add_argument("--workers", type=int, default=2)
+    return parser
+
+
+def main() -> None:
+    parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
     parser.add_argument("--json", type=Path, help="write per-seed results here")
     args = parser.parse_args()
 

@@ -196,15 +196,35 @@ def replay(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
     out: Optional[Path] = typer.Option(None, help="Write per-event CSVs, per-pod waits and a summary CSV here."),
+    carbon_zone: Optional[str] = typer.Option(
+        None, help="Grid zone of the hourly carbon intensity (e.g. DE-LU, US-CAL-CISO): adds kg CO2e to the "
+        "summary. Data: Electricity Maps (ODbL)."),
+    carbon_dir: Optional[Path] = typer.Option(
+        None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
+    carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
+                                     "intensity series (the series wraps around its year)."),
+    pue: float = typer.Option(1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
-    fits, run and depart; report waiting, queue length, allocation and fragmentation over time."""
+    fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
+    power, energy and (with --carbon-zone) carbon over time."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
     from quasched.traces.catalog import inputs_label, trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    carbon = None
+    if carbon_zone is not None:
+        import numpy as np
+
+        from quasched.traces.carbon import load_carbon
+
+        try:
+            carbon = load_carbon(carbon_zone, carbon_dir)
+            start_at = np.datetime64(carbon_start, "s")
+        except ValueError as err:
+            fail(str(err))
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     if cluster_file is None and trace_info(trace).kind == "dlrm":
         nodes = dlrm_cluster(workload, headroom=headroom)
@@ -218,12 +238,16 @@ def replay(
                 try:
                     results.append(run_replay(
                         nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
-                        rng=rng.value,
+                        rng=rng.value, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
                         progress=lambda done, total: bar.update(task, completed=done, total=total),
                     ))
                 except ValueError as err:
                     fail(str(err))
     console.print(replay_table(results, title=f"{trace} time-based replay"))
+    if carbon is not None:
+        from quasched.traces.carbon import ATTRIBUTION
+
+        console.print(f"carbon: zone {carbon.zone}, first event at {carbon_start} UTC. {ATTRIBUTION}")
     if out is not None:
         written = write_replay(out, results)
         console.print(f"wrote {len(written)} files to {out}")

@@ -2,7 +2,8 @@
 
 A policy spec is a name with optional parameters, ``headroom:beta=2`` or
 ``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
-and ``all`` means the six policies of the FGD paper. Names are the only
+and ``all`` means the six policies of the FGD paper. Compositions: ``headroom``,
+``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes) and ``pwrheadroom``. Names are the only
 identifiers used in configs, results and files; tables and plots show
 :attr:`PolicyInfo.label`; only the FGD artifact's CSV layouts
 (:mod:`quasched.compat.artifact`) use :attr:`PolicyInfo.artifact_label`.
@@ -178,6 +179,40 @@ def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Po
                   "best-score-tightest", name="headroom")
 
 
+#: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
+MIX_TOTAL = 1000
+
+
+def _pwr(typical: TypicalPods, mode: str = "step") -> Policy:
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("pwr:PWR")(mode), 1.0)], "tightest", name="pwr")
+
+
+def _pwrfgd(typical: TypicalPods, pwr: int = 100, mode: str = "step") -> Policy:
+    """``pwr`` × PWR + (1000 − ``pwr``) × FGD (sigmoid scale); FGD picks a sharing pod's device."""
+    from quasched.policies.framework import Policy
+
+    if pwr > MIX_TOTAL:
+        raise ValueError(f"parameter pwr={pwr} must be at most {MIX_TOTAL} (FGD gets {MIX_TOTAL} - pwr)")
+    return Policy([(_plugin("pwr:PWR")(mode), float(pwr)), (_plugin("fgd:FGD")(typical, "sigmoid"), float(MIX_TOTAL - pwr))],
+                  "best-score", name="pwrfgd")
+
+
+def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0, beta: float = 2.0,
+                 mode: str = "step") -> Policy:
+    """Ours (experimental): Headroom + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term, both until ``until`` %."""
+    from quasched.policies.framework import Policy
+
+    pwr = _plugin("pwr:PWR")
+    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, True), beta),
+                   (pwr(mode, until=until, terms="gpu"), gpu), (pwr(mode, until=until, terms="cpu"), cpu)],
+                  "best-score-tightest", name="pwrheadroom")
+
+
+_POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
+
+
 def _register_builtins() -> None:
     for info in (
         PolicyInfo("random", "Random", "a uniformly random feasible node and device",
@@ -198,6 +233,18 @@ def _register_builtins() -> None:
         PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
                    (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
+        PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
+                   artifact_label="PWR"),
+        PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
+                   (Param("pwr", int, 100, f"PWR's weight out of {MIX_TOTAL}", minimum=0), _POWER_MODE),
+                   artifact_label="PWR+FGD"),
+        PolicyInfo("pwrheadroom", "PWR+Headroom",
+                   "ours: Headroom + PWR's GPU term (+ its CPU term as a tie-break) while GPU allocation < until %",
+                   _pwrheadroom, (Param("gpu", float, 1.0, "weight of PWR's GPU power term", minimum=0.0),
+                                  Param("cpu", float, 0.001, "weight of PWR's CPU socket term", minimum=0.0),
+                                  Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
+                                  Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
+                   artifact_label="PWR+Headroom"),
     ):
         register(info)
 

@@ -22,8 +22,12 @@ _COLUMNS = (
     ("GPU alloc peak %", "peak_gpu_alloc_pct", "{:.2f}"),
     ("frag avg %", "frag_ratio_avg_pct", "{:.2f}"),
     ("peak queue", "peak_queue", "{:,}"),
+    ("power avg kW", "power_avg_kw", "{:,.1f}"),
+    ("energy kWh", "energy_kwh", "{:,.0f}"),
     ("time s", "elapsed_s", "{:.1f}"),
 )
+#: shown when the runs have carbon figures
+_CARBON = ("kg CO2e", "carbon_kg", "{:,.0f}")
 
 
 def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
@@ -31,11 +35,13 @@ def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
     table = Table(title=title)
     table.add_column("policy", style="bold")
     table.add_column("seed", justify="right")
-    for header, _, _ in _COLUMNS:
+    columns = _COLUMNS + ((_CARBON,) if any(r.carbon is not None for r in results) else ())
+    for header, _, _ in columns:
         table.add_column(header, justify="right")
     for result in results:
         s = result.summary()
-        cells = ["-" if isinstance(s[k], float) and np.isnan(s[k]) else fmt.format(s[k]) for _, k, fmt in _COLUMNS]
+        cells = ["-" if k not in s or isinstance(s[k], float) and np.isnan(s[k]) else fmt.format(s[k])
+                 for _, k, fmt in columns]
         table.add_row(display_label(str(s["policy"])), str(s["seed"]), *cells)
     return table
 
@@ -63,6 +69,10 @@ def summary_rows(result: ReplayResult) -> list[tuple[str, str]]:
         ("CPU allocation (time avg)", pct(s["cpu_alloc_avg_pct"])),
         ("GPU frag ratio (time avg)", pct(s["frag_ratio_avg_pct"])),
         ("peak queue", f"{s['peak_queue']:,}"),
+        ("modelled power avg (step / linear)", f"{s['power_avg_kw']:,.1f} / {s['power_linear_avg_kw']:,.1f} kW"),
+        ("energy (step / linear)", f"{s['energy_kwh']:,.1f} / {s['energy_linear_kwh']:,.1f} kWh"),
+        *([("carbon (step / linear)", f"{s['carbon_kg']:,.1f} / {s['carbon_linear_kg']:,.1f} kg CO2e "
+            f"(zone {s['carbon_zone']}, Electricity Maps, ODbL)")] if "carbon_kg" in s else []),
         ("events", f"{s['events']:,}"),
         ("elapsed", f"{s['elapsed_s']:.2f} s"),
     ]

@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 
 from quasched.metrics.fragmentation import StateTable, TypicalPods, state_table
+from quasched.metrics.power import PWR_MODEL, PowerModel
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.random import NumpyStream, RandomStream
 from quasched.model.resources import RESOURCES, ResourceRegistry
@@ -58,10 +59,13 @@ class EngineCore:
 
 
 def build_core(nodes: NodeSpec, policy: str, rng: RandomStream, typical: TypicalPods,
-               expected_events: int = 0, resources: ResourceRegistry = RESOURCES) -> EngineCore:
-    """Draw the node ranks from ``rng``, then build the cluster, the scheduler and the recorder."""
+               expected_events: int = 0, resources: ResourceRegistry = RESOURCES,
+               power: PowerModel = PWR_MODEL) -> EngineCore:
+    """Draw the node ranks from ``rng``, then build the cluster, the scheduler and the recorder.
+
+    ``power`` is the model of the records' ``power_w`` / ``power_linear_w`` columns."""
     rank = node_ranks(nodes, rng)
     cluster = Cluster(nodes, resources)
     scheduler = Scheduler(cluster, make_policy(policy, typical), rank, rng)
     table = state_table(cluster, typical)
-    return EngineCore(cluster, scheduler, rank, rng, typical, table, EventRecorder(cluster, table, expected_events))
+    return EngineCore(cluster, scheduler, rank, rng, typical, table, EventRecorder(cluster, table, expected_events, power))

@@ -16,6 +16,8 @@ cluster state it left. The same names mean the same thing everywhere:
 ``gpus_on_used_nodes`` GPU devices of those nodes (the FGD artifact's ``used_gpus``)
 ``cpu_alloc_pct``, ``mem_alloc_pct``, ``gpu_alloc_pct`` allocation in % of capacity
 ``frag_milli``, ``frag_ratio``, ``q124_ratio`` fragmentation (milli, % of idle GPU milli)
+``power_w``        modelled power of the present nodes, W, PWR's step model
+``power_linear_w`` the same under the linear fractional model (:mod:`quasched.metrics.power`)
 ================== =====================================================
 """
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from quasched.metrics.allocation import percent
 from quasched.metrics.fragmentation import StateTable, cluster_fragmentation
+from quasched.metrics.power import PWR_MODEL, PowerMeter, PowerModel
 from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI
@@ -40,10 +43,12 @@ nothing fits, dropped (the arrival experiment)."""
 
 _INTS = ("pod", "node", "queue_len", "arrived_gpu_milli", "used_gpu_milli", "used_gpus", "used_nodes",
          "gpus_on_used_nodes")
-_FLOATS = ("time", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio", "q124_ratio")
+_FLOATS = ("time", "cpu_alloc_pct", "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio", "q124_ratio",
+           "power_w", "power_linear_w")
 #: columns that describe the cluster state
 STATE_COLUMNS = ("used_gpu_milli", "used_gpus", "used_nodes", "gpus_on_used_nodes", "cpu_alloc_pct",
-                 "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio", "q124_ratio")
+                 "mem_alloc_pct", "gpu_alloc_pct", "frag_milli", "frag_ratio", "q124_ratio", "power_w",
+                 "power_linear_w")
 
 
 @dataclass
@@ -66,6 +71,8 @@ class EventRecords:
     frag_milli: np.ndarray
     frag_ratio: np.ndarray
     q124_ratio: np.ndarray
+    power_w: np.ndarray
+    power_linear_w: np.ndarray
 
     @classmethod
     def empty(cls, n: int) -> EventRecords:
@@ -92,11 +99,12 @@ class EventRecords:
 
 
 class EventRecorder:
-    """Appends rows to :class:`EventRecords` from a cluster and its fragmentation table."""
+    """Appends rows to :class:`EventRecords` from a cluster, its fragmentation table and a power model."""
 
-    def __init__(self, cluster: Cluster, table: StateTable, capacity: int) -> None:
+    def __init__(self, cluster: Cluster, table: StateTable, capacity: int, power: PowerModel = PWR_MODEL) -> None:
         self.cluster = cluster
         self.table = table
+        self.power = PowerMeter(cluster, power)
         self.records = EventRecords.empty(capacity)
         self.n = 0
 
@@ -129,6 +137,7 @@ class EventRecorder:
         r.frag_milli[e] = report.frag_milli
         r.frag_ratio[e] = report.frag_ratio
         r.q124_ratio[e] = report.q124_ratio
+        r.power_w[e], r.power_linear_w[e] = self.power.refresh()
 
     def result(self) -> EventRecords:
         return self.records.truncate(self.n)

@@ -41,9 +41,15 @@ Queue and retry rule
     ``tests/test_replay_properties.py``).
 
 Recorded after every event: one row of :class:`~quasched.sim.records.EventRecords`
-(fragmentation with typical pods from the whole workload by default). Per pod:
-arrival, placement and departure time, node, devices and waiting time
-(placement − arrival; NaN if never placed).
+(fragmentation with typical pods from the whole workload by default; modelled power
+under both power models). Per pod: arrival, placement and departure time, node, devices
+and waiting time (placement − arrival; NaN if never placed).
+
+Energy and carbon
+    :meth:`ReplayResult.energy_kwh` integrates the recorded power from the first to the
+    last event; :meth:`ReplayResult.carbon_kg` weighs each hour's energy with an hourly
+    intensity series (:mod:`quasched.traces.carbon`, Electricity Maps, ODbL), the first
+    event at ``carbon_start`` (UTC; default the start of the series' year).
 """
 
 from __future__ import annotations
@@ -57,12 +63,14 @@ from typing import Callable, Literal
 import numpy as np
 
 from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.power import SECONDS_PER_HOUR, WATTS_PER_KW, PowerMode, carbon_kg, energy_kwh
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
 from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW, EventRecords
+from quasched.traces.carbon import CarbonIntensity
 
 DepartureMode = Literal["trace", "duration"]
 
@@ -123,10 +131,44 @@ class ReplayResult:
     pods: PodOutcomes
     cluster: Cluster
     elapsed_s: float = 0.0
+    #: hourly intensity for :meth:`carbon_kg` in :meth:`summary` (None = no carbon figures)
+    carbon: CarbonIntensity | None = None
+    #: UTC time of the first event on the intensity series' clock (None = its first hour)
+    carbon_start: np.datetime64 | None = None
+    #: power usage effectiveness: facility energy / IT energy
+    pue: float = 1.0
 
     @property
     def wait(self) -> np.ndarray:
         return self.pods.wait
+
+    def power_series(self, mode: PowerMode = "step") -> np.ndarray:
+        """Modelled cluster power after each event, W."""
+        return self.events.power_w if mode == "step" else self.events.power_linear_w
+
+    def energy_kwh(self, mode: PowerMode = "step") -> float:
+        """IT energy from the first to the last event (× ``pue`` for the facility), kWh."""
+        return self.pue * energy_kwh(self.events.time, self.power_series(mode))
+
+    def carbon_kg(self, carbon: CarbonIntensity | None = None, mode: PowerMode = "step",
+                  start: np.datetime64 | None = None) -> float:
+        """Emissions of :meth:`energy_kwh` under ``carbon`` (default: the run's), kg CO2eq.
+
+        The first event happens at ``start`` (default :attr:`carbon_start`, else the series'
+        first hour); the series wraps around if the replay runs past its end.
+        """
+        carbon = carbon or self.carbon
+        if carbon is None:
+            raise ValueError("no carbon intensity series: pass one (quasched.traces.carbon.load_carbon)")
+        times = self.events.time
+        if len(times) == 0:
+            return 0.0
+        when = start if start is not None else self.carbon_start if self.carbon_start is not None else carbon.start
+        at = np.asarray(when, dtype="datetime64[s]")
+        into_hour = float((at - at.astype("datetime64[h]")) / np.timedelta64(1, "s"))
+        hour0 = float(times[0]) - into_hour
+        hours = int(np.ceil((float(times[-1]) - hour0) / SECONDS_PER_HOUR)) + 1
+        return carbon_kg(times, self.power_series(mode), carbon.hours_from(when, hours), hour0, pue=self.pue)
 
     def time_average(self, values: np.ndarray) -> float:
         """Time average of a per-event step series from the first to the last event."""
@@ -166,6 +208,13 @@ class ReplayResult:
             "frag_ratio_avg_pct": self.time_average(ev.frag_ratio),
             "peak_gpu_alloc_pct": float(ev.gpu_alloc_pct.max(initial=0.0)),
             "peak_queue": int(ev.queue_len.max(initial=0)),
+            "power_avg_kw": self.time_average(ev.power_w) / WATTS_PER_KW,
+            "power_linear_avg_kw": self.time_average(ev.power_linear_w) / WATTS_PER_KW,
+            "energy_kwh": self.energy_kwh("step"),
+            "energy_linear_kwh": self.energy_kwh("linear"),
+            **({"carbon_zone": self.carbon.zone, "carbon_kg": self.carbon_kg(mode="step"),
+                "carbon_linear_kg": self.carbon_kg(mode="linear"), "carbon_source": self.carbon.source}
+               if self.carbon is not None else {}),
             "events": len(ev),
             "start_s": float(ev.time[0]) if len(ev) else float("nan"),
             "end_s": float(ev.time[-1]) if len(ev) else float("nan"),
@@ -303,12 +352,18 @@ def replay(
     config: ReplayConfig = ReplayConfig(),
     progress: Callable[[int, int], None] | None = None,
     typical: TypicalPods | None = None,
+    carbon: CarbonIntensity | None = None,
+    carbon_start: np.datetime64 | None = None,
+    pue: float = 1.0,
 ) -> ReplayResult:
     """Replay ``workload`` on ``nodes``; ``progress(arrived, total)`` is called every 500 arrivals.
 
     ``typical`` overrides the typical pods used for fragmentation (and FGD);
-    by default they come from the whole ``workload``.
+    by default they come from the whole ``workload``. ``carbon``, ``carbon_start`` and
+    ``pue`` add carbon figures to the summary (:meth:`ReplayResult.carbon_kg`).
     """
+    if pue < 1:
+        raise ValueError(f"PUE is facility / IT energy, at least 1; got {pue}")
     start = _time.perf_counter()
     run = _Replay(nodes, workload, config, typical)
     run.run(progress)
@@ -323,6 +378,9 @@ def replay(
         pods=run.outcome,
         cluster=run.cluster,
         elapsed_s=_time.perf_counter() - start,
+        carbon=carbon,
+        carbon_start=carbon_start,
+        pue=pue,
     )
 
 
@@ -337,7 +395,8 @@ def run_replay(
     """CLI entry point: :func:`replay` with ``ReplayConfig(policy, seed, **options)``.
 
     ``options``: ``departure`` (``"trace"``/``"duration"``), ``missing_creation``
-    (``"skip"``/``"start"``), ``typical_threshold``; ``typical`` is passed through.
+    (``"skip"``/``"start"``), ``typical_threshold``; ``typical``, ``carbon``,
+    ``carbon_start`` and ``pue`` are passed through.
     """
-    typical = options.pop("typical", None)
-    return replay(nodes, workload, ReplayConfig(policy=policy, seed=seed, **options), progress, typical)
+    extra = {k: options.pop(k) for k in ("typical", "carbon", "carbon_start", "pue") if k in options}
+    return replay(nodes, workload, ReplayConfig(policy=policy, seed=seed, **options), progress, **extra)

@@ -1,0 +1,147 @@
+"""Power-aware placement on the FGD arrival experiment: PWR and the PWR+FGD mixes against FGD (issue 11).
+
+    python benchmarks/power.py --data-dir ../shared/traces --seeds 42-51
+    python benchmarks/power.py --traces openb-default --seeds 42-43 --policies fgd pwr pwrfgd:pwr=100
+
+For every trace, policy and seed (``--rng go``, tune 1.3): modelled cluster power (PWR's step
+model and the linear fractional model, :mod:`quasched.metrics.power`) per arrived-GPU-request
+bin 0..130 % (bin means, as the allocation curves), the allocation at 100 % and 130 % arrived,
+and the power saving against FGD of the same seed (same arrivals and node ranks) averaged over
+the 20..80 % bins. Writes ``power_curves.csv`` (one row per trace, policy, seed and bin),
+``power_summary.csv`` and ``power_<trace>.png`` to ``--out`` and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from quasched.metrics.curves import arrival_bins
+from quasched.metrics.power import WATTS_PER_KW
+from quasched.policies.registry import parse_spec
+from quasched.sim.arrival import ExperimentConfig
+from quasched.sim.sweep import RunSummary, run_sweep
+from quasched.traces import catalog
+
+from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
+
+DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
+DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", "pwrfgd:pwr=200")
+#: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
+SAVING_FROM, SAVING_TO = 20, 80
+MAX_PERCENT = 130
+
+
+def label(policy: str) -> str:
+    """Display label that always names a mix's weights (``PWR 100 + FGD 900``)."""
+    spec = parse_spec(policy)
+    if spec.name == "pwrfgd":
+        mode = "" if spec.params["mode"] == "step" else f", {spec.params['mode']}"
+        return f"PWR {spec.params['pwr']} + FGD {1000 - spec.params['pwr']}{mode}"
+    return spec.label
+
+
+def binned(run: RunSummary, column: str, total_gpus: int) -> np.ndarray:
+    """Bin means of a per-event column over arrived GPU request (``nan`` where no event)."""
+    assert run.log is not None
+    values = getattr(run.log, column)
+    out = np.full(MAX_PERCENT + 1, np.nan)
+    for k, members in arrival_bins(run.log.arrived_gpu_milli, total_gpus, MAX_PERCENT):
+        out[k] = values[members].mean()
+    return out
+
+
+def main() -> None:
+    parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
+    parser.add_argument("--out", type=Path, default=Path("results/power"))
+    args = parser.parse_args()
+    if "fgd" not in args.policies:
+        parser.error("the saving is measured against fgd: include it in --policies")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    rows, summary = [], []
+    print(f"seeds {args.seeds[0]}..{args.seeds[-1]} ({len(args.seeds)}), --rng go, tune 1.3; "
+          f"saving = 1 - P/P_FGD (same seed) averaged over {SAVING_FROM}..{SAVING_TO} % arrived\n")
+    print("| trace | policy | alloc@100 (alloc/arrived) | alloc@130 % | Δ alloc@130 vs FGD | "
+          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | saving @100 % step | P@50 % kW step | s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for trace in args.traces:
+        nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+        total = nodes.total_gpus
+        start = time.perf_counter()
+        runs = run_sweep(nodes, workload, args.policies, args.seeds, ExperimentConfig(rng="go"), workers=args.workers,
+                         keep_logs=True)
+        wall = time.perf_counter() - start
+        curves: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        for run in runs:
+            c = {name: binned(run, column, total) for name, column in
+                 (("power_kw", "power_w"), ("power_linear_kw", "power_linear_w"), ("alloc_pct", "used_gpu_milli"))}
+            c["power_kw"] /= WATTS_PER_KW
+            c["power_linear_kw"] /= WATTS_PER_KW
+            c["alloc_pct"] /= 10 * total  # milli → % of capacity
+            curves[(run.policy, run.seed)] = c
+            for k in range(MAX_PERCENT + 1):
+                rows.append({"trace": trace, "policy": run.policy, "label": label(run.policy), "seed": run.seed,
+                             "arrived_pct": k, **{name: float(v[k]) for name, v in c.items()}})
+        window = slice(SAVING_FROM, SAVING_TO + 1)
+        for policy in args.policies:
+            per_seed = [curves[(policy, s)] for s in args.seeds]
+            base = [curves[("fgd", s)] for s in args.seeds]
+            saving = np.array([np.nanmean(1 - c["power_kw"][window] / b["power_kw"][window]) for c, b in zip(per_seed, base)])
+            saving_lin = np.array([np.nanmean(1 - c["power_linear_kw"][window] / b["power_linear_kw"][window])
+                                   for c, b in zip(per_seed, base)])
+            saving100 = np.array([1 - c["power_kw"][100] / b["power_kw"][100] for c, b in zip(per_seed, base)])
+            a100 = np.array([c["alloc_pct"][100] for c in per_seed])
+            a130 = np.array([c["alloc_pct"][MAX_PERCENT] for c in per_seed])
+            d130 = a130 - np.array([b["alloc_pct"][MAX_PERCENT] for b in base])
+            p50 = np.array([c["power_kw"][50] for c in per_seed])
+            run_s = np.mean([r.elapsed_s for r in runs if r.policy == policy])
+            summary.append({"trace": trace, "policy": policy, "label": label(policy), "seeds": len(args.seeds),
+                            "alloc100_ratio": a100.mean() / 100, "alloc100_std": a100.std() / 100,
+                            "alloc130_pct": a130.mean(), "alloc130_std": a130.std(), "d_alloc130": d130.mean(),
+                            "saving_step_pct": 100 * saving.mean(), "saving_step_std": 100 * saving.std(),
+                            "saving_linear_pct": 100 * saving_lin.mean(), "saving100_step_pct": 100 * saving100.mean(),
+                            "power50_kw": p50.mean(), "run_s": run_s})
+            s = summary[-1]
+            print(f"| {trace.removeprefix('openb-')} | {s['label']} | {s['alloc100_ratio']:.3f} ± {s['alloc100_std']:.3f} "
+                  f"| {s['alloc130_pct']:.2f} ± {s['alloc130_std']:.2f} | {s['d_alloc130']:+.2f} "
+                  f"| {s['saving_step_pct']:.1f} ± {s['saving_step_std']:.1f} % | {s['saving_linear_pct']:.1f} % "
+                  f"| {s['saving100_step_pct']:.1f} % | {s['power50_kw']:.0f} | {s['run_s']:.1f} |", flush=True)
+        plot(args.out / f"power_{trace}.png", trace, args.policies, args.seeds, curves, wall)
+    pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
+    pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
+    print(f"\nwrote {args.out}/power_curves.csv, power_summary.csv and power_<trace>.png")
+
+
+def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: dict, wall: float) -> None:
+    """Power (step) vs arrived load, its ratio to FGD, and allocation; means over the seeds."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4), dpi=110)
+    power, ratio, alloc = fig.subplots(1, 3)
+    x = np.arange(MAX_PERCENT + 1)
+    base = np.mean([curves[("fgd", s)]["power_kw"] for s in seeds], axis=0)
+    for policy in policies:
+        p = np.mean([curves[(policy, s)]["power_kw"] for s in seeds], axis=0)
+        a = np.mean([curves[(policy, s)]["alloc_pct"] for s in seeds], axis=0)
+        power.plot(x, p, lw=1.2, label=label(policy))
+        ratio.plot(x, p / base, lw=1.2, label=label(policy))
+        alloc.plot(x, a, lw=1.2, label=label(policy))
+    power.set_ylabel("modelled power, step model (kW)")
+    ratio.set_ylabel("power / FGD's at the same arrived load")
+    ratio.axvspan(SAVING_FROM, SAVING_TO, color="0.9")
+    alloc.set_ylabel("GPU allocation (% of capacity)")
+    for ax in (power, ratio, alloc):
+        ax.set_xlabel("arrived GPU request (% of capacity)")
+        ax.grid(alpha=0.3)
+    alloc.legend(fontsize=7)
+    fig.suptitle(f"{trace}, seeds {seeds[0]}..{seeds[-1]}, tune 1.3 ({wall:.0f} s wall)")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+if __name__ == "__main__":
+    main()
