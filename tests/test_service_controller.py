@@ -51,7 +51,7 @@ def test_duration_finishes_the_job_and_starts_the_waiting_one():
     waiting = submit(ctl, 2, job(), now=1.0)
     assert waiting.state == JobState.PENDING and waiting.reason.code == Reason.INSUFFICIENT
     assert ctl.next_timer() == 10.0
-    ctl.tick(10.0)
+    ctl.cycle(10.0)
     assert ctl.jobs[2].state == JobState.RUNNING and ctl.jobs[2].started_at == 10.0
 
 
@@ -124,9 +124,9 @@ def test_reclaim_preempts_the_borrower_after_grace():
     assert claim.reason.code == Reason.PREEMPTION_PENDING and claim.reason.evidence["victims"] == [2]
     assert ctl.jobs[2].state == JobState.PREEMPTING
     assert ctl.next_timer() == 32
-    ctl.tick(31)
+    ctl.cycle(31)
     assert ctl.jobs[2].state == JobState.PREEMPTING and ctl.jobs[3].state == JobState.PENDING
-    ctl.tick(32)
+    ctl.cycle(32)
     assert ctl.jobs[3].state == JobState.RUNNING and ctl.jobs[2].state == JobState.PENDING
     assert ctl.jobs[2].restarts == 1 and ctl.jobs[1].state == JobState.RUNNING
     assert ctl.jobs[2].reason.code == Reason.WAITING_FOR_QUOTA  # a is back at its nominal 2

@@ -72,7 +72,7 @@ class LoopMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ctl is not None)
     def advance(self, dt):
         self.now += dt
-        self.ctl.tick(self.now)
+        self.ctl.cycle(self.now)
 
     @rule(node=st.sampled_from(["n0", "n1", "n2"]), device=st.integers(0, 3), healthy=st.booleans())
     @precondition(lambda self: self.ctl is not None)

@@ -226,7 +226,7 @@ class Service:
         with self.lock:
             now = self.clock()
             start = time.perf_counter()
-            self.ctl.tick(now)
+            self.ctl.cycle(now)
             self.metrics.decision.observe(time.perf_counter() - start)
             events = self._persist(self.ctl)
             nxt = self.ctl.next_timer()

@@ -356,10 +356,6 @@ class Controller:
     def next_timer(self) -> float | None:
         return self._timers[0][0] if self._timers else None
 
-    def tick(self, now: float) -> None:
-        """What the runtime loop calls at :meth:`next_timer` or when woken: :meth:`cycle`."""
-        self.cycle(now)
-
     def _fire(self, now: float) -> None:
         """Fire every timer due at or before ``now``: completions by duration, grace-period ends."""
         while self._timers and self._timers[0][0] <= now:

@@ -263,7 +263,7 @@ class Store:
         with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
             if values:
                 updated = conn.execute(update(JOBS).where(JOBS.c.id == bindparam("job_id")),
-                                       [{**v, "job_id": v["id"]} for v in values]).rowcount
+                                       [{**{k: x for k, x in v.items() if k != "id"}, "job_id": v["id"]} for v in values]).rowcount
                 if updated != len(values):  # rolls the transaction back
                     ids = [v["id"] for v in values]
                     known = set(conn.scalars(select(JobRow.id).where(JobRow.id.in_(ids))))

@@ -86,7 +86,7 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
         if t_done <= t_arrival:
             while open_ended and open_ended[0][0] == t_done:
                 ctl.finish(heapq.heappop(open_ended)[1], t_done)
-            ctl.tick(t_done)
+            ctl.cycle(t_done)
             observe()
             continue
         row = order[i]
