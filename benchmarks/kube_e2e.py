@@ -1,6 +1,6 @@
 """Benchmark: GPU pods through a real kube-scheduler v1.20.2 with quasched serve as its extender.
 
-    python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--data-dir ../shared/traces] [--json out.json]
+    python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--in-tree-scores] [--data-dir ../shared/traces] [--json out.json]
 
 Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
 
@@ -122,7 +122,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                               "gpus_requested": round(sum(float((m["metadata"]["annotations"] or {}).get(
                                   "gpu-fraction", m["spec"]["containers"][0]["resources"]["limits"][GPU]))
                                   for m in manifests), 2)}
-    with KubeCluster(base / "k8s", q.url, disable_default_scores=args.pure_extender,
+    with KubeCluster(base / "k8s", q.url, in_tree_scores=args.in_tree_scores,
                      disable_admission=("Priority",)) as kc:
         result["startup_s"] = round(kc.startup_s, 2)
         q.kubeconfig = kc.kubeconfig
@@ -190,6 +190,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             result["_placed"] = placed
             result["_pods"] = [pods[n] for n in names]
             result["_nodes"] = kc.check(kc.api.get("/api/v1/nodes"))["items"]
+            result["_node_order"] = [n["name"] for n in q.nodes()]
             jobs = [j for j in q.jobs() if (j.get("client_token") or "").startswith("k8s:") and j["state"] == "running"]
             result["quasched_running_jobs"] = len(jobs)
             mismatched = [j["name"] for j in jobs if placed.get(j["name"].split("/", 1)[1]) !=
@@ -206,10 +207,12 @@ def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tupl
     from quasched.service.controller import Controller, LoopOptions
     from quasched.service.domain import QueueSpec
 
-    records = sorted((node_record(n) for n in kube["_nodes"] if n["metadata"]["name"].startswith("gpu-node-")),
-                     key=lambda r: r.name)
-    ctl = Controller.rebuilt(records, [QueueSpec("default")], [],
+    records = {r.name: r for r in map(node_record, kube["_nodes"])}
+    # the extender's cluster: empty at start, nodes added as its sync listed them (their order is the tie-break rank)
+    ctl = Controller.rebuilt([], [QueueSpec("default")], [],
                              LoopOptions(policy=policy, order="fifo", preemption=False, sample_s=float("inf")))
+    for name in kube["_node_order"]:
+        ctl.add_node(records[name], 0.0)
     placed: dict[str, tuple[str, tuple[int, ...]]] = {}
     names: dict[int, str] = {}
     for i, pod in enumerate(kube["_pods"], start=1):
@@ -255,8 +258,8 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--policy", default="fgd")
     ap.add_argument("--data-dir", default=None, help="traces folder (default $QUASCHED_DATA)")
-    ap.add_argument("--pure-extender", action="store_true",
-                    help="disable kube-scheduler's in-tree score plugins (only quasched's prioritize ranks nodes)")
+    ap.add_argument("--in-tree-scores", action="store_true",
+                    help="turn kube-scheduler's in-tree score plugins on (deploy/ turns them off: quasched alone ranks)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
@@ -273,7 +276,7 @@ def main() -> int:
     own = run_own_loop(kube, args.policy)
     kube["placement_quality"] = compare(kube, own)
     out = {k: v for k, v in kube.items() if not k.startswith("_")}
-    out["pure_extender"] = args.pure_extender
+    out["in_tree_scores"] = args.in_tree_scores
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:

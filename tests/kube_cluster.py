@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import httpx
+import yaml
 
 K8S_VERSION = "v1.20.2"
 BIN_DIR = Path(os.environ.get("QUASCHED_K8S_BIN") or Path.home() / ".cache/quasched/k8s-v1.20.2/bin")
@@ -44,6 +45,8 @@ MODEL_LABEL = "quasched.io/gpu-model"
 MODEL_ANNOTATION = "quasched.io/gpu-model"
 DEVICES = "quasched.io/gpu-devices"
 EXTENDER_PREFIX = "/k8s/scheduler"
+#: the configuration the scheduler runs: the shipped one (addresses replaced)
+DEPLOY_CONFIG = Path(__file__).parents[1] / "deploy" / "scheduler-config-v1beta1.yaml"
 NAMESPACE = "default"
 
 
@@ -174,11 +177,12 @@ def pod_manifest(name: str, gpus: int = 1, fraction: float | None = None, model:
 
 # ---------------------------------------------------------------- the control plane
 class KubeCluster:
-    """etcd + kube-apiserver + kube-scheduler (v1beta1 configuration with quasched as extender)."""
+    """etcd + kube-apiserver + kube-scheduler running ``deploy/scheduler-config-v1beta1.yaml`` (quasched as extender;
+    ``in_tree_scores`` turns kube-scheduler's own score plugins back on)."""
 
     def __init__(self, workdir: str | Path, extender_url: str | None, scheduler_name: str = "quasched",
-                 extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int = 100,
-                 disable_default_scores: bool = False, disable_admission: Sequence[str] = (),
+                 extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int | None = None,
+                 in_tree_scores: bool = False, disable_admission: Sequence[str] = (),
                  verbosity: int = 1) -> None:
         reason = missing()
         if reason:
@@ -189,7 +193,7 @@ class KubeCluster:
         self.scheduler_name = scheduler_name
         self.extender_overrides = dict(extender or {})
         self.percentage = percentage_of_nodes_to_score
-        self.disable_default_scores = disable_default_scores
+        self.in_tree_scores = in_tree_scores
         self.verbosity = verbosity
         # ServiceAccount: no controller manager creates the default account; TaintNodesByCondition: no
         # not-ready taint on fake nodes (no kubelet); Priority (optional): lets pods set spec.priority directly
@@ -319,30 +323,27 @@ class KubeCluster:
         os.chmod(self.kubeconfig, 0o600)
 
     def scheduler_config(self) -> dict[str, Any]:
-        profile: dict[str, Any] = {"schedulerName": self.scheduler_name}
-        if self.disable_default_scores:
-            profile["plugins"] = {"score": {"disabled": [{"name": "*"}]}}
-        config: dict[str, Any] = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
-            "kind": "KubeSchedulerConfiguration",
+        """The shipped ``deploy/scheduler-config-v1beta1.yaml`` with this cluster's addresses and options."""
+        config: dict[str, Any] = yaml.safe_load(DEPLOY_CONFIG.read_text())
+        [profile] = config["profiles"]
+        profile["schedulerName"] = self.scheduler_name
+        if self.in_tree_scores:
+            profile.pop("plugins", None)
+        config.update({
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 500, "burst": 1000},
             "leaderElection": {"leaderElect": False},
             # v1.20 quirk: with --config, the insecure healthz/metrics port opens on every interface unless bound here
             "healthzBindAddress": f"127.0.0.1:{self.sched_health}",
             "metricsBindAddress": f"127.0.0.1:{self.sched_metrics}",
-            "percentageOfNodesToScore": self.percentage,
-            "profiles": [profile],
-        }
+        })
+        if self.percentage is not None:
+            config["percentageOfNodesToScore"] = self.percentage
         if self.extender_url:
-            extender = {
-                "urlPrefix": self.extender_url.rstrip("/") + EXTENDER_PREFIX,
-                "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
-                "weight": 5, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "5s",
-                "managedResources": [{"name": GPU, "ignoredByScheduler": True}],
-                "ignorable": False,
-            }
+            [extender] = config["extenders"]
+            extender["urlPrefix"] = self.extender_url.rstrip("/") + EXTENDER_PREFIX
             extender.update(self.extender_overrides)
-            config["extenders"] = [extender]
+        else:
+            config.pop("extenders")
         return config
 
     def start_scheduler(self) -> None:

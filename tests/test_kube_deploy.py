@@ -19,6 +19,9 @@ def test_scheduler_configurations(name, version):
     assert config["apiVersion"] == f"kubescheduler.config.k8s.io/{version}"
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert [p["schedulerName"] for p in config["profiles"]] == ["quasched"]
+    # quasched's prioritize alone ranks every node: its pick is the unique top score
+    assert config["percentageOfNodesToScore"] == 100
+    assert config["profiles"][0]["plugins"]["score"]["disabled"] == [{"name": "*"}]
     [ext] = config["extenders"]
     assert ext["urlPrefix"].endswith(PREFIX)
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")

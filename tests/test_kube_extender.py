@@ -266,21 +266,36 @@ def test_prioritize_scores_from_the_policy(env):
     assert by_host["a0"] >= by_host["a1"]
 
 
-def test_prioritize_matches_policy_score(env):
+def test_prioritize_matches_policy_score_with_own_pick_unique(env):
     import numpy as np
 
+    from quasched.kube.convention import job_spec
     from quasched.policies.base import CycleState
 
     client, _, _, app = env
     service = app.state.service
     scores = post(client, "prioritize", args(gpu_pod(gpus=1)))
-    pod = app.state.kube._pod_of(__import__("quasched.kube.convention", fromlist=["job_spec"]).job_spec(gpu_pod(gpus=1)))
+    pod = app.state.kube._pod_of(job_spec(gpu_pod(gpus=1)))
     c = service.ctl.cluster
     idx = np.array([c.node(n) for n in ("a0", "a1", "t0")])
     policy = service.ctl.scheduler.policy
     raw = policy.score(c, pod, idx, CycleState()) / sum(w for _, w in policy.plugins)
-    expected = dict(zip(["a0", "a1", "t0"], np.clip(np.rint(raw / 10), 0, 10).astype(int).tolist()))
-    assert {s["Host"]: s["Score"] for s in scores if s["Host"] != "c0"} == expected
+    own = str(c.names[service.ctl.scheduler.decide(pod).node])
+    expected = dict(zip(["a0", "a1", "t0"], np.clip(np.rint(raw / 10), 0, 9).astype(int).tolist()))
+    expected[own] = 10
+    got = {s["Host"]: s["Score"] for s in scores if s["Host"] != "c0"}
+    assert got == expected
+    assert [h for h, v in got.items() if v == 10] == [own]  # kube-scheduler can only pick quasched's node
+
+
+def test_extender_scores_by_hand():
+    import numpy as np
+
+    from quasched.kube.extender import extender_scores
+
+    # round(s / 10) capped at 9, the pick 10, NaN (no score) 0
+    got = extender_scores(np.array([100.0, 100.0, 44.0, 96.0, np.nan, 0.0]), pick=1)
+    assert got.tolist() == [9, 10, 4, 9, 0, 0]
 
 
 # ---------------------------------------------------------------- bind

@@ -8,8 +8,10 @@ placement (``managedResources: nvidia.com/gpu, ignoredByScheduler: true``):
   loop does) on the controller's cluster for the names given and answers the first failing
   check per node as one of a few stable reason strings (:data:`REASONS`), so they aggregate
   in the pod's ``FailedScheduling`` event;
-- **prioritize** scores the fitting nodes with the service's policy (its 0..100 score, /10,
-  rounded); the others get 0;
+- **prioritize** scores the fitting nodes with the service's policy: 10 for the node quasched's
+  own host selection picks (so that, with kube-scheduler's in-tree scores off as in ``deploy/``,
+  Kubernetes places every pod where ``quasched replay`` would), ``min(9, round(score / 10))`` for
+  the others (the policy's 0..100 score); nodes that do not fit get 0;
 - **bind** reserves GPU devices with the policy's Reserve step: the pod becomes a running
   quasched job on that node (stored, on the dashboard), its devices are written to the pod
   (annotation ``quasched.io/gpu-devices``), then the Binding is created through the API
@@ -221,12 +223,12 @@ class Bridge:
         with self.service.lock:
             _, qpod, fitting = self.verdicts(pod, names)
             if qpod is not None and fitting:
-                c, policy = self.service.ctl.cluster, self.service.ctl.scheduler.policy
+                c, scheduler = self.service.ctl.cluster, self.service.ctl.scheduler
                 idx = np.asarray(sorted(fitting), dtype=np.int64)
-                raw = np.asarray(policy.score(c, qpod, idx, CycleState()), dtype=float)
-                weight = sum(abs(w) for _, w in policy.plugins) or 1.0
-                tens = np.clip(np.rint(np.nan_to_num(raw / weight) / 10), 0, 10).astype(int)
-                for slot, score in zip(idx.tolist(), tens.tolist()):
+                raw = np.asarray(scheduler.policy.score(c, qpod, idx, CycleState()), dtype=float)
+                weight = sum(abs(w) for _, w in scheduler.policy.plugins) or 1.0
+                pick = int(np.searchsorted(idx, scheduler.select(idx, raw)))
+                for slot, score in zip(idx.tolist(), extender_scores(raw / weight, pick).tolist()):
                     scores[str(c.names[slot])] = int(score)
         return [{"Host": n, "Score": s} for n, s in scores.items()]
 
@@ -367,6 +369,15 @@ class Bridge:
                 self.release(uid, "cancelled")
             return {"Error": f"quasched: binding {namespace}/{name} to {node} failed: {err}"}
         return {"Error": ""}
+
+
+def extender_scores(normalised: np.ndarray, pick: int) -> np.ndarray:
+    """Scores 0..10 for kube-scheduler: ``min(9, round(s / 10))`` for a policy score ``s`` in 0..100,
+    and 10 for ``pick``, the node quasched's own host selection chooses (its highest score, ties to its
+    tie-break rank), so that node stays the unique best after the rounding to kube-scheduler's scale."""
+    tens = np.clip(np.rint(np.nan_to_num(normalised) / 10), 0, 9).astype(np.int64)
+    tens[pick] = 10
+    return tens
 
 
 # ---------------------------------------------------------------- routes

@@ -135,12 +135,15 @@ class Scheduler:
         if len(nodes) == 1:
             node = int(nodes[0])
         else:
-            scores = self.policy.score(self.cluster, pod, nodes, state)
-            best = nodes[scores == scores.max()]
-            rank = self._ranks()
-            node = int(best[np.argmin(rank[best])])
+            node = self.select(nodes, self.policy.score(self.cluster, pod, nodes, state))
         picked = self.policy.reserve(self.cluster, pod, node, state) if pod.is_gpu else ()
         return Decision(node, picked, len(nodes), int(self.cluster.version[node]))
+
+    def select(self, nodes: np.ndarray, scores: np.ndarray) -> int:
+        """The host among ``nodes`` (scored ``scores``): the highest score, ties to the smallest rank."""
+        best = nodes[scores == scores.max()]
+        rank = self._ranks()
+        return int(best[np.argmin(rank[best])])
 
     def _ranks(self) -> np.ndarray:
         """Tie-break ranks; node slots added after the start rank after every earlier node."""
