@@ -274,13 +274,13 @@ def test_prioritize_matches_policy_score_with_own_pick_unique(env):
 
     client, _, _, app = env
     service = app.state.service
-    scores = post(client, "prioritize", args(gpu_pod(gpus=1)))
     pod = app.state.kube._pod_of(job_spec(gpu_pod(gpus=1)))
     c = service.ctl.cluster
     idx = np.array([c.node(n) for n in ("a0", "a1", "t0")])
     policy = service.ctl.scheduler.policy
     raw = policy.score(c, pod, idx, CycleState()) / sum(w for _, w in policy.plugins)
     own = str(c.names[service.ctl.scheduler.decide(pod).node])
+    scores = post(client, "prioritize", args(gpu_pod(gpus=1)))
     expected = dict(zip(["a0", "a1", "t0"], np.clip(np.rint(raw / 10), 0, 9).astype(int).tolist()))
     expected[own] = 10
     got = {s["Host"]: s["Score"] for s in scores if s["Host"] != "c0"}
@@ -296,6 +296,60 @@ def test_extender_scores_by_hand():
     # round(s / 10) capped at 9, the pick 10, NaN (no score) 0
     got = extender_scores(np.array([100.0, 100.0, 44.0, 96.0, np.nan, 0.0]), pick=1)
     assert got.tolist() == [9, 10, 4, 9, 0, 0]
+
+
+def running(client: TestClient, token: str) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    jobs = client.get("/api/v1/jobs", headers=bearer(token)).json()
+    return [(j["name"], j["state"], j["placement"]) for j in jobs if j["state"] == "running"]
+
+
+def top(scores: list[dict[str, Any]]) -> str:
+    [host] = [s["Host"] for s in scores if s["Score"] == 10]
+    return host
+
+
+def test_prioritize_holds_the_pick_until_bind_confirms_it(env):
+    """kube-scheduler's next cycle starts while a bind is in flight: the pick is held from prioritize on."""
+    client, api, token, _ = env
+    pod = gpu_pod(name="big", gpus=8, model="A100")
+    post(client, "filter", args(pod))
+    pick = top(post(client, "prioritize", args(pod)))
+    assert running(client, token) == [("team-a/big", "running", [{"node": pick, "devices": list(range(8))}])]
+    # the next pod sees the eight GPUs taken before the first pod is bound
+    other = gpu_pod(name="next", gpus=8, model="A100")
+    free = post(client, "filter", args(other))["NodeNames"]
+    assert free == [({"a0", "a1"} - {pick}).pop()]
+    assert post(client, "bind", bind_args(pod, pick)) == {"Error": ""}
+    assert [c[0] for c in api.calls] == ["annotate", "bind"]
+    assert running(client, token) == [("team-a/big", "running", [{"node": pick, "devices": list(range(8))}])]
+
+
+def test_bind_elsewhere_moves_the_assumed_pod(env):
+    client, _, token, _ = env
+    pod = gpu_pod(name="moved", gpus=8, model="A100")
+    post(client, "filter", args(pod))
+    pick = top(post(client, "prioritize", args(pod)))
+    elsewhere = ({"a0", "a1"} - {pick}).pop()  # e.g. kube-scheduler's in-tree scores preferred another node
+    assert post(client, "bind", bind_args(pod, elsewhere)) == {"Error": ""}
+    assert running(client, token) == [("team-a/moved", "running", [{"node": elsewhere, "devices": list(range(8))}])]
+    assert node_use(client, token)[pick] == [0] * 8
+
+
+def test_assumed_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
+    from quasched.kube import extender
+
+    client, _, token, _ = env
+    pod = gpu_pod(name="retry", gpus=8, model="A100")
+    post(client, "filter", args(pod))
+    post(client, "prioritize", args(pod))
+    assert len(running(client, token)) == 1
+    # the cycle failed after prioritize (no bind): the pod's next filter starts afresh and sees all nodes
+    assert post(client, "filter", args(pod))["NodeNames"] == ["a0", "a1"]
+    assert running(client, token) == []
+    post(client, "prioritize", args(pod))
+    monkeypatch.setattr(extender, "ASSUME_TTL_S", 0.0)
+    post(client, "filter", args(gpu_pod(name="someone-else", gpus=1)))  # any call expires stale holds
+    assert running(client, token) == []
 
 
 # ---------------------------------------------------------------- bind

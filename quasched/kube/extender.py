@@ -11,11 +11,17 @@ placement (``managedResources: nvidia.com/gpu, ignoredByScheduler: true``):
 - **prioritize** scores the fitting nodes with the service's policy: 10 for the node quasched's
   own host selection picks (so that, with kube-scheduler's in-tree scores off as in ``deploy/``,
   Kubernetes places every pod where ``quasched replay`` would), ``min(9, round(score / 10))`` for
-  the others (the policy's 0..100 score); nodes that do not fit get 0;
-- **bind** reserves GPU devices with the policy's Reserve step: the pod becomes a running
-  quasched job on that node (stored, on the dashboard), its devices are written to the pod
-  (annotation ``quasched.io/gpu-devices``), then the Binding is created through the API
-  server; if either call fails, the reservation is rolled back (the job is cancelled).
+  the others (the policy's 0..100 score); nodes that do not fit get 0. The pick's devices are
+  reserved at once, the pod *assumed* there as in kube-scheduler's cache (:meth:`Bridge.assume`),
+  since kube-scheduler runs the next pod's cycle while this one's bind is in flight;
+- **bind** confirms the assumed reservation (or reserves with the policy's Reserve step if the
+  node differs or nothing is held): the pod is a running quasched job on that node (stored, on
+  the dashboard), its devices are written to the pod (annotation ``quasched.io/gpu-devices``),
+  then the Binding is created through the API server; if either call fails, the reservation is
+  rolled back (the job is cancelled).
+
+A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
+do on a submission to ``quasched serve``.
 
 There is no preempt verb: kube-scheduler computes preemption victims with its in-tree
 filters, which ignore ``nvidia.com/gpu`` here, and the extender's ProcessPreemption can only
@@ -62,6 +68,8 @@ REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVA
            "quasched: insufficient cpu", "quasched: insufficient memory")
 #: pods remembered from filter/prioritize for bind (which only sends the pod's name)
 POD_CACHE = 4096
+#: longest hold of an assumed pod (prioritize → bind), s; kube-scheduler binds within milliseconds
+ASSUME_TTL_S = 30.0
 
 
 class KubeClient(Protocol):
@@ -105,18 +113,23 @@ class Bridge:
         self.client = options.client
         self._pods: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._pods_lock = threading.Lock()
+        #: pod uid → (node, monotonic time) of the pods held since prioritize, not bound yet (under the lock)
+        self._assumed: dict[str, tuple[str, float]] = {}
         self.sync: Any = None
 
     # ------------------------------------------------------------ pods seen
-    def remember(self, pod: dict[str, Any]) -> None:
+    def remember(self, pod: dict[str, Any]) -> bool:
+        """Cache ``pod`` for bind; True the first time its uid is seen (its arrival, for quasched)."""
         uid = pod_key(pod)[2]
         if not uid:
-            return
+            return False
         with self._pods_lock:
+            first = uid not in self._pods
             self._pods[uid] = pod
             self._pods.move_to_end(uid)
             while len(self._pods) > POD_CACHE:
                 self._pods.popitem(last=False)
+        return first
 
     def recall(self, uid: str) -> dict[str, Any] | None:
         with self._pods_lock:
@@ -203,9 +216,15 @@ class Bridge:
         pod = wire.object_of(args, "Pod")
         assert pod is not None
         names, items = wire.node_names(args)
-        self.remember(pod)
+        first = self.remember(pod)
         with self.service.lock:
-            failed, _, _ = self.verdicts(pod, names)
+            self.expire_assumed()
+            uid = pod_key(pod)[2]
+            if uid in self._assumed:  # a new cycle for a pod whose last one never bound
+                self.release(uid, "cancelled")
+            failed, qpod, _ = self.verdicts(pod, names)
+            if first and qpod is not None:  # the pod arrives: the policy's typical pods learn it, as on submit
+                self.service.ctl.observe(qpod)
         passed = [n for n in names if n not in failed]
         keep = set(passed)
         nodes = None if items is None else {"metadata": {}, "items": [
@@ -230,7 +249,29 @@ class Bridge:
                 pick = int(np.searchsorted(idx, scheduler.select(idx, raw)))
                 for slot, score in zip(idx.tolist(), extender_scores(raw / weight, pick).tolist()):
                     scores[str(c.names[slot])] = int(score)
+                self.assume(pod, str(c.names[idx[pick]]))
         return [{"Host": n, "Score": s} for n, s in scores.items()]
+
+    # ------------------------------------------------------------ assume
+    def assume(self, pod: Mapping[str, Any], node: str) -> None:
+        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod).
+
+        kube-scheduler starts the next pod's cycle while this one's bind is in flight; holding the
+        devices now keeps filter and prioritize of the next pods on the state kube-scheduler assumes.
+        Released when bind goes elsewhere, when the pod's next cycle starts, or after
+        :data:`ASSUME_TTL_S` without a bind."""
+        uid = pod_key(pod)[2]
+        try:
+            self._reserve(pod, node, None, "started")
+        except PodError:  # e.g. the database refused: bind reserves instead
+            return
+        self._assumed[uid] = (node, time.monotonic())
+
+    def expire_assumed(self) -> None:
+        """Release the pods assumed more than :data:`ASSUME_TTL_S` ago and never bound (under the lock)."""
+        limit = time.monotonic() - ASSUME_TTL_S
+        for uid in [u for u, (_, at) in self._assumed.items() if at < limit]:
+            self.release(uid, "cancelled")
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
@@ -249,6 +290,10 @@ class Bridge:
             uid = uid or pod_key(pod)[2]
         if not is_managed(pod):
             return self._create_binding(namespace, name, uid, node, None)
+        with self.service.lock:
+            assumed = self._assumed.get(uid)
+            if assumed is not None and assumed[0] != node:  # kube-scheduler chose another node than quasched
+                self.release(uid, "cancelled")
         try:
             job, devices = self.reserve(pod, node)
         except PodError as err:
@@ -312,7 +357,7 @@ class Bridge:
             job.quota_model = str(c.models[c.model_id[slot]]) if spec.gpu_request else ""
             job.solver = "kube-scheduler+" + ctl.options.policy
             job.reason = None
-            ctl.restore([job])
+            ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
             if job.state != JobState.RUNNING:  # the books refused the placement: leave no pending copy behind
                 ctl.cancel(job.id, now)
                 service.store.save(*ctl.drain_changes())
@@ -344,6 +389,7 @@ class Bridge:
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
         """End the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""
+        self._assumed.pop(uid, None)
         def end(ctl: Any, now: float) -> Job | None:
             job = self.job_of(uid)
             if job is None:
@@ -368,6 +414,8 @@ class Bridge:
             if reserved is not None:
                 self.release(uid, "cancelled")
             return {"Error": f"quasched: binding {namespace}/{name} to {node} failed: {err}"}
+        with self.service.lock:
+            self._assumed.pop(uid, None)
         return {"Error": ""}
 
 

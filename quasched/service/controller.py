@@ -223,8 +223,7 @@ class Controller:
         job = Job(job_id, spec, self.options.priority_classes[spec.priority_class], now,
                   job_id if seq is None else seq, reason=PendingReason(Reason.QUEUED, "waiting for the next cycle"))
         self.jobs[job_id] = job
-        if self.window is not None:
-            self.window.observe(self._pod(spec, job_id, 0))
+        self.observe(self._pod(spec, job_id, 0))
         self._emit(now, "submitted", job)
         self._fresh.add(job_id)
         self._dirty = True
@@ -633,12 +632,19 @@ class Controller:
         return status.queue_status(self)
 
     # ------------------------------------------------------------ recovery
-    def restore(self, jobs: Sequence[Job]) -> None:
-        """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices."""
+    def observe(self, pod: Pod) -> None:
+        """An arrival the policy's typical pods learn from (as :meth:`submit` does for its jobs)."""
+        if self.window is not None:
+            self.window.observe(pod)
+
+    def restore(self, jobs: Sequence[Job], observe: bool = True) -> None:
+        """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices.
+
+        ``observe``: the typical pods relearn their shapes (False: they were observed on arrival)."""
         for job in sorted(jobs, key=lambda j: j.seq):
             self.jobs[job.id] = job
-            if self.window is not None:  # typical pods: relearned from the jobs that are still around
-                self.window.observe(self._pod(job.spec, job.id, 0))
+            if observe:  # typical pods: relearned from the jobs that are still around
+                self.observe(self._pod(job.spec, job.id, 0))
             if job.state.holds_resources:
                 problem = self._restore_placement(job)
                 if problem:  # the node left or changed while the service was down
