@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -95,19 +94,6 @@ def test_default_pod_list_fields(data_dir) -> None:
     assert (w.creation_time[1], w.deletion_time[1]) == (427061.0, 12902960.0)
     multi = load_openb_pods(data_dir / "alibaba-gpu-v2023/openb_pod_list_multigpu20.csv")
     assert set(multi.qos) == {""} and np.isnan(multi.creation_time).all()
-
-
-def test_default_pod_list_loads_fast(data_dir) -> None:
-    path = data_dir / "alibaba-gpu-v2023/openb_pod_list_default.csv"
-    load_openb_pods(path)  # warm imports and the OS cache
-    best = min(_timed(load_openb_pods, path) for _ in range(3))
-    assert best < 0.25, f"loading took {best:.3f} s"
-
-
-def _timed(function, *args) -> float:
-    start = time.perf_counter()
-    function(*args)
-    return time.perf_counter() - start
 
 
 def test_dlrm_trace(data_dir) -> None:
