@@ -210,6 +210,12 @@ def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, unt
                   "best-score-tightest", name="pwrheadroom")
 
 
+def _learned(typical: TypicalPods, weights: str = "") -> Policy:
+    """The linear score of a checkpoint's weights (:mod:`quasched.policies.learned`); "" = the packaged one."""
+    learned = import_module("quasched.policies.learned")
+    return learned.learned_policy(typical, learned.load_weights(weights or learned.PACKAGED))
+
+
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -245,6 +251,9 @@ def _register_builtins() -> None:
                                   Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
+        PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
+                   _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)"),),
+                   artifact_label="Learned"),
     ):
         register(info)
 
