@@ -13,7 +13,8 @@ device / 1000, GPUs / 8, sharing, arrived GPU request / target, GPU allocation),
 candidate slot :data:`CANDIDATE_FEATURES`: the normalised scores (0..100) of the
 :data:`~quasched.policies.learned.FEATURES` plugins, the node's free CPU, memory and GPU after
 the placement (fractions of its capacity and of 8 GPUs), the device's free milli / 1000 and
-1 (0 in padding slots). ``action_masks()`` marks the real candidates (MaskablePPO's convention).
+1 (0 in padding slots). ``action_masks()`` marks the real candidates (MaskablePPO's
+convention); a masked slot ``i`` of ``n`` candidates means candidate ``i mod n``, so every action is valid.
 
 Reward: GPU allocation gained (% of capacity) since the previous step, by the chosen
 placement and the automatic ones before the next decision, so the return of an episode is its
@@ -53,8 +54,8 @@ class ArrivalEnv(gym.Env):
                  config: ExperimentConfig = ExperimentConfig()) -> None:
         self.nodes, self.workload, self.config, self.k = nodes, workload, config, max_candidates
         self.typical = TypicalPods.from_workload(workload, config.typical_threshold)
-        size = POD_FEATURES + max_candidates * CANDIDATE_FEATURES
-        self.observation_space = gym.spaces.Box(0.0, 100.0, (size,), np.float64)
+        self.size = POD_FEATURES + max_candidates * CANDIDATE_FEATURES
+        self.observation_space = gym.spaces.Box(0.0, 100.0, (self.size,), np.float64)
         self.action_space = gym.spaces.Discrete(max_candidates)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
@@ -77,9 +78,10 @@ class ArrivalEnv(gym.Env):
             raise RuntimeError("the episode is over; call reset()")
         if self.pending is not None:
             pod, node, free = self.pending
-            if not 0 <= action < len(node):
-                raise ValueError(f"action {action} is masked: {len(node)} candidates")
-            self._bind(pod, int(node[action]), int(free[action]))
+            if not 0 <= action < self.k:
+                raise ValueError(f"action {action} is not in 0..{self.k - 1}")
+            pick = int(action) % len(node)  # a masked slot folds onto a candidate
+            self._bind(pod, int(node[pick]), int(free[pick]))
             self._advance()
         now = self.core.cluster.gpu_allocated
         reward, self.rewarded = 100.0 * (now - self.rewarded) / self.capacity_milli, now
@@ -146,7 +148,7 @@ class ArrivalEnv(gym.Env):
         self.next_pod += 1
 
     def _observation(self) -> np.ndarray:
-        obs = np.zeros(self.observation_space.shape, dtype=np.float64)
+        obs = np.zeros(self.size, dtype=np.float64)
         if self.pending is None:
             return obs
         pod = self.pending[0]
