@@ -4,7 +4,8 @@
     python benchmarks/learn.py eval --data-dir ../shared/traces --seeds 42-46
 
 ``train`` (:mod:`quasched.learn.es`): CMA-ES over the weights on the training traces (openb
-variants *not* in the FGD paper) and seeds (``--rng native``), fitness = mean final GPU
+variants *not* in the FGD paper) and seeds (``--rng native``), on every ``--node-every``-th node
+of the cluster (the workload is tuned to 130 % of the smaller cluster), fitness = mean final GPU
 allocation; writes the checkpoint, ``learn_history.csv`` (every candidate of every generation)
 and ``learn_history.png`` to ``--out`` and prints the training cost (CPU-hours = CPU time of
 this process and its sweep workers; wall time).
@@ -29,14 +30,17 @@ from quasched.learn.es import Generation, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
-from own_policy import DEFAULT_TRACES, paired_sweep, seed_range, sweep_arguments  # noqa: E402
+from own_policy import DEFAULT_TRACES, paired_arguments, paired_sweep, seed_range, sweep_arguments  # noqa: E402
 
 TRAIN_TRACES = ("openb-gpushare20", "openb-gpuspec05", "openb-cpu072")
 EVAL_POLICIES = ("fgd", "headroom", "learned")
 
 
 def run_train(args: argparse.Namespace) -> None:
-    traces = {t: catalog.load_trace(t, data_dir=args.data_dir) for t in args.traces}
+    traces = {}
+    for trace in args.traces:
+        nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+        traces[trace] = (nodes.take(range(0, len(nodes), args.node_every)), workload)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
 
@@ -52,7 +56,7 @@ def run_train(args: argparse.Namespace) -> None:
     last = result.history[-1]
     cost = {"cpu_hours": last.cpu_s / 3600, "wall_hours": last.wall_s / 3600}
     save_weights(args.checkpoint, result.best_weights, fitness=result.best_fitness, train_traces=list(args.traces),
-                 train_seeds=args.seeds, rng="native", generations=args.generations, popsize=args.popsize, **cost)
+                 train_seeds=args.seeds, node_every=args.node_every, rng="native", generations=args.generations, popsize=args.popsize, **cost)
     history = pd.DataFrame(rows)
     history.to_csv(args.out / "learn_history.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -66,7 +70,10 @@ def run_train(args: argparse.Namespace) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> None:
-    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers)
+    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
+                           json.loads(args.reuse.read_text()) if args.reuse else None)
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1))
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([{"trace": t, "policy": p, "seed": s, "alloc130": a, "failed": f}
                           for t, by_policy in records.items() for p, rec in by_policy.items()
@@ -97,6 +104,7 @@ def main() -> None:
     t.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
     t.add_argument("--traces", nargs="+", default=list(TRAIN_TRACES))
     t.add_argument("--seeds", type=seed_range, default=seed_range("1-2"))
+    t.add_argument("--node-every", type=int, default=4, help="train on every N-th node (a smaller, faster cluster)")
     t.add_argument("--generations", type=int, default=8)
     t.add_argument("--popsize", type=int, default=8)
     t.add_argument("--sigma", type=float, default=1.0)
@@ -104,8 +112,8 @@ def main() -> None:
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--checkpoint", type=Path, default=Path("results/learn/learned.json"))
     t.add_argument("--out", type=Path, default=Path("results/learn"))
-    e = sweep_arguments(None, DEFAULT_TRACES, EVAL_POLICIES,
-                        commands.add_parser("eval", help="paired evaluation on held-out traces and seeds"))
+    e = paired_arguments(sweep_arguments(None, DEFAULT_TRACES, EVAL_POLICIES,
+                                         commands.add_parser("eval", help="paired evaluation on held-out traces and seeds")))
     e.add_argument("--out", type=Path, default=Path("results/learn"))
     args = parser.parse_args()
     run_train(args) if args.command == "train" else run_eval(args)

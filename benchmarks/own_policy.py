@@ -46,11 +46,22 @@ def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[st
     return parser
 
 
-def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_dir: Path,
-                 workers: int) -> dict[str, dict[str, dict]]:
-    """Per trace and policy, per seed: alloc at column 130, failed pods, run time; prints the markdown table."""
+def paired_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--json`` and ``--reuse`` of :func:`paired_sweep`'s records."""
+    parser.add_argument("--json", type=Path, help="write per-seed results here")
+    parser.add_argument("--reuse", type=Path, help="per-seed results of an earlier --json run: runs found there are not repeated")
+    return parser
+
+
+def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_dir: Path, workers: int,
+                 reuse: dict[str, dict[str, dict]] | None = None) -> dict[str, dict[str, dict]]:
+    """Per trace and policy, per seed: alloc at column 130, failed pods, run time; prints the markdown table.
+
+    ``reuse``: records of an earlier call (``--json``); a (trace, policy) found there with the same seeds is not re-run.
+    """
     base = "fgd" if "fgd" in policies else None
     records: dict[str, dict[str, dict]] = {}
+    reuse = reuse or {}
     print(f"seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}), alloc = GPU allocation % at column 130\n")
     print("| trace | policy | alloc@130 | Δ alloc vs FGD (wins) | failed pods | Δ failed vs FGD (wins) | s/run |")
     print("|---|---|---|---|---|---|---|")
@@ -58,6 +69,9 @@ def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_
         nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
         records[trace] = {}
         for policy in policies:
+            if reuse.get(trace, {}).get(policy, {}).get("seeds") == seeds:
+                records[trace][policy] = reuse[trace][policy]
+                continue
             start = time.perf_counter()
             runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(rng="go"), curves=discrete_curves,
                              workers=workers)
@@ -82,10 +96,9 @@ def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_
 
 
 def main() -> None:
-    parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
-    parser.add_argument("--json", type=Path, help="write per-seed results here")
-    args = parser.parse_args()
-    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers)
+    args = paired_arguments(sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)).parse_args()
+    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
+                           json.loads(args.reuse.read_text()) if args.reuse else None)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1))
 
