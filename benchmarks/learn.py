@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from quasched.learn.es import Generation, train  # noqa: E402
+from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
@@ -44,29 +44,34 @@ def run_train(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
 
-    def report(gen: Generation) -> None:
+    def checkpoint(gen: Generation, result: TrainResult) -> None:
+        """Print the generation, save the best weights so far and the history (a stopped run keeps them)."""
         best = max(range(len(gen.fitness)), key=gen.fitness.__getitem__)
         print(f"generation {gen.index}: best {gen.fitness[best]:.3f} {[round(w, 3) for w in gen.weights[best]]}, "
               f"mean of pop {sum(gen.fitness) / len(gen.fitness):.3f}, sigma {gen.sigma:.3f}, "
               f"cpu {gen.cpu_s / 3600:.3f} h, wall {gen.wall_s / 60:.1f} min", flush=True)
         rows.extend({"generation": gen.index, "candidate": i, "fitness": f, **dict(zip(FEATURE_COLUMNS, w))}
                     for i, (w, f) in enumerate(zip(gen.weights, gen.fitness)))
+        save_weights(args.checkpoint, result.best_weights, fitness=result.best_fitness, start_fitness=result.start_fitness,
+                     train_traces=list(args.traces), train_seeds=args.seeds, node_every=args.node_every, rng="native",
+                     generations=gen.index + 1, popsize=args.popsize, es_seed=args.es_seed,
+                     cpu_hours=gen.cpu_s / 3600, wall_hours=gen.wall_s / 3600)
+        history = pd.DataFrame(rows)
+        history.to_csv(args.out / "learn_history.csv", index=False)
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.scatter(history.generation, history.fitness, s=8, alpha=0.5, label="candidates")
+        ax.plot(history.groupby("generation").fitness.max(), "o-", label="best of generation")
+        ax.axhline(result.start_fitness, color="gray", ls="--", label="start (= headroom)")
+        ax.set(xlabel="generation", ylabel="mean final GPU allocation (%)", title="CMA-ES on the training traces")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.out / "learn_history.png", dpi=120)
+        plt.close(fig)
 
-    result = train(traces, args.seeds, args.generations, args.popsize, args.sigma, args.es_seed, args.workers, report)
-    last = result.history[-1]
-    cost = {"cpu_hours": last.cpu_s / 3600, "wall_hours": last.wall_s / 3600}
-    save_weights(args.checkpoint, result.best_weights, fitness=result.best_fitness, train_traces=list(args.traces),
-                 train_seeds=args.seeds, node_every=args.node_every, rng="native", generations=args.generations, popsize=args.popsize, **cost)
-    history = pd.DataFrame(rows)
-    history.to_csv(args.out / "learn_history.csv", index=False)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.scatter(history.generation, history.fitness, s=8, alpha=0.5, label="candidates")
-    ax.plot(history.groupby("generation").fitness.max(), "o-", label="best of generation")
-    ax.set(xlabel="generation", ylabel="mean GPU allocation at 130 % (%)", title="CMA-ES on the training traces")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out / "learn_history.png", dpi=120)
-    print(json.dumps({"best_weights": result.best_weights, "best_fitness": result.best_fitness, **cost}))
+    result = train(traces, args.seeds, args.generations, args.popsize, args.sigma, args.es_seed, args.workers, checkpoint)
+    print(json.dumps({"best_weights": result.best_weights, "best_fitness": result.best_fitness,
+                      "start_fitness": result.start_fitness, "cpu_hours": result.history[-1].cpu_s / 3600,
+                      "wall_hours": result.history[-1].wall_s / 3600}))
 
 
 def run_eval(args: argparse.Namespace) -> None:
@@ -105,7 +110,7 @@ def main() -> None:
     t.add_argument("--traces", nargs="+", default=list(TRAIN_TRACES))
     t.add_argument("--seeds", type=seed_range, default=seed_range("1-2"))
     t.add_argument("--node-every", type=int, default=4, help="train on every N-th node (a smaller, faster cluster)")
-    t.add_argument("--generations", type=int, default=8)
+    t.add_argument("--generations", type=int, default=6)
     t.add_argument("--popsize", type=int, default=8)
     t.add_argument("--sigma", type=float, default=1.0)
     t.add_argument("--es-seed", type=int, default=1)

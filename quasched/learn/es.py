@@ -72,20 +72,26 @@ class Generation:
 
 @dataclass
 class TrainResult:
+    """The best weights evaluated so far, their fitness, the start point's fitness and the generations."""
+
     best_weights: list[float]
     best_fitness: float
+    start_fitness: float
     history: list[Generation] = field(default_factory=list)
 
 
 def train(traces: dict[str, tuple[NodeSpec, Workload]], seeds: list[int], generations: int = 10, popsize: int = 8,
           sigma0: float = 1.0, seed: int = 1, workers: int = 2,
-          on_generation: Callable[[Generation], None] | None = None) -> TrainResult:
-    """Run CMA-ES for ``generations``; the best candidate ever evaluated wins (the start point included)."""
+          on_generation: Callable[[Generation, TrainResult], None] | None = None) -> TrainResult:
+    """Run CMA-ES for ``generations``; the best candidate ever evaluated wins (the start point included).
+
+    ``on_generation(generation, result so far)`` is called after each generation (e.g. to checkpoint)."""
     cpu0, wall0 = cpu_seconds(), time.perf_counter()
     es = cma.CMAEvolutionStrategy(list(START), sigma0, {"bounds": [0, None], "CMA_stds": list(SCALES),
                                                          "popsize": popsize, "seed": seed, "verbose": -9})
     start = weights_of(np.array(START))
-    result = TrainResult(start, float(fitness([start], traces, seeds, workers)[0]))
+    start_fitness = float(fitness([start], traces, seeds, workers)[0])
+    result = TrainResult(start, start_fitness, start_fitness)
     for g in range(generations):
         xs = es.ask()
         points = [weights_of(x) for x in xs]
@@ -97,5 +103,5 @@ def train(traces: dict[str, tuple[NodeSpec, Workload]], seeds: list[int], genera
                          cpu_seconds() - cpu0, time.perf_counter() - wall0)
         result.history.append(gen)
         if on_generation:
-            on_generation(gen)
+            on_generation(gen, result)
     return result
