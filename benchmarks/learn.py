@@ -10,7 +10,8 @@ allocation; writes the checkpoint, ``learn_history.csv`` (every candidate of eve
 and ``learn_history.png`` to ``--out`` and prints the training cost (CPU-hours = CPU time of
 this process and its sweep workers; wall time).
 ``eval``: the paired table of ``benchmarks/own_policy.py`` (``--rng go``, alloc at column 130,
-failed pods, Δ vs FGD with wins) on the paper's 17 traces (held out) and seeds 42.. (held out),
+failed pods, Δ vs FGD with wins) on held-out traces (by default six of the paper's 17; all with
+``--traces``) and held-out seeds (42..),
 plus ``learn_eval.csv`` (per trace, policy and seed) and ``learn_eval.png`` (Δ alloc vs FGD).
 """
 
@@ -30,10 +31,12 @@ from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
-from own_policy import DEFAULT_TRACES, paired_arguments, paired_sweep, seed_range, sweep_arguments  # noqa: E402
+from own_policy import paired_arguments, paired_sweep, seed_range, sweep_arguments  # noqa: E402
 
 TRAIN_TRACES = ("openb-gpushare20", "openb-gpuspec05", "openb-cpu072")
 EVAL_POLICIES = ("fgd", "headroom", "learned")
+#: held out: one or two of the paper's traces per family, Headroom's best (cpu250) and worst (multigpu) cases
+EVAL_TRACES = tuple(f"openb-{v}" for v in ("default", "cpu250", "gpushare40", "gpushare100", "gpuspec33", "multigpu50"))
 
 
 def run_train(args: argparse.Namespace) -> None:
@@ -76,9 +79,7 @@ def run_train(args: argparse.Namespace) -> None:
 
 def run_eval(args: argparse.Namespace) -> None:
     records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
-                           json.loads(args.reuse.read_text()) if args.reuse else None)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
+                           json.loads(args.reuse.read_text()) if args.reuse else None, args.json)
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([{"trace": t, "policy": p, "seed": s, "alloc130": a, "failed": f}
                           for t, by_policy in records.items() for p, rec in by_policy.items()
@@ -117,7 +118,7 @@ def main() -> None:
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--checkpoint", type=Path, default=Path("results/learn/learned.json"))
     t.add_argument("--out", type=Path, default=Path("results/learn"))
-    e = paired_arguments(sweep_arguments(None, DEFAULT_TRACES, EVAL_POLICIES,
+    e = paired_arguments(sweep_arguments(None, EVAL_TRACES, EVAL_POLICIES,
                                          commands.add_parser("eval", help="paired evaluation on held-out traces and seeds")))
     e.add_argument("--out", type=Path, default=Path("results/learn"))
     args = parser.parse_args()

@@ -54,10 +54,11 @@ def paired_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
 
 
 def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_dir: Path, workers: int,
-                 reuse: dict[str, dict[str, dict]] | None = None) -> dict[str, dict[str, dict]]:
+                 reuse: dict[str, dict[str, dict]] | None = None, save: Path | None = None) -> dict[str, dict[str, dict]]:
     """Per trace and policy, per seed: alloc at column 130, failed pods, run time; prints the markdown table.
 
     ``reuse``: records of an earlier call (``--json``); a (trace, policy) found there with the same seeds is not re-run.
+    ``save``: JSON file the records are written to after each trace.
     """
     base = "fgd" if "fgd" in policies else None
     records: dict[str, dict[str, dict]] = {}
@@ -92,15 +93,15 @@ def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_
                 cells[1] = f"{d_alloc.mean():+.2f} ({int((d_alloc > 0).sum())}/{len(seeds)})"
                 cells[3] = f"{d_failed.mean():+.1f} ({int((d_failed < 0).sum())}/{len(seeds)})"
             print(f"| {trace} | {policy} | " + " | ".join(cells) + f" | {np.mean(rec['run_s']):.1f} |", flush=True)
+        if save:
+            save.write_text(json.dumps(records, indent=1))
     return records
 
 
 def main() -> None:
     args = paired_arguments(sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)).parse_args()
-    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
-                           json.loads(args.reuse.read_text()) if args.reuse else None)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
+    paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
+                 json.loads(args.reuse.read_text()) if args.reuse else None, args.json)
 
 
 if __name__ == "__main__":
