@@ -93,7 +93,9 @@ def run_eval(args: argparse.Namespace) -> None:
         delta = delta.reindex(args.traces)
         ax.bar([x + i / (len(others) + 1) for x in range(len(delta))], delta.values, 1 / (len(others) + 1), label=policy)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(args.traces)), [t.removeprefix("openb-") for t in args.traces], rotation=45, ha="right")
+    centre = (len(others) - 1) / (2 * (len(others) + 1))
+    ax.set_xticks([x + centre for x in range(len(args.traces))], [t.removeprefix("openb-") for t in args.traces],
+                  rotation=45, ha="right")
     ax.set(ylabel="Δ GPU allocation at 130 % vs FGD (points)", title="Held-out traces and seeds (paired means)")
     ax.legend()
     fig.tight_layout()
