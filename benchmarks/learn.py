@@ -31,7 +31,7 @@ from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
-from own_policy import paired_arguments, paired_sweep, seed_range, sweep_arguments  # noqa: E402
+from own_policy import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
 
 TRAIN_TRACES = ("openb-gpushare20", "openb-gpuspec05", "openb-cpu072")
 EVAL_POLICIES = ("fgd", "headroom", "learned")
@@ -79,7 +79,7 @@ def run_train(args: argparse.Namespace) -> None:
 
 def run_eval(args: argparse.Namespace) -> None:
     records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
-                           json.loads(args.reuse.read_text()) if args.reuse else None, args.json)
+                           reused(args.reuse), args.json)
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([{"trace": t, "policy": p, "seed": s, "alloc130": a, "failed": f}
                           for t, by_policy in records.items() for p, rec in by_policy.items()

@@ -49,8 +49,18 @@ def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[st
 def paired_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``--json`` and ``--reuse`` of :func:`paired_sweep`'s records."""
     parser.add_argument("--json", type=Path, help="write per-seed results here")
-    parser.add_argument("--reuse", type=Path, help="per-seed results of an earlier --json run: runs found there are not repeated")
+    parser.add_argument("--reuse", type=Path, nargs="+", default=[],
+                        help="per-seed results of earlier --json runs: runs found there are not repeated")
     return parser
+
+
+def reused(paths: list[Path]) -> dict[str, dict[str, dict]]:
+    """The records of ``--json`` files, merged per trace (later files win)."""
+    records: dict[str, dict[str, dict]] = {}
+    for path in paths:
+        for trace, by_policy in json.loads(path.read_text()).items():
+            records.setdefault(trace, {}).update(by_policy)
+    return records
 
 
 def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_dir: Path, workers: int,
@@ -101,7 +111,7 @@ def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_
 def main() -> None:
     args = paired_arguments(sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)).parse_args()
     paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
-                 json.loads(args.reuse.read_text()) if args.reuse else None, args.json)
+                 reused(args.reuse), args.json)
 
 
 if __name__ == "__main__":
