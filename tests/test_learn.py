@@ -129,3 +129,12 @@ def test_cma_es_is_deterministic_and_keeps_the_best():
     assert runs[0].best_weights == runs[1].best_weights and runs[0].history[0].fitness == runs[1].history[0].fitness
     assert runs[0].best_fitness >= max(runs[0].history[0].fitness)
     assert runs[0].history[0].cpu_s > 0
+
+
+def test_cli_rejects_a_bad_checkpoint_before_running(tmp_path):
+    from typer.testing import CliRunner
+
+    from quasched.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", "--policy", f"fgd,learned:weights={tmp_path / 'none.json'}"])
+    assert result.exit_code == 2 and "weights=" in result.output and "none.json" in result.output
