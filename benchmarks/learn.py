@@ -85,6 +85,13 @@ def run_eval(args: argparse.Namespace) -> None:
                           for t, by_policy in records.items() for p, rec in by_policy.items()
                           for s, a, f in zip(rec["seeds"], rec["alloc"], rec["failed"])])
     frame.to_csv(args.out / "learn_eval.csv", index=False)
+    if {"learned", "headroom"} <= set(args.policies):
+        pair = frame.pivot_table(index=["trace", "seed"], columns="policy", values="alloc130")
+        delta = (pair.learned - pair.headroom).groupby("trace")
+        print("\n| trace | Δ alloc learned vs headroom (wins) |\n|---|---|")
+        for trace in args.traces:
+            d = delta.get_group(trace)
+            print(f"| {trace} | {d.mean():+.2f} ({int((d > 0).sum())}/{len(d)}) |")
     base = frame[frame.policy == "fgd"].set_index(["trace", "seed"]).alloc130
     fig, ax = plt.subplots(figsize=(10, 4))
     others = [p for p in args.policies if p != "fgd"]
