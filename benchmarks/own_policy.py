@@ -7,7 +7,8 @@ For every trace and policy, over the seeds: GPU allocation (%) at column 130
 (arrived GPU request = 130 % of capacity) and failed pods, mean ± std
 (population std), the paired difference to FGD (same seed = same arrivals and
 node ranks) with the number of seeds where the policy beats FGD, and the mean
-wall time of one run. ``--json`` also writes every per-seed value.
+wall time of one run. ``--json`` also writes every per-seed value (after each trace);
+``--reuse`` takes such files and re-runs only the (trace, policy) pairs they lack.
 """
 
 from __future__ import annotations
