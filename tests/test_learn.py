@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import nodes
+from builders import assert_consistent, nodes
 from quasched.learn.env import ArrivalEnv, candidate_block, linear_action
 from quasched.learn.es import START, train, weights_of
 from quasched.model.workload import Workload
@@ -113,6 +113,22 @@ def test_an_episode_is_the_registry_policy_in_the_arrival_experiment(weights, se
     assert got.node.tolist() == expected.events.node.tolist()
     assert got.used_gpu_milli.tolist() == expected.events.used_gpu_milli.tolist()  # same devices
     assert ret == pytest.approx(100 * expected.cluster.gpu_allocated / (1000 * SMALL_NODES.total_gpus))
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 1000), st.integers(1, 12))
+def test_any_actions_keep_the_cluster_consistent_and_the_return_is_the_allocation(seed, k):
+    env = ArrivalEnv(SMALL_NODES, SMALL_PODS, max_candidates=k)
+    env.reset(seed=seed)
+    pick = np.random.default_rng(seed)
+    total, done = 0.0, False
+    while not done:
+        _, reward, done, _, _ = env.step(int(pick.integers(k)))  # masked slots included
+        total += reward
+    assert_consistent(env.core.cluster)
+    assert total == pytest.approx(100 * env.core.cluster.gpu_allocated / (1000 * SMALL_NODES.total_gpus))
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
 
 
 def test_start_weights_are_headroom():
