@@ -7,7 +7,8 @@ For every trace and policy, over the seeds: GPU allocation (%) at column 130
 (arrived GPU request = 130 % of capacity) and failed pods, mean ± std
 (population std), the paired difference to FGD (same seed = same arrivals and
 node ranks) with the number of seeds where the policy beats FGD, and the mean
-wall time of one run. ``--json`` also writes every per-seed value.
+wall time of one run. ``--json`` also writes every per-seed value (after each trace);
+``--reuse`` takes such files and re-runs only the (trace, policy) pairs they lack.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[str, ...]) -> argparse.ArgumentParser:
-    """The options every trace × policy × seed benchmark shares (data dir, seeds, traces, policies, workers)."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[str, ...],
+                    parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The options every trace × policy × seed benchmark shares (data dir, seeds, traces, policies, workers),
+    on a new parser or added to ``parser``."""
+    parser = parser or argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
     parser.add_argument("--seeds", type=seed_range, default=seed_range("42-51"))
     parser.add_argument("--traces", nargs="+", default=list(traces))
@@ -44,24 +47,46 @@ def sweep_arguments(doc: str | None, traces: tuple[str, ...], policies: tuple[st
     return parser
 
 
-def main() -> None:
-    parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
+def paired_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--json`` and ``--reuse`` of :func:`paired_sweep`'s records."""
     parser.add_argument("--json", type=Path, help="write per-seed results here")
-    args = parser.parse_args()
+    parser.add_argument("--reuse", type=Path, nargs="+", default=[],
+                        help="per-seed results of earlier --json runs: runs found there are not repeated")
+    return parser
 
-    seeds = args.seeds
-    base = "fgd" if "fgd" in args.policies else None
+
+def reused(paths: list[Path]) -> dict[str, dict[str, dict]]:
+    """The records of ``--json`` files, merged per trace (later files win)."""
     records: dict[str, dict[str, dict]] = {}
+    for path in paths:
+        for trace, by_policy in json.loads(path.read_text()).items():
+            records.setdefault(trace, {}).update(by_policy)
+    return records
+
+
+def paired_sweep(traces: list[str], policies: list[str], seeds: list[int], data_dir: Path, workers: int,
+                 reuse: dict[str, dict[str, dict]] | None = None, save: Path | None = None) -> dict[str, dict[str, dict]]:
+    """Per trace and policy, per seed: alloc at column 130, failed pods, run time; prints the markdown table.
+
+    ``reuse``: records of an earlier call (``--json``); a (trace, policy) found there with the same seeds is not re-run.
+    ``save``: JSON file the records are written to after each trace.
+    """
+    base = "fgd" if "fgd" in policies else None
+    records: dict[str, dict[str, dict]] = {}
+    reuse = reuse or {}
     print(f"seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}), alloc = GPU allocation % at column 130\n")
     print("| trace | policy | alloc@130 | Δ alloc vs FGD (wins) | failed pods | Δ failed vs FGD (wins) | s/run |")
     print("|---|---|---|---|---|---|---|")
-    for trace in args.traces:
-        nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+    for trace in traces:
+        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
         records[trace] = {}
-        for policy in args.policies:
+        for policy in policies:
+            if reuse.get(trace, {}).get(policy, {}).get("seeds") == seeds:
+                records[trace][policy] = reuse[trace][policy]
+                continue
             start = time.perf_counter()
             runs = run_sweep(nodes, workload, [policy], seeds, ExperimentConfig(rng="go"), curves=discrete_curves,
-                             workers=args.workers)
+                             workers=workers)
             records[trace][policy] = {
                 "seeds": [r.seed for r in runs],
                 "alloc": [float(r.curves.alloc[130]) for r in runs],
@@ -69,7 +94,7 @@ def main() -> None:
                 "run_s": [float(r.elapsed_s) for r in runs],
                 "sweep_wall_s": time.perf_counter() - start,
             }
-        for policy in args.policies:
+        for policy in policies:
             rec = records[trace][policy]
             alloc, failed = np.array(rec["alloc"]), np.array(rec["failed"])
             cells = [f"{alloc.mean():.2f} ± {alloc.std():.2f}", "", f"{failed.mean():.1f} ± {failed.std():.1f}", ""]
@@ -79,8 +104,15 @@ def main() -> None:
                 cells[1] = f"{d_alloc.mean():+.2f} ({int((d_alloc > 0).sum())}/{len(seeds)})"
                 cells[3] = f"{d_failed.mean():+.1f} ({int((d_failed < 0).sum())}/{len(seeds)})"
             print(f"| {trace} | {policy} | " + " | ".join(cells) + f" | {np.mean(rec['run_s']):.1f} |", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
+        if save:
+            save.write_text(json.dumps(records, indent=1))
+    return records
+
+
+def main() -> None:
+    args = paired_arguments(sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)).parse_args()
+    paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
+                 reused(args.reuse), args.json)
 
 
 if __name__ == "__main__":

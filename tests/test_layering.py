@@ -24,6 +24,7 @@ ALLOWED = {
     "sim": {"model", "metrics", "policies", "traces"},
     "compat": {"model", "metrics", "policies", "sim"},
     "report": {"model", "metrics", "policies", "sim"},
+    "learn": {"model", "metrics", "policies", "sim", "traces"},
     "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
     "kube": {"model", "metrics", "policies", "sim", "traces", "optimize", "service"},
     "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube"},

@@ -33,6 +33,8 @@ class Param:
     help: str
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    #: raises :class:`ValueError` (with the reason) for a value that parses but cannot be used
+    check: Callable[[Any], object] | None = None
 
     def parse(self, text: str) -> Any:
         """The value of ``text``; :class:`ValueError` naming the parameter when it is not valid."""
@@ -44,6 +46,11 @@ class Param:
             raise ValueError(f"parameter {self.name}={text!r}: choose from {', '.join(map(str, self.choices))}")
         if self.minimum is not None and value < self.minimum:
             raise ValueError(f"parameter {self.name}={text!r} must be at least {self.minimum:g}")
+        if self.check is not None:
+            try:
+                self.check(value)
+            except ValueError as err:
+                raise ValueError(f"parameter {self.name}={text!r}: {err}") from None
         return value
 
 
@@ -210,6 +217,12 @@ def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, unt
                   "best-score-tightest", name="pwrheadroom")
 
 
+def _learned(typical: TypicalPods, weights: str = "") -> Policy:
+    """The linear score of a checkpoint's weights (:mod:`quasched.policies.learned`); "" = the packaged one."""
+    learned = import_module("quasched.policies.learned")
+    return learned.learned_policy(typical, learned.load_weights(weights or learned.PACKAGED))
+
+
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -245,6 +258,10 @@ def _register_builtins() -> None:
                                   Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
+        PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
+                   _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
+                                    check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
+                   artifact_label="Learned"),
     ):
         register(info)
 

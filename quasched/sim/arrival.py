@@ -26,7 +26,8 @@ from quasched.metrics.fragmentation import TypicalPods
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.sim.engine import RngKind, build_core, make_stream
+from quasched.policies.framework import Policy
+from quasched.sim.engine import EngineCore, RngKind, build_core, make_stream
 from quasched.sim.records import ARRIVE, FAIL, EventRecords
 
 
@@ -108,6 +109,16 @@ def tune_workload(workload: Workload, capacity_milli: int, ratio: float, rng: Ra
     return workload.take(order, names)
 
 
+def prepare(nodes: NodeSpec, workload: Workload, config: ExperimentConfig, typical: TypicalPods,
+            policy: Policy | None = None) -> tuple[Workload, EngineCore]:
+    """The tuned arrivals of ``config.seed`` and the engine core (``policy``, else ``config.policy``)."""
+    rng = make_stream(config.rng, config.seed, config.compat_data)
+    rng.after_seed()
+    events_workload = tune_workload(workload, FULL_GPU_MILLI * nodes.total_gpus, config.tune_ratio, rng)
+    rng.after_tuning()
+    return events_workload, build_core(nodes, policy or config.policy, rng, typical, len(events_workload))
+
+
 def run_experiment(
     nodes: NodeSpec,
     workload: Workload,
@@ -117,11 +128,7 @@ def run_experiment(
     """Run one arrival experiment; ``progress(done, total)`` is called now and then."""
     start = time.perf_counter()
     typical = TypicalPods.from_workload(workload, config.typical_threshold)
-    rng = make_stream(config.rng, config.seed, config.compat_data)
-    rng.after_seed()
-    events_workload = tune_workload(workload, FULL_GPU_MILLI * nodes.total_gpus, config.tune_ratio, rng)
-    rng.after_tuning()
-    core = build_core(nodes, config.policy, rng, typical, len(events_workload))
+    events_workload, core = prepare(nodes, workload, config, typical)
     requests = events_workload.gpu_request.tolist()
     arrived = 0
     for e in range(len(events_workload)):

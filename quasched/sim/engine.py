@@ -19,7 +19,7 @@ from quasched.metrics.power import PWR_MODEL, PowerModel
 from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.random import NumpyStream, RandomStream
 from quasched.model.resources import RESOURCES, ResourceRegistry
-from quasched.policies import Scheduler, make_policy
+from quasched.policies import Policy, Scheduler, make_policy
 from quasched.sim.records import EventRecorder
 
 RngKind = Literal["go", "native"]
@@ -58,14 +58,15 @@ class EngineCore:
     recorder: EventRecorder
 
 
-def build_core(nodes: NodeSpec, policy: str, rng: RandomStream, typical: TypicalPods,
+def build_core(nodes: NodeSpec, policy: str | Policy, rng: RandomStream, typical: TypicalPods,
                expected_events: int = 0, resources: ResourceRegistry = RESOURCES,
                power: PowerModel = PWR_MODEL) -> EngineCore:
     """Draw the node ranks from ``rng``, then build the cluster, the scheduler and the recorder.
 
+    ``policy``: a spec (built here) or a fresh, unattached :class:`Policy`.
     ``power`` is the model of the records' ``power_w`` / ``power_linear_w`` columns."""
     rank = node_ranks(nodes, rng)
     cluster = Cluster(nodes, resources)
-    scheduler = Scheduler(cluster, make_policy(policy, typical), rank, rng)
+    scheduler = Scheduler(cluster, policy if isinstance(policy, Policy) else make_policy(policy, typical), rank, rng)
     table = state_table(cluster, typical)
     return EngineCore(cluster, scheduler, rank, rng, typical, table, EventRecorder(cluster, table, expected_events, power))
