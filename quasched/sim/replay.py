@@ -48,7 +48,8 @@ and waiting time (placement − arrival; NaN if never placed).
 GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` departures only)
     Devices fail and come back at the times of a seeded failure process that does not depend
     on the policy. A failed device takes no pod until it is back; a pod on it is killed
-    (``kill`` event), keeps the work up to its last checkpoint and re-arrives at once:
+    (``kill`` events after the ``down`` event, whose state is without them), keeps the work
+    up to its last checkpoint and re-arrives at once:
     placed if a node fits (``start``), else queued at the back. A recovered device lets the
     queue retry. At equal times, device events come before departures and arrivals. Once
     nothing runs and nothing is left to arrive, only recoveries are awaited (for queued pods)
@@ -313,8 +314,8 @@ class _Replay:
         return pod
 
     def record(self, t: float, kind: int, uid: int, node: int) -> None:
-        """Append an event row; queue and withdraw events leave the cluster as it was."""
-        self.core.recorder.record(t, kind, uid, node, len(self.queue), state_changed=kind not in (QUEUE, WITHDRAW))
+        """Append an event row; queue, withdraw and kill events leave the cluster as the row before."""
+        self.core.recorder.record(t, kind, uid, node, len(self.queue), state_changed=kind not in (QUEUE, WITHDRAW, KILL))
 
     def start(self, t: float, uid: int, node: int, devices: tuple[int, ...], kind: int) -> None:
         """Bookkeeping of a placement done by the scheduler."""
@@ -365,7 +366,6 @@ class _Replay:
                 self.retry(t)
             return
         self.cluster.errors.record(t, node, device)
-        self.record(t, DOWN, -1, node)
         on_node = np.flatnonzero((self.outcome.node == node) & (self.status == RUNNING)).tolist()
         hit = [uid for uid in on_node if device in self.outcome.devices[uid]]
         for uid in hit:
@@ -373,6 +373,8 @@ class _Replay:
             self.ledger.kill(uid, t)
             self.due[uid] = np.nan
             self.status[uid] = PENDING
+        self.record(t, DOWN, -1, node)
+        for uid in hit:
             self.record(t, KILL, uid, node)
         for uid in hit:
             self.arrive(t, uid, START)
