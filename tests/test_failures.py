@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from typer.testing import CliRunner
+
 from builders import assert_consistent, nodes
+from quasched.cli import app
 from quasched.model import Cluster
 from quasched.policies.base import CycleState
 from quasched.policies.health import HealthScore
@@ -16,6 +20,7 @@ from quasched.sim.records import DEPART, DOWN, KILL, QUEUE, START, UP
 from quasched.sim.replay import DONE, RUNNING, ReplayConfig, replay
 from test_replay import TYPICAL, rows, workload
 
+runner = CliRunner()
 HOUR = 3600.0
 #: checkpoints every 30 min, 2 min to restart
 RECOVERY = FailureConfig(checkpoint_min=30, restart_min=2)
@@ -185,3 +190,16 @@ def monkeypatch_record(monkeypatch):
 
     monkeypatch.setattr(records.EventRecorder, "record", record)
     return checked
+
+
+def test_replay_cli_with_failures_writes_losses(tmp_path):
+    result = runner.invoke(app, ["replay", "--policy", "fgd,healthfgd", "--failure-rate", "5e-3", "--restart-min", "2",
+                                 "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "lost" in result.output and (tmp_path / "failures.png").stat().st_size > 0
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert (summary["device_failures"] > 0).all() and (summary["lost_gpu_h"] > 0).all()
+    pods = pd.read_csv(tmp_path / "pods_FGD_42.csv")
+    assert pods["interruptions"].sum() == summary["interruptions"][0]
+    bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--checkpoint-min", "0"])
+    assert bad.exit_code == 2 and "checkpoint_min" in bad.output

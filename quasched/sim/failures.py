@@ -160,6 +160,8 @@ class WorkLedger:
         self.interruptions = np.zeros(n, dtype=np.int64)
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
+        #: ``(time, lost GPU-seconds)`` of every kill and of every finished restart overhead
+        self.losses: list[tuple[float, float]] = []
 
     def begin(self, uid: int, t: float) -> float:
         """A run of ``uid`` starts at ``t``; returns its length (restart overhead + work left; NaN = open-ended)."""
@@ -173,7 +175,7 @@ class WorkLedger:
     def end(self, uid: int, t: float) -> None:
         """The run finished: its restart overhead is lost, the rest was useful."""
         self.alloc_gpu_s += (t - self.run_start[uid]) * self.gpus[uid]
-        self.lost_gpu_s += self.overhead[uid] * self.gpus[uid]
+        self._lose(t, self.overhead[uid] * self.gpus[uid])
 
     def kill(self, uid: int, t: float) -> float:
         """The run is killed at ``t``: keep the progress up to the last checkpoint; returns the seconds lost."""
@@ -182,10 +184,15 @@ class WorkLedger:
         saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s
         self.left[uid] -= saved
         self.alloc_gpu_s += ran * self.gpus[uid]
-        self.lost_gpu_s += (ran - saved) * self.gpus[uid]
+        self._lose(t, (ran - saved) * self.gpus[uid])
         self.interruptions[uid] += 1
         self.killed_at[uid] = t
         return ran - saved
+
+    def _lose(self, t: float, gpu_s: float) -> None:
+        if gpu_s > 0:
+            self.lost_gpu_s += gpu_s
+            self.losses.append((t, float(gpu_s)))
 
     def summary(self) -> dict[str, float | int]:
         """Interruptions, lost and allocated GPU-hours, goodput (%) and requeue waits (s)."""

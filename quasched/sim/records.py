@@ -92,11 +92,11 @@ class EventRecords:
         return np.asarray(KIND_NAMES, dtype=object)[self.kind]
 
     def columns(self, pod_names: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given)."""
+        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given; "" for no pod)."""
         cols = {f.name: getattr(self, f.name) for f in fields(self)}
         cols["kind"] = self.kind_name
         if pod_names is not None:
-            cols["pod"] = np.asarray(pod_names, dtype=object)[self.pod]
+            cols["pod"] = np.where(self.pod >= 0, np.asarray(pod_names, dtype=object)[self.pod], "")
         return cols
 
 
