@@ -76,10 +76,11 @@ def test_health_score_by_hand():
     cluster.errors.record(HOUR, 1, 0)
     cluster.errors.record(HOUR, 1, 0)
     scores = plugin.score(cluster, None, np.arange(3), CycleState())  # type: ignore[arg-type]
-    assert scores == pytest.approx([100 * 2 ** -0.5, 25, 100])
-    cluster.errors.now = 3 * HOUR  # levels 1/8 and 1/2
+    assert scores == pytest.approx([75, 0, 100])  # levels 1/2, 2, 0: relative to the worst
+    cluster.errors.now = 3 * HOUR  # levels 1/8, 1/2, 0: below one error, relative to one
     assert plugin.score(cluster, None, np.arange(3), CycleState()) == pytest.approx(  # type: ignore[arg-type]
-        [100 * 2 ** -0.125, 100 * 2 ** -0.5, 100])
+        [87.5, 50, 100])
+    assert plugin.score(cluster, None, np.array([2]), CycleState()) == pytest.approx([100])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seed", range(6))

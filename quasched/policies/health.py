@@ -1,15 +1,17 @@
 """Health: avoid nodes with recent GPU errors (ours, issue 11).
 
 Each GPU error on a node (:class:`quasched.model.health.ErrorLog`) adds 1 to the node's
-level, which halves every ``half_life_h`` hours; a node's score halves with each unit::
+level, which halves every ``half_life_h`` hours; the level estimates how often the node fails
+(errors per ``half_life_h / ln 2`` hours). A node scores in proportion to how far its level is
+below the worst feasible node's, but never loses more than ``100 · level`` (so errors long
+past cost little even when no node has more)::
 
-    level(node) = Σ_errors 2^(−(now − t_error) / half_life)      score(node) = 100 · 2^(−level)
+    level(node) = Σ_errors 2^(−(now − t_error) / half_life)
+    score(node) = 100 · (1 − level(node) / max(1, max_feasible level))
 
-so a node without errors scores 100, one fresh error 50, two 25. The score is absolute (not
-min-max normalised per cycle): a node whose errors are long past scores almost like a clean
-one. It only helps when errors recur where they happened before (flaky nodes, as in the
-Llama 3 and Alibaba reports); with independent, identical failure rates it changes nothing
-but the placement.
+e.g. levels (0.5, 2, 0) score (75, 0, 100). It only helps when errors recur where they
+happened before (flaky nodes, as in the Llama 3 and Alibaba reports); with independent,
+identical failure rates it changes nothing but the placement.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from quasched.policies.base import CycleState, ScorePlugin
 
 
 class HealthScore(ScorePlugin):
-    """``100 · 2^(−level)`` per node (module docstring); ``level`` kept as (value, time) per node."""
+    """``100 · (1 − level / max(1, max level))`` per node (module docstring); level kept as (value, time)."""
 
     name = "health"
 
@@ -43,4 +45,5 @@ class HealthScore(ScorePlugin):
             self.level[node] = self.level[node] * np.exp2(-(t - self.at[node]) / self.half_life_s) + 1.0
             self.at[node] = t
         self.seen = len(log)
-        return 100.0 * np.exp2(-self.level[nodes] * np.exp2(-(log.now - self.at[nodes]) / self.half_life_s))
+        level = self.level[nodes] * np.exp2(-(log.now - self.at[nodes]) / self.half_life_s)
+        return 100.0 * (1.0 - level / max(1.0, float(level.max(initial=0.0))))

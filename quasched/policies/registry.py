@@ -254,7 +254,7 @@ def _register_builtins() -> None:
                                   Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
-        PolicyInfo("healthfgd", "Health+FGD", "ours: FGD + weight x 100 / 2^(recent GPU errors on the node)",
+        PolicyInfo("healthfgd", "Health+FGD", "ours: FGD + weight x health (nodes with fewer recent GPU errors score more)",
                    _healthfgd, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
                                 Param("half_life", float, 168.0, "hours for an error's weight to halve",
                                       minimum=1e-3)),
