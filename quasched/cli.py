@@ -173,6 +173,11 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
+def _failures(default: float, help: str):
+    """An option of the replay's failure model (shown in its own help panel)."""
+    return typer.Option(default, help=help, rich_help_panel="Failures")
+
+
 @app.command()
 def replay(
     trace: str = typer.Option(
@@ -204,24 +209,19 @@ def replay(
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
     pue: float = typer.Option(1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
-    failure_rate: float = typer.Option(
-        0.0, help="GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected interruptions on H100s). "
-        "Killed pods restart from their last checkpoint; adds lost GPU-hours and goodput.", rich_help_panel="Failures"),
-    failure_seed: int = typer.Option(0, help="Seed of the failure process (the same failures for every policy).",
-                                     rich_help_panel="Failures"),
-    checkpoint_min: float = typer.Option(30.0, help="Minutes of progress between a pod's checkpoints.",
-                                         rich_help_panel="Failures"),
-    restart_min: float = typer.Option(0.0, help="Minutes a restarted pod spends reloading (counted as lost).",
-                                      rich_help_panel="Failures"),
-    transient_share: float = typer.Option(0.5, help="Share of failures cleared by a GPU reset (--reset-min); "
-                                          "the others need a repair (--repair-h).", rich_help_panel="Failures"),
-    reset_min: float = typer.Option(10.0, help="Minutes a transiently failed GPU is down.", rich_help_panel="Failures"),
-    repair_h: float = typer.Option(24.0, help="Mean hours to repair a fatally failed GPU (exponential).",
-                                   rich_help_panel="Failures"),
-    flaky_share: float = typer.Option(0.05, help="Share of nodes that fail more often (drawn per failure seed).",
-                                      rich_help_panel="Failures"),
-    flaky_factor: float = typer.Option(20.0, help="How many times more often flaky nodes fail (the mean rate stays "
-                                       "--failure-rate).", rich_help_panel="Failures"),
+    failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
+                                    "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
+                                    "lost GPU-hours and goodput."),
+    failure_seed: int = _failures(0, "Seed of the failure process (the same failures for every policy)."),
+    checkpoint_min: float = _failures(30.0, "Minutes of progress between a pod's checkpoints."),
+    restart_min: float = _failures(0.0, "Minutes a restarted pod spends reloading (counted as lost)."),
+    transient_share: float = _failures(0.5, "Share of failures cleared by a GPU reset (--reset-min); the others "
+                                       "need a repair (--repair-h)."),
+    reset_min: float = _failures(10.0, "Minutes a transiently failed GPU is down."),
+    repair_h: float = _failures(24.0, "Mean hours to repair a fatally failed GPU (exponential)."),
+    flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
+    flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
+                                    "--failure-rate)."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
