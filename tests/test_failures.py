@@ -17,7 +17,7 @@ from quasched.policies.health import HealthScore
 from quasched.sim import records
 from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
 from quasched.sim.records import DEPART, DOWN, KILL, QUEUE, START, UP
-from quasched.sim.replay import DONE, RUNNING, ReplayConfig, replay
+from quasched.sim.replay import DONE, ReplayConfig, replay
 from test_replay import TYPICAL, rows, workload
 
 runner = CliRunner()
