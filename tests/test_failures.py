@@ -45,6 +45,7 @@ def test_killed_job_restarts_on_the_other_device_from_its_checkpoint():
     assert s["lost_gpu_h"] == pytest.approx((1400 + 120) / HOUR)
     assert s["alloc_gpu_h"] == pytest.approx(37_520 / HOUR)
     assert s["goodput_pct"] == pytest.approx(100 * 36_000 / 37_520)
+    assert r.ledger is not None and r.ledger.losses == [(5000, 1400), (5000, 120)]  # the kill, then the reload
     assert (s["interruptions"], s["device_failures"], s["device_recoveries"], s["requeue_wait_mean_s"]) == (1, 1, 1, 0)
 
 
@@ -173,6 +174,7 @@ def test_failures_never_leave_a_pod_on_an_unhealthy_device(monkeypatch_record, j
     assert s["lost_gpu_h"] >= 0
     assert (s["alloc_gpu_h"] - s["lost_gpu_h"]) * HOUR == pytest.approx(work, rel=1e-9, abs=1e-6)
     assert s["interruptions"] == int(np.sum(r.events.kind == KILL))
+    assert r.ledger is not None and sum(g for _, g in r.ledger.losses) / HOUR == pytest.approx(s["lost_gpu_h"])
 
 
 @pytest.fixture

@@ -160,22 +160,22 @@ class WorkLedger:
         self.interruptions = np.zeros(n, dtype=np.int64)
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
-        #: ``(time, lost GPU-seconds)`` of every kill and of every finished restart overhead
+        #: ``(time, lost GPU-seconds)``: a restart's overhead when it starts, the rest of a kill's loss at the kill
         self.losses: list[tuple[float, float]] = []
 
     def begin(self, uid: int, t: float) -> float:
         """A run of ``uid`` starts at ``t``; returns its length (restart overhead + work left; NaN = open-ended)."""
         self.overhead[uid] = self.restart_s if self.interruptions[uid] else 0.0
         self.run_start[uid] = t
+        self._lose(t, self.overhead[uid] * self.gpus[uid])
         if np.isfinite(self.killed_at[uid]):
             self.requeue_waits.append(t - self.killed_at[uid])
             self.killed_at[uid] = np.nan
         return self.overhead[uid] + self.left[uid]
 
     def end(self, uid: int, t: float) -> None:
-        """The run finished: its restart overhead is lost, the rest was useful."""
+        """The run finished: all but its restart overhead (lost when it started) was useful."""
         self.alloc_gpu_s += (t - self.run_start[uid]) * self.gpus[uid]
-        self._lose(t, self.overhead[uid] * self.gpus[uid])
 
     def kill(self, uid: int, t: float) -> float:
         """The run is killed at ``t``: keep the progress up to the last checkpoint; returns the seconds lost."""
@@ -184,13 +184,13 @@ class WorkLedger:
         saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s
         self.left[uid] -= saved
         self.alloc_gpu_s += ran * self.gpus[uid]
-        self._lose(t, (ran - saved) * self.gpus[uid])
+        self._lose(t, (ran - saved - self.overhead[uid]) * self.gpus[uid])  # < 0 if killed while reloading
         self.interruptions[uid] += 1
         self.killed_at[uid] = t
         return ran - saved
 
     def _lose(self, t: float, gpu_s: float) -> None:
-        if gpu_s > 0:
+        if gpu_s != 0:
             self.lost_gpu_s += gpu_s
             self.losses.append((t, float(gpu_s)))
 
