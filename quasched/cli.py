@@ -173,6 +173,11 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
+def _failures(default: float, help: str):
+    """An option of the replay's failure model (shown in its own help panel)."""
+    return typer.Option(default, help=help, rich_help_panel="Failures")
+
+
 @app.command()
 def replay(
     trace: str = typer.Option(
@@ -204,16 +209,41 @@ def replay(
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
     pue: float = typer.Option(1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
+    failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
+                                    "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
+                                    "lost GPU-hours and goodput."),
+    failure_seed: int = _failures(0, "Seed of the failure process (the same failures for every policy)."),
+    checkpoint_min: float = _failures(30.0, "Minutes of progress between a pod's checkpoints."),
+    restart_min: float = _failures(0.0, "Minutes a restarted pod spends reloading (counted as lost)."),
+    transient_share: float = _failures(0.5, "Share of failures cleared by a GPU reset (--reset-min); the others "
+                                       "need a repair (--repair-h)."),
+    reset_min: float = _failures(10.0, "Minutes a transiently failed GPU is down."),
+    repair_h: float = _failures(24.0, "Mean hours to repair a fatally failed GPU (exponential)."),
+    flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
+    flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
+                                    "--failure-rate)."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
-    power, energy and (with --carbon-zone) carbon over time."""
+    power, energy, (with --carbon-zone) carbon and (with --failure-rate) GPU failures, lost
+    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
     from quasched.traces.catalog import inputs_label, trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    failures = None
+    if failure_rate != 0:
+        from quasched.sim.failures import FailureConfig
+
+        try:
+            failures = FailureConfig(
+                rate=failure_rate, seed=failure_seed, checkpoint_min=checkpoint_min, restart_min=restart_min,
+                transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
+                flaky_factor=flaky_factor)
+        except ValueError as err:
+            fail(str(err))
     carbon = None
     if carbon_zone is not None:
         import numpy as np
@@ -239,6 +269,7 @@ def replay(
                     results.append(run_replay(
                         nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
                         rng=rng.value, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
+                        failures=failures,
                         progress=lambda done, total: bar.update(task, completed=done, total=total),
                     ))
                 except ValueError as err:

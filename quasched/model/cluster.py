@@ -14,6 +14,7 @@ A :class:`Cluster` holds node slots and their allocation state:
 - running totals ``allocated`` / ``capacity_total`` (``(R,)``),
   ``gpu_allocated`` (milli), ``devices_in_use``, ``nodes_in_use`` and
   ``gpus_on_used_nodes``, kept by every change;
+- ``errors``: the GPU errors so far (:class:`~quasched.model.health.ErrorLog`);
 - ``version``: bumped on every change of a node, so caches keyed by node
   state know what to refresh; ``layout`` bumped when ``N``, ``D`` or the GPU
   model list change, so caches know when to resize.
@@ -37,6 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from quasched.model.fit import placement_problem
+from quasched.model.health import ErrorLog
 from quasched.model.resources import CPU, RESOURCES, ResourceRegistry
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 
@@ -132,6 +134,8 @@ class Cluster:
         self._grown: set[int] = set()
         #: per-cluster caches of other layers (e.g. fragmentation state tables), dropped with the cluster
         self.caches: dict[str, dict] = {}
+        #: GPU errors so far (:mod:`quasched.model.health`), kept by engines that model failures
+        self.errors = ErrorLog()
         self._allocate(len(nodes), max(1, int(nodes.num_gpus.max(initial=0))))
         self._fill(np.arange(len(nodes)), nodes)
         self._grown.clear()

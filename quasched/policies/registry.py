@@ -3,7 +3,8 @@
 A policy spec is a name with optional parameters, ``headroom:beta=2`` or
 ``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
 and ``all`` means the six policies of the FGD paper. Compositions: ``headroom``,
-``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes) and ``pwrheadroom``. Names are the only
+``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes), ``pwrheadroom`` and
+``healthfgd`` (FGD + weight × the health term of :mod:`quasched.policies.health`). Names are the only
 identifiers used in configs, results and files; tables and plots show
 :attr:`PolicyInfo.label`; only the FGD artifact's CSV layouts
 (:mod:`quasched.compat.artifact`) use :attr:`PolicyInfo.artifact_label`.
@@ -223,6 +224,14 @@ def _learned(typical: TypicalPods, weights: str = "") -> Policy:
     return learned.learned_policy(typical, learned.load_weights(weights or learned.PACKAGED))
 
 
+def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168.0) -> Policy:
+    """Ours: FGD (sigmoid scale) + ``weight`` x Health (nodes with recent GPU errors score less)."""
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("fgd:FGD")(typical, "sigmoid"), 1.0), (_plugin("health:HealthScore")(half_life), weight)],
+                  "best-score", name="healthfgd")
+
+
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -262,6 +271,11 @@ def _register_builtins() -> None:
                    _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
                                     check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
                    artifact_label="Learned"),
+        PolicyInfo("healthfgd", "Health+FGD", "ours: FGD + weight x health (nodes with fewer recent GPU errors score more)",
+                   _healthfgd, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
+                                Param("half_life", float, 168.0, "hours for an error's weight to halve",
+                                      minimum=1e-3)),
+                   artifact_label="Health+FGD"),
     ):
         register(info)
 

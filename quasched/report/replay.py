@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from quasched.policies.registry import display_label
+from quasched.sim.records import KILL
 from quasched.sim.replay import STATUS_NAMES, ReplayResult
 
 _COLUMNS = (
@@ -28,6 +29,9 @@ _COLUMNS = (
 )
 #: shown when the runs have carbon figures
 _CARBON = ("kg CO2e", "carbon_kg", "{:,.0f}")
+#: shown when the runs model GPU failures
+_FAILURES = (("GPU failures", "device_failures", "{:,}"), ("interrupted", "interruptions", "{:,}"),
+             ("lost GPU-h", "lost_gpu_h", "{:,.1f}"), ("goodput %", "goodput_pct", "{:.3f}"))
 
 
 def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
@@ -35,7 +39,8 @@ def replay_table(results: Sequence[ReplayResult], title: str = "") -> Table:
     table = Table(title=title)
     table.add_column("policy", style="bold")
     table.add_column("seed", justify="right")
-    columns = _COLUMNS + ((_CARBON,) if any(r.carbon is not None for r in results) else ())
+    columns = (_COLUMNS + ((_CARBON,) if any(r.carbon is not None for r in results) else ())
+               + (_FAILURES if any(r.ledger is not None for r in results) else ()))
     for header, _, _ in columns:
         table.add_column(header, justify="right")
     for result in results:
@@ -73,6 +78,12 @@ def summary_rows(result: ReplayResult) -> list[tuple[str, str]]:
         ("energy (step / linear)", f"{s['energy_kwh']:,.1f} / {s['energy_linear_kwh']:,.1f} kWh"),
         *([("carbon (step / linear)", f"{s['carbon_kg']:,.1f} / {s['carbon_linear_kg']:,.1f} kg CO2e "
             f"(zone {s['carbon_zone']}, Electricity Maps, ODbL)")] if "carbon_kg" in s else []),
+        *([("GPU failures (recovered)", f"{s['device_failures']:,} ({s['device_recoveries']:,})"),
+           ("interruptions (pods)", f"{s['interruptions']:,} ({s['pods_interrupted']:,})"),
+           ("lost / allocated GPU-hours", f"{s['lost_gpu_h']:,.2f} / {s['alloc_gpu_h']:,.1f} "
+                                          f"(goodput {s['goodput_pct']:.3f} %)"),
+           ("requeue wait mean / max", f"{secs(s['requeue_wait_mean_s'])} / {secs(s['requeue_wait_max_s'])}")]
+          if "lost_gpu_h" in s else []),
         ("events", f"{s['events']:,}"),
         ("elapsed", f"{s['elapsed_s']:.2f} s"),
     ]
@@ -84,7 +95,8 @@ def _stem(result: ReplayResult) -> str:
 
 def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
     """``summary.csv``, per run ``events_<Policy>_<seed>.csv`` and ``pods_<Policy>_<seed>.csv``,
-    and plots of GPU allocation and queue length over time."""
+    and plots of GPU allocation and queue length over time (``replay.png``); with failures,
+    pods get their interruptions and ``failures.png`` the cumulative lost GPU-hours."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "summary.csv"]
     pd.DataFrame([r.summary() for r in results]).to_csv(paths[0], index=False)
@@ -97,27 +109,58 @@ def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
             "pod": names, "status": np.asarray(STATUS_NAMES, dtype=object)[r.pods.status],
             "arrival": r.pods.arrival, "placed": r.pods.placed, "departed": r.pods.departed,
             "node": r.pods.node, "wait_s": r.pods.wait,
+            **({"interruptions": r.ledger.interruptions} if r.ledger is not None else {}),
         }).to_csv(pods, index=False)
         paths += [events, pods]
     paths.append(plot_timeline(out / "replay.png", results))
+    if any(r.ledger is not None for r in results):
+        paths.append(plot_losses(out / "failures.png", results))
     return paths
+
+
+Series = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _two_panels(path: Path, results: Sequence[ReplayResult], series: Callable[[ReplayResult], Series | None],
+                ylabels: tuple[str, str]) -> Path:
+    """Two step plots over trace time (hours), one line per run that has ``series``."""
+    fig = Figure(figsize=(8, 6), dpi=120)
+    axes = fig.subplots(2, 1, sharex=True)
+    for r in results:
+        lines = series(r)
+        if lines is None:
+            continue
+        label = f"{display_label(r.config.policy)} seed {r.config.seed}"
+        for ax, (x, y) in zip(axes, lines):
+            ax.step(x, y, where="post", lw=1, label=label)
+    for ax, ylabel in zip(axes, ylabels):
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[1].set_xlabel("trace time (hours)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
 
 
 def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:
     """GPU allocation and queue length over trace time, one line per run."""
-    fig = Figure(figsize=(8, 6), dpi=120)
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    for r in results:
+    def series(r: ReplayResult) -> Series:
         hours = (r.events.time - r.events.time[0]) / 3600 if len(r.events) else r.events.time
-        label = f"{display_label(r.config.policy)} seed {r.config.seed}"
-        top.step(hours, r.events.gpu_alloc_pct, where="post", lw=1, label=label)
-        bottom.step(hours, r.events.queue_len, where="post", lw=1, label=label)
-    top.set_ylabel("GPU allocation (%)")
-    bottom.set_ylabel("queued pods")
-    bottom.set_xlabel("trace time (hours)")
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-    top.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
+        return (hours, r.events.gpu_alloc_pct), (hours, r.events.queue_len)
+
+    return _two_panels(path, results, series, ("GPU allocation (%)", "queued pods"))
+
+
+def plot_losses(path: Path, results: Sequence[ReplayResult]) -> Path:
+    """Cumulative lost GPU-hours and interruptions over trace time, one line per run with failures."""
+    def series(r: ReplayResult) -> Series | None:
+        if r.ledger is None or not len(r.events):
+            return None
+        t0 = r.events.time[0]
+        lost = np.array(r.ledger.losses).reshape(-1, 2)
+        kills = r.events.time[r.events.kind == KILL]
+        return ((np.r_[0, (lost[:, 0] - t0) / 3600], np.r_[0, np.cumsum(lost[:, 1]) / 3600]),
+                (np.r_[0, (kills - t0) / 3600], np.arange(len(kills) + 1)))
+
+    return _two_panels(path, results, series, ("lost GPU-hours (cumulative)", "interruptions (cumulative)"))

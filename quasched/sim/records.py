@@ -35,11 +35,13 @@ from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI
 
 #: Event kinds (``EventRecords.kind``).
-ARRIVE, QUEUE, START, DEPART, WITHDRAW, FAIL = range(6)
-KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw", "fail")
-"""arrive: placed on arrival; queue: arrived, nothing fits, queued; start: a queued pod
-placed; depart: a running pod left; withdraw: a queued pod left unplaced; fail: arrived,
-nothing fits, dropped (the arrival experiment)."""
+ARRIVE, QUEUE, START, DEPART, WITHDRAW, FAIL, KILL, DOWN, UP = range(9)
+KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw", "fail", "kill", "down", "up")
+"""arrive: placed on arrival; queue: arrived (or killed), nothing fits, queued; start: a
+queued or killed pod placed; depart: a running pod left; withdraw: a queued pod left
+unplaced; fail: arrived, nothing fits, dropped (the arrival experiment); kill: a running pod
+killed by a GPU failure (replay with failures); down / up: a GPU device failed / is back
+(``pod`` = -1, ``node`` = its node)."""
 
 _INTS = ("pod", "node", "queue_len", "arrived_gpu_milli", "used_gpu_milli", "used_gpus", "used_nodes",
          "gpus_on_used_nodes")
@@ -90,11 +92,11 @@ class EventRecords:
         return np.asarray(KIND_NAMES, dtype=object)[self.kind]
 
     def columns(self, pod_names: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given)."""
+        """Columns for a table or CSV (``kind`` as names, ``pod`` as names if given; "" for no pod)."""
         cols = {f.name: getattr(self, f.name) for f in fields(self)}
         cols["kind"] = self.kind_name
         if pod_names is not None:
-            cols["pod"] = np.asarray(pod_names, dtype=object)[self.pod]
+            cols["pod"] = np.where(self.pod >= 0, np.asarray(pod_names, dtype=object)[self.pod], "")
         return cols
 
 

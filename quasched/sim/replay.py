@@ -45,6 +45,17 @@ Recorded after every event: one row of :class:`~quasched.sim.records.EventRecord
 under both power models). Per pod: arrival, placement and departure time, node, devices
 and waiting time (placement − arrival; NaN if never placed).
 
+GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` departures only)
+    Devices fail and come back at the times of a seeded failure process that does not depend
+    on the policy. A failed device takes no pod until it is back; a pod on it is killed
+    (``kill`` events after the ``down`` event, whose state is without them), keeps the work
+    up to its last checkpoint and re-arrives at once:
+    placed if a node fits (``start``), else queued at the back. A recovered device lets the
+    queue retry. At equal times, device events come before departures and arrivals. Once
+    nothing runs and nothing is left to arrive, only recoveries are awaited (for queued pods)
+    and failures in between are dropped. Every failure is appended to the cluster's
+    :class:`~quasched.model.health.ErrorLog`, whose clock follows the events.
+
 Energy and carbon
     :meth:`ReplayResult.energy_kwh` integrates the recorded power from the first to the
     last event; :meth:`ReplayResult.carbon_kg` weighs each hour's energy with an hourly
@@ -58,7 +69,7 @@ import heapq
 import time as _time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 import numpy as np
 
@@ -69,7 +80,8 @@ from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
-from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW, EventRecords
+from quasched.sim.failures import DeviceFailure, DeviceFaults, FailureConfig, WorkLedger, failure_stream, gpu_share
+from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, QUEUE, START, UP, WITHDRAW, EventRecords
 from quasched.traces.carbon import CarbonIntensity
 
 DepartureMode = Literal["trace", "duration"]
@@ -89,6 +101,8 @@ class ReplayConfig:
     typical_threshold: float = 95.0
     rng: RngKind = "native"
     compat_data: Path | None = None
+    #: GPU failure process and job recovery (None = no failures)
+    failures: FailureConfig | None = None
 
 
 @dataclass
@@ -96,6 +110,7 @@ class PodOutcomes:
     """Per workload row (index = row): what happened to the pod."""
 
     arrival: np.ndarray
+    #: first placement (a pod restarted after a failure keeps it)
     placed: np.ndarray
     departed: np.ndarray
     node: np.ndarray
@@ -137,6 +152,8 @@ class ReplayResult:
     carbon_start: np.datetime64 | None = None
     #: power usage effectiveness: facility energy / IT energy
     pue: float = 1.0
+    #: lost and allocated work of a run with failures (None = no failures)
+    ledger: WorkLedger | None = None
 
     @property
     def wait(self) -> np.ndarray:
@@ -169,6 +186,13 @@ class ReplayResult:
         hour0 = float(times[0]) - into_hour
         hours = int(np.ceil((float(times[-1]) - hour0) / SECONDS_PER_HOUR)) + 1
         return carbon_kg(times, self.power_series(mode), carbon.hours_from(when, hours), hour0, pue=self.pue)
+
+    def failure_summary(self) -> dict[str, float | int]:
+        """Device failures and recoveries, interruptions, lost GPU-hours and goodput (:class:`WorkLedger`)."""
+        assert self.ledger is not None, "the replay ran without failures"
+        kinds = self.events.kind
+        return {"device_failures": int(np.sum(kinds == DOWN)), "device_recoveries": int(np.sum(kinds == UP)),
+                **self.ledger.summary()}
 
     def time_average(self, values: np.ndarray) -> float:
         """Time average of a per-event step series from the first to the last event."""
@@ -215,6 +239,7 @@ class ReplayResult:
             **({"carbon_zone": self.carbon.zone, "carbon_kg": self.carbon_kg(mode="step"),
                 "carbon_linear_kg": self.carbon_kg(mode="linear"), "carbon_source": self.carbon.source}
                if self.carbon is not None else {}),
+            **(self.failure_summary() if self.ledger is not None else {}),
             "events": len(ev),
             "start_s": float(ev.time[0]) if len(ev) else float("nan"),
             "end_s": float(ev.time[-1]) if len(ev) else float("nan"),
@@ -240,9 +265,11 @@ class _Replay:
     """The event loop (one instance per run)."""
 
     def __init__(self, nodes: NodeSpec, workload: Workload, config: ReplayConfig,
-                 typical: TypicalPods | None) -> None:
+                 typical: TypicalPods | None, failures: Iterable[DeviceFailure] | None = None) -> None:
         if config.departure not in ("trace", "duration"):
             raise ValueError(f"unknown departure mode {config.departure!r}; use 'trace' or 'duration'")
+        if config.failures is not None and config.departure != "duration":
+            raise ValueError("GPU failures need departure='duration' (a killed pod restarts with the work left)")
         self.config = config
         self.nodes = nodes
         self.workload = workload
@@ -266,6 +293,18 @@ class _Replay:
         )
         self.status = self.outcome.status
         self.heap: list[tuple[float, int]] = []
+        #: work per pod in seconds (NaN = open-ended) and the departure time of its current run
+        self.work = np.where(np.isfinite(workload.deletion_time), tl.deletion - tl.arrival, np.nan)
+        self.due = np.full(n, np.nan)
+        self.faults: DeviceFaults | None = None
+        self.ledger: WorkLedger | None = None
+        if config.failures is not None:
+            fc = config.failures
+            start = float(tl.arrival[tl.order[0]]) if len(tl.order) else 0.0
+            self.faults = DeviceFaults(failures if failures is not None
+                                       else failure_stream(fc, np.asarray(nodes.num_gpus), start))
+            self.ledger = WorkLedger(self.work, gpu_share(workload.gpu_milli, workload.num_gpu),
+                                     fc.checkpoint_min * 60, fc.restart_min * 60)
 
     # ---------------------------------------------------------------- helpers
     def pod(self, uid: int) -> Pod:
@@ -275,22 +314,21 @@ class _Replay:
         return pod
 
     def record(self, t: float, kind: int, uid: int, node: int) -> None:
-        """Append an event row; queue and withdraw events leave the cluster as it was."""
-        self.core.recorder.record(t, kind, uid, node, len(self.queue), state_changed=kind not in (QUEUE, WITHDRAW))
+        """Append an event row; queue, withdraw and kill events leave the cluster as the row before."""
+        self.core.recorder.record(t, kind, uid, node, len(self.queue), state_changed=kind not in (QUEUE, WITHDRAW, KILL))
 
     def start(self, t: float, uid: int, node: int, devices: tuple[int, ...], kind: int) -> None:
         """Bookkeeping of a placement done by the scheduler."""
         out = self.outcome
         self.status[uid] = RUNNING
-        out.placed[uid] = t
+        if np.isnan(out.placed[uid]):
+            out.placed[uid] = t
         out.node[uid] = node
         out.devices[uid] = devices
         if self.config.departure == "duration":
-            tl = self.timeline
-            if np.isfinite(self.workload.deletion_time[uid]):
-                leave = t + (tl.deletion[uid] - tl.arrival[uid])
-            else:
-                leave = max(t, tl.end)
+            run = self.ledger.begin(uid, t) if self.ledger is not None else self.work[uid]
+            leave = t + run if np.isfinite(run) else max(t, self.timeline.end)
+            self.due[uid] = leave
             heapq.heappush(self.heap, (leave, uid))
         self.record(t, kind, uid, node)
 
@@ -299,15 +337,49 @@ class _Replay:
         self.status[uid] = QUEUED
         self.record(t, QUEUE, uid, -1)
 
+    def retry(self, t: float) -> None:
+        """One pass over the queue after capacity grew."""
+        for pod, decision in self.queue.retry(self.scheduler.schedule):
+            self.start(t, pod.uid, decision.node, decision.devices, START)
+
     # ------------------------------------------------------------------ steps
-    def arrive(self, t: float, uid: int) -> None:
+    def arrive(self, t: float, uid: int, placed_kind: int = ARRIVE) -> None:
         if self.config.departure == "trace":
             heapq.heappush(self.heap, (float(self.timeline.deletion[uid]), uid))
         decision = self.scheduler.schedule(self.pod(uid))
         if decision.placed:
-            self.start(t, uid, decision.node, decision.devices, ARRIVE)
+            self.start(t, uid, decision.node, decision.devices, placed_kind)
         else:
             self.enqueue(t, uid)
+
+    def device_event(self, failures: bool) -> None:
+        """The next device failure (kill its pods, which re-arrive at once) or recovery (retry the queue)."""
+        assert self.faults is not None and self.ledger is not None
+        event = self.faults.pop(failures)
+        if event is None:
+            return
+        t, node, device, failed = event
+        self.cluster.set_device_health(node, device, not failed)
+        if not failed:
+            self.record(t, UP, -1, node)
+            if len(self.queue):
+                self.retry(t)
+            return
+        self.cluster.errors.record(t, node, device)
+        on_node = np.flatnonzero((self.outcome.node == node) & (self.status == RUNNING)).tolist()
+        hit = [uid for uid in on_node if device in self.outcome.devices[uid]]
+        for uid in hit:
+            self.cluster.remove(uid)
+            self.ledger.kill(uid, t)
+            self.due[uid] = np.nan
+            self.status[uid] = PENDING
+        self.record(t, DOWN, -1, node)
+        for uid in hit:
+            self.record(t, KILL, uid, node)
+        for uid in hit:
+            self.arrive(t, uid, START)
+        if hit and len(self.queue):
+            self.retry(t)
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
@@ -315,10 +387,14 @@ class _Replay:
         while heap and heap[0][0] == t:
             _, uid = heapq.heappop(heap)
             state = self.status[uid]
+            if self.ledger is not None and self.due[uid] != t:
+                continue  # the run this departure belonged to was killed
             if state == RUNNING:
                 placement = self.cluster.remove(uid)
                 self.status[uid] = DONE
                 self.outcome.departed[uid] = t
+                if self.ledger is not None:
+                    self.ledger.end(uid, t)
                 freed = True
                 self.record(t, DEPART, uid, placement.node)
             elif state == QUEUED:
@@ -326,8 +402,7 @@ class _Replay:
                 self.queue.discard(uid)
                 self.record(t, WITHDRAW, uid, -1)
         if freed and len(self.queue):
-            for pod, decision in self.queue.retry(self.scheduler.schedule):
-                self.start(t, pod.uid, decision.node, decision.devices, START)
+            self.retry(t)
 
     def run(self, progress: Callable[[int, int], None] | None) -> None:
         order = self.timeline.order
@@ -335,8 +410,16 @@ class _Replay:
         uids = order.tolist()
         n, i, heap = len(uids), 0, self.heap
         inf = float("inf")
-        while i < n or heap:
+        faults, errors = self.faults, self.cluster.errors
+        while i < n or heap or (faults is not None and faults.recovering and len(self.queue)):
             t_arrival = times[i] if i < n else inf
+            if faults is not None:
+                busy = i < n or bool(heap)
+                t_device = faults.next_time(busy)
+                errors.now = min(t_device, heap[0][0] if heap else inf, t_arrival)
+                if t_device <= errors.now:
+                    self.device_event(busy)
+                    continue
             if heap and heap[0][0] <= t_arrival:
                 self.depart_batch(heap[0][0])
                 continue
@@ -355,8 +438,12 @@ def replay(
     carbon: CarbonIntensity | None = None,
     carbon_start: np.datetime64 | None = None,
     pue: float = 1.0,
+    failures: Iterable[DeviceFailure] | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on ``nodes``; ``progress(arrived, total)`` is called every 500 arrivals.
+
+    ``failures``: explicit device failures in time order instead of ``config.failures``'s
+    random process (which still sets checkpoints and restarts; tests and what-if timelines).
 
     ``typical`` overrides the typical pods used for fragmentation (and FGD);
     by default they come from the whole ``workload``. ``carbon``, ``carbon_start`` and
@@ -365,7 +452,9 @@ def replay(
     if pue < 1:
         raise ValueError(f"PUE is facility / IT energy, at least 1; got {pue}")
     start = _time.perf_counter()
-    run = _Replay(nodes, workload, config, typical)
+    if failures is not None and config.failures is None:
+        raise ValueError("explicit failures need config.failures (checkpoint interval, restart overhead)")
+    run = _Replay(nodes, workload, config, typical, failures)
     run.run(progress)
     return ReplayResult(
         config=config,
@@ -381,6 +470,7 @@ def replay(
         carbon=carbon,
         carbon_start=carbon_start,
         pue=pue,
+        ledger=run.ledger,
     )
 
 
@@ -395,7 +485,7 @@ def run_replay(
     """CLI entry point: :func:`replay` with ``ReplayConfig(policy, seed, **options)``.
 
     ``options``: ``departure`` (``"trace"``/``"duration"``), ``missing_creation``
-    (``"skip"``/``"start"``), ``typical_threshold``; ``typical``, ``carbon``,
+    (``"skip"``/``"start"``), ``typical_threshold``, ``failures``; ``typical``, ``carbon``,
     ``carbon_start`` and ``pue`` are passed through.
     """
     extra = {k: options.pop(k) for k in ("typical", "carbon", "carbon_start", "pue") if k in options}

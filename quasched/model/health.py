@@ -1,0 +1,31 @@
+"""Error log of the GPU devices: when and where errors happened.
+
+Engines that model failures append every GPU error (a device failure, transient or fatal,
+on a busy or an idle device: health checks see both) and advance :attr:`ErrorLog.now`,
+their clock, before they schedule. Health-aware policies (:mod:`quasched.policies.health`)
+read it; what the history means (how fast it fades) is theirs to decide.
+"""
+
+from __future__ import annotations
+
+
+class ErrorLog:
+    """Append-only ``(time, node, device)`` GPU errors and the engine's clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.time: list[float] = []
+        self.node: list[int] = []
+        self.device: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def record(self, t: float, node: int, device: int) -> None:
+        """One error on ``node``'s GPU ``device`` at ``t``; the clock moves to ``t``."""
+        if self.time and t < self.time[-1]:
+            raise ValueError(f"errors must be recorded in time order: {t} after {self.time[-1]}")
+        self.now = t
+        self.time.append(t)
+        self.node.append(node)
+        self.device.append(device)
