@@ -25,8 +25,9 @@ ALLOWED = {
     "compat": {"model", "metrics", "policies", "sim"},
     "report": {"model", "metrics", "policies", "sim"},
     "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
+    "federation": {"model", "metrics", "policies", "sim", "traces", "optimize"},
     "kube": {"model", "metrics", "policies", "sim", "traces", "optimize", "service"},
-    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube"},
+    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
 }
 
 
