@@ -1,17 +1,25 @@
 """Ours: carbon-, fragmentation- and queue-aware dispatch that defers flexible jobs within their slack.
 
 Candidates are ``(cluster c, start s)`` with ``s`` = now or an hour boundary up to the job's
-latest start (arrival + slack; inflexible jobs: now only). Each is scored by the job's dynamic
-carbon ``kw[j, c] * integral of intensity_c * PUE_c over [s, s + d]`` times ``1 + delay * (s - now) / 1 h``
-(a small price on waiting, so a job is not deferred for a negligible gain).
+latest start (arrival + slack; inflexible jobs: now only). Each costs the job's dynamic power
+``kw[j, c]`` × the integral over its run of a *priced* intensity, × ``1 + delay × (s − now) / 1 h``
+(a small price on waiting, so a job is not deferred for a negligible gain)::
 
-Feasible candidates keep a plan within reach of the real cluster: a ledger holds, per cluster
-and hour, the mean GPU and CPU milli that already dispatched jobs will use (their planned runs);
-a candidate is feasible if the ledger plus this job stays under ``fill`` × capacity in every
-hour of its run (``fill < 1`` leaves the room fragmentation takes: a cluster's scheduler cannot
-fill every last GPU), and, for a start now, if nobody waits in that cluster's queue. The
-cheapest feasible candidate wins (ties: earliest, then cluster order); with none, the job goes
-at once to the least-loaded cluster. The chosen run is added to the ledger.
+    rate[c, h] = I[c, h] + price × gap[c, h] × min(1, u[c, h]) ** power
+    gap[c, h]  = max(0, mean over clusters of I[., h] − I[c, h])          (I = intensity × PUE)
+
+``u[c, h]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for hour
+``h`` once this job is added: the mean use of the runs already dispatched (planned start to planned
+end). The price is an online primal-dual estimate of the carbon a later job pays when a green hour
+is full and it has to go elsewhere: zero on an empty cluster, up to the gap to an average cluster
+on a full one. Without it, flexible jobs crowd the green hours and push inflexible ones to dirty
+zones (measured in BENCHMARKS.md).
+
+Feasible candidates keep the ledger within ``fill`` × capacity in every hour of the run (room
+for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
+aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
+it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
+none, the job goes at once to the least-loaded cluster. The chosen run is added to the ledger.
 """
 
 from __future__ import annotations
@@ -42,47 +50,47 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
 class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
-    def __init__(self, fill: float = 1.0, defer_fill: float = 0.6, delay: float = 0.002) -> None:
-        if not 0 < defer_fill <= fill <= 1 or delay < 0:
-            raise ValueError(f"need 0 < defer_fill <= fill <= 1 and delay >= 0; got {fill}, {defer_fill}, {delay}")
-        self.fill, self.defer_fill, self.delay = fill, defer_fill, delay
+    def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002) -> None:
+        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0:
+            raise ValueError(f"need price >= 0, power > 0, 0 < fill <= 1, delay >= 0; got {price}, {power}, {fill}, {delay}")
+        self.price, self.power, self.fill, self.delay = price, power, fill, delay
 
     def reset(self, view: View) -> None:
         super().reset(view)
-        self.ledger = np.zeros((2, view.clusters, view.intensity.shape[1] + 1))
-
-    def peaks(self, now: float, duration: float, count: int) -> np.ndarray:
-        """``(2, clusters, count)``: the ledger's largest hourly use over the hours each candidate covers
-        (candidate 0 starts at ``now``, candidate ``k`` at the ``k``-th next hour boundary)."""
-        hours = self.ledger.shape[2]
-        first, share = occupancy(now, duration)
-        out = np.empty(self.ledger.shape[:2] + (count,))
-        out[:, :, 0] = self.ledger[:, :, min(first, hours - 1):min(first + len(share), hours)].max(axis=2)
-        if count > 1:
-            span = max(1, int(np.ceil(duration / SECONDS_PER_HOUR)))
-            window = self.ledger[:, :, min(first + 1, hours):first + count + span - 1]
-            window = np.pad(window, ((0, 0), (0, 0), (0, count + span - 2 - window.shape[2])))
-            out[:, :, 1:] = sliding_window_view(window, span, axis=2).max(axis=3)[:, :, :count - 1]
-        return out
+        hours = view.intensity.shape[1]
+        self.ledger = np.zeros((2, view.clusters, hours))
+        self.gap = np.clip(view.intensity.mean(axis=0) - view.intensity, 0, None)
+        self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
 
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
         hours = self.ledger.shape[2]
+        duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
         starts = candidate_starts(now, float(v.latest_start[job]))
-        clusters = np.arange(v.clusters)[:, None]
-        cost = v.run_grams(np.full((v.clusters, len(starts)), job), clusters, starts[None, :])
-        cost *= 1 + self.delay * (starts - now) / SECONDS_PER_HOUR
-        peak = self.peaks(now, float(v.duration[job]), len(starts))
-        limit = np.where(np.arange(len(starts)) == 0, self.fill, self.defer_fill)
-        room = np.all(peak + v.demand[:, job, None, None] <= limit * v.capacity[:, :, None] + 1e-9, axis=0)
-        room[:, 0] &= (v.queued == 0) & (v.load_after(job) <= 1)
-        if not room.any():
+        first, share_now = occupancy(now, duration)
+        share = occupancy(0.0, duration)[1]  # an hour-aligned start
+        index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), hours - 1)
+        ledger = self.ledger[:, :, index]
+        after = ((ledger + demand) / self.capacity).max(axis=0)
+        rate = v.intensity[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
+        full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
+        cost = np.empty((v.clusters, len(starts)))
+        blocked = np.empty((v.clusters, len(starts)), dtype=bool)
+        cost[:, 0] = rate[:, :len(share_now)] @ share_now
+        blocked[:, 0] = full[:, :len(share_now)].max(axis=1) > 0
+        if len(starts) > 1:
+            windows = slice(1, len(starts) - 1 + len(share))
+            cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
+            blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
+        blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
+        cost *= v.kw[job][:, None] * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        if blocked.all():
             pick = Decision(int(np.argmin(v.load_after(job))), now)
         else:
-            c, s = np.unravel_index(np.argmin(np.where(room, cost, np.inf).T), (len(starts), v.clusters))[::-1]
+            s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
             pick = Decision(int(c), float(starts[s]))
-        hour, share = occupancy(pick.start, float(v.duration[job]))
-        stop = min(hour + len(share), hours)
+        hour, used = occupancy(pick.start, duration)
+        stop = min(hour + len(used), hours)
         if hour < hours:
-            self.ledger[:, pick.cluster, hour:stop] += v.demand[:, job, None] * share[:stop - hour]
+            self.ledger[:, pick.cluster, hour:stop] += v.demand[:, job, None] * used[:stop - hour]
         return pick
