@@ -92,11 +92,11 @@ def test_waiting_inflexible_job_misses_its_deadline():
 
 
 def test_occupancy_and_candidate_starts():
-    first, share = occupancy(1800.0, 2 * H)
-    assert first == 0 and share.tolist() == [0.5, 1.0, 0.5]
-    assert occupancy(H, 0.0)[1].tolist() == [0.0]
-    assert candidate_starts(1800.0, 3 * H + 5).tolist() == [1800.0, H, 2 * H, 3 * H]
-    assert candidate_starts(1800.0, 0.0).tolist() == [1800.0]
+    first, share = occupancy(1350.0, 1800.0)  # 15-minute slots: [900, 1800) ... [2700, 3600)
+    assert first == 1 and share.tolist() == [0.5, 1.0, 0.5]
+    assert occupancy(H, 0.0) == (4, pytest.approx([0.0]))
+    assert candidate_starts(1000.0, 3600 + 5).tolist() == [1000.0, 1800.0, 2700.0, 3600.0]
+    assert candidate_starts(1000.0, 0.0).tolist() == [1000.0]
 
 
 def test_scenario_validation_names_the_field():

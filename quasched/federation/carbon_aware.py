@@ -1,21 +1,21 @@
 """Ours: carbon-, fragmentation- and queue-aware dispatch that defers flexible jobs within their slack.
 
-Candidates are ``(cluster c, start s)`` with ``s`` = now or an hour boundary up to the job's
+Candidates are ``(cluster c, start s)`` with ``s`` = now or a 15-minute slot boundary up to the job's
 latest start (arrival + slack; inflexible jobs: now only). Each costs the job's dynamic power
 ``kw[j, c]`` × the integral over its run of a *priced* intensity, × ``1 + delay × (s − now) / 1 h``
 (a small price on waiting, so a job is not deferred for a negligible gain)::
 
-    rate[c, h] = I[c, h] + price × gap[c, h] × min(1, u[c, h]) ** power
-    gap[c, h]  = max(0, mean over clusters of I[., h] − I[c, h])          (I = intensity × PUE)
+    rate[c, k] = I[c, k] + price × gap[c, k] × min(1, u[c, k]) ** power
+    gap[c, k]  = max(0, mean over clusters of I[., k] − I[c, k])          (I = intensity × PUE of slot k's hour)
 
-``u[c, h]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for hour
-``h`` once this job is added: the mean use of the runs already dispatched (planned start to planned
+``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
+``k`` once this job is added: the mean use of the runs already dispatched (planned start to planned
 end). The price is an online primal-dual estimate of the carbon a later job pays when a green hour
 is full and it has to go elsewhere: zero on an empty cluster, up to the gap to an average cluster
 on a full one. Without it, flexible jobs crowd the green hours and push inflexible ones to dirty
 zones (measured in BENCHMARKS.md).
 
-Feasible candidates keep the ledger within ``fill`` × capacity in every hour of the run (room
+Feasible candidates keep the ledger within ``fill`` × capacity in every slot of the run (room
 for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
 aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
 it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
@@ -27,24 +27,24 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from quasched.federation.dispatch import Decision, Dispatcher, View
+from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
 from quasched.metrics.power import SECONDS_PER_HOUR
 
 
 def candidate_starts(now: float, latest: float) -> np.ndarray:
-    """``now``, then every hour boundary up to ``latest``."""
-    hours = np.arange(np.floor(now / SECONDS_PER_HOUR) + 1, np.floor(max(now, latest) / SECONDS_PER_HOUR) + 1)
-    return np.concatenate([[now], hours[hours * SECONDS_PER_HOUR <= latest] * SECONDS_PER_HOUR])
+    """``now``, then every slot boundary up to ``latest``."""
+    slots = np.arange(np.floor(now / SLOT_S) + 1, np.floor(max(now, latest) / SLOT_S) + 1)
+    return np.concatenate([[now], slots[slots * SLOT_S <= latest] * SLOT_S])
 
 
 def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
-    """First hour of ``[start, start + duration)`` and the share of each hour from it that the run covers
-    (at least one entry)."""
-    first = int(start // SECONDS_PER_HOUR)
-    last = max(first + 1, int(np.ceil((start + duration) / SECONDS_PER_HOUR)))
-    edges = np.arange(first, last + 1) * SECONDS_PER_HOUR
+    """First slot of ``[start, start + duration)`` and the share of each slot from it that the run
+    covers (at least one entry)."""
+    first = int(start // SLOT_S)
+    last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
+    edges = np.arange(first, last + 1) * SLOT_S
     covered = np.minimum(edges[1:], start + duration) - np.maximum(edges[:-1], start)
-    return first, np.clip(covered, 0, None) / SECONDS_PER_HOUR
+    return first, np.clip(covered, 0, None) / SLOT_S
 
 
 class CarbonAware(Dispatcher):
@@ -57,22 +57,22 @@ class CarbonAware(Dispatcher):
 
     def reset(self, view: View) -> None:
         super().reset(view)
-        hours = view.intensity.shape[1]
-        self.ledger = np.zeros((2, view.clusters, hours))
-        self.gap = np.clip(view.intensity.mean(axis=0) - view.intensity, 0, None)
+        self.ledger = np.zeros((2, view.clusters, view.slots))
+        self.rate = view.per_slot(view.intensity)
+        self.gap = view.per_slot(np.clip(view.intensity.mean(axis=0) - view.intensity, 0, None))
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
 
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
-        hours = self.ledger.shape[2]
+        slots = self.ledger.shape[2]
         duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
         starts = candidate_starts(now, float(v.latest_start[job]))
         first, share_now = occupancy(now, duration)
-        share = occupancy(0.0, duration)[1]  # an hour-aligned start
-        index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), hours - 1)
+        share = occupancy(0.0, duration)[1]  # a slot-aligned start
+        index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
         ledger = self.ledger[:, :, index]
         after = ((ledger + demand) / self.capacity).max(axis=0)
-        rate = v.intensity[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
+        rate = self.rate[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
         full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
@@ -83,14 +83,14 @@ class CarbonAware(Dispatcher):
             cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
             blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
         blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
-        cost *= v.kw[job][:, None] * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
         if blocked.all():
             pick = Decision(int(np.argmin(v.load_after(job))), now)
         else:
             s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
             pick = Decision(int(c), float(starts[s]))
-        hour, used = occupancy(pick.start, duration)
-        stop = min(hour + len(used), hours)
-        if hour < hours:
-            self.ledger[:, pick.cluster, hour:stop] += v.demand[:, job, None] * used[:stop - hour]
+        slot, used = occupancy(pick.start, duration)
+        stop = min(slot + len(used), slots)
+        if slot < slots:
+            self.ledger[:, pick.cluster, slot:stop] += v.demand[:, job, None] * used[:stop - slot]
         return pick

@@ -26,7 +26,8 @@ def federation(
     capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
-    dispatchers: str = typer.Option(",".join(DISPATCHER_NAMES), help="Comma-separated: " + ", ".join(DISPATCHER_NAMES)),
+    dispatchers: str = typer.Option(";".join(DISPATCHER_NAMES), help="Semicolon-separated: " + ", ".join(DISPATCHER_NAMES)
+                                    + "; parameters after a colon, e.g. 'greedy;carbon-aware:price=2,power=4'."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracle (HiGHS LP) and replay its plan."),
     out: Optional[Path] = typer.Option(None, help="Write federation.csv and savings.png here."),
@@ -42,8 +43,8 @@ def federation(
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
-    names = [d.strip() for d in dispatchers.split(",") if d.strip()]
-    unknown = [d for d in names if d not in DISPATCHER_NAMES]
+    names = [d.strip() for d in dispatchers.split(";") if d.strip()]
+    unknown = [d for d in names if d.partition(":")[0] not in DISPATCHER_NAMES]
     if unknown or not names:
         raise typer.BadParameter(f"unknown dispatchers {unknown}; choose from {', '.join(DISPATCHER_NAMES)}")
     try:

@@ -19,6 +19,11 @@ import numpy as np
 from quasched.metrics.power import SECONDS_PER_HOUR
 
 
+#: granularity of deferred starts, of the carbon-aware ledger and of the oracle's capacity rows, s
+SLOT_S = 900.0
+SLOTS_PER_HOUR = int(SECONDS_PER_HOUR // SLOT_S)
+
+
 class Decision(NamedTuple):
     cluster: int
     start: float
@@ -45,6 +50,14 @@ class View:
         self.waiting = np.zeros((2, clusters))
         self.queued = np.zeros(clusters, dtype=np.int64)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
+
+    @property
+    def slots(self) -> int:
+        return self.intensity.shape[1] * SLOTS_PER_HOUR
+
+    def per_slot(self, hourly: np.ndarray) -> np.ndarray:
+        """An hourly ``(clusters, hours)`` array repeated for each slot of the hour."""
+        return np.repeat(hourly, SLOTS_PER_HOUR, axis=1)
 
     @property
     def clusters(self) -> int:

@@ -23,7 +23,8 @@ def evaluate(scenario: Scenario, dispatchers: Sequence[str] = tuple(DISPATCHERS)
              seed: int = 42, oracle: bool = True, **labels: object) -> list[dict]:
     """One row per dispatcher (``labels`` and ``seed`` prepended to each); the reference is always run."""
     names = [REFERENCE, *[d for d in dispatchers if d != REFERENCE]]
-    rows = [summarize(run_federation(scenario, make_dispatcher(name), policy, seed)) for name in names]
+    rows = [{**summarize(run_federation(scenario, make_dispatcher(name), policy, seed)), "dispatcher": name}
+            for name in names]
     if oracle:
         result = solve_oracle(make_view(scenario), scenario.arrival)
         rows.append({"dispatcher": "oracle-bound", "jobs": len(scenario.workload), "missed": 0,

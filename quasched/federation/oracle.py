@@ -1,16 +1,17 @@
 """Offline oracle: the cheapest plan over the whole horizon, an LP (or MILP) solved by HiGHS.
 
 Variables ``x[j, c, s] in [0, 1]``: the share of job ``j`` run on cluster ``c`` from start ``s``
-(``s`` = its arrival or an hour boundary up to its latest start, as in :mod:`.carbon_aware`)::
+(``s`` = its arrival or a 15-minute slot boundary up to its latest start, as in :mod:`.carbon_aware`)::
 
     minimise   sum x[j, c, s] * g[j, c, s]       g = kw[j, c] * integral of intensity_c * PUE_c over [s, s + d_j]
     subject to sum_{c, s} x[j, c, s] = 1         every job runs once, by its deadline
-               sum_{j, s} x[j, c, s] * q[r, j] * o[j, s, h] <= capacity[r, c]   every cluster c, hour h, r in (GPU, CPU)
+               sum_{j, s} x[j, c, s] * q[r, j] * o[j, s, k] <= capacity[r, c]   every cluster c, slot k, r in (GPU, CPU)
 
-``o[j, s, h]`` is the share of hour ``h`` the run covers: each hour's mean use must fit. With
-``x`` continuous this relaxes every schedule without deadline misses, so its optimum bounds
-their dynamic carbon (job model) from below; packing into nodes, fragmentation and queueing
-are ignored. ``integral=True`` solves the MILP (one start per job). :class:`OraclePlan` replays
+``o[j, s, k]`` is the share of slot ``k`` the run covers: each slot's mean use must fit. With
+``x`` continuous this relaxes every schedule without deadline misses whose starts are on that
+grid, so its optimum bounds their dynamic carbon (job model) from below; packing into nodes,
+fragmentation and queueing are ignored (a start off the grid, e.g. after a queue wait, can in
+rare cases cost a little less than the grid's best). ``integral=True`` solves the MILP (one start per job). :class:`OraclePlan` replays
 a plan (each job's largest share) through the engine.
 """
 
@@ -48,7 +49,7 @@ def _columns(view: View, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_limit: float = 120.0) -> OracleResult:
     """The LP/MILP above over ``view``'s horizon (bound: dynamic carbon in the job model, kg)."""
     job, cluster, start, offset = _columns(view, arrival)
-    hours = view.intensity.shape[1]
+    slots = view.slots
     model = LinearModel()
     x = model.add_vars(len(job), 0.0, 1.0, -view.run_grams(job, cluster, start) / GRAMS_PER_KG, integer=integral)
     for a, b in zip(offset[:-1].tolist(), offset[1:].tolist()):
@@ -57,18 +58,18 @@ def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_l
     for k, (j, c, s) in enumerate(zip(job.tolist(), cluster.tolist(), start.tolist())):
         first, share = occupancy(s, float(view.duration[j]))
         h = first + np.arange(len(share))
-        h, share = h[h < hours], share[h < hours]
+        h, share = h[h < slots], share[h < slots]
         for r in np.flatnonzero(view.demand[:, j] > 0).tolist():
-            rows.append((r * view.clusters + c) * hours + h)
+            rows.append((r * view.clusters + c) * slots + h)
             cols.append(np.full(len(h), k))
             values.append(view.demand[r, j] * share)
     if rows:
         row, col, value = (np.concatenate(a) for a in (rows, cols, values))
         order = np.argsort(row, kind="stable")
         row, col, value = row[order], col[order], value[order]
-        unique, first = np.unique(row, return_index=True)
-        capacity = np.repeat(view.capacity.reshape(-1), hours)
-        for r, a, b in zip(unique.tolist(), first.tolist(), np.append(first[1:], len(row)).tolist()):
+        unique, begin = np.unique(row, return_index=True)
+        capacity = np.repeat(view.capacity.reshape(-1), slots)
+        for r, a, b in zip(unique.tolist(), begin.tolist(), np.append(begin[1:], len(row)).tolist()):
             model.add_row(x[col[a:b]], value[a:b], hi=float(capacity[r]))
     solution = model.solve(time_limit=time_limit, rel_gap=1e-4)
     share = solution.x if solution.x is not None else np.zeros(len(job))

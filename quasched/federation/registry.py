@@ -13,8 +13,14 @@ DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
 }
 
 
-def make_dispatcher(name: str) -> Dispatcher:
-    """A fresh dispatcher (ValueError naming the known ones if unknown)."""
+def make_dispatcher(spec: str) -> Dispatcher:
+    """A fresh dispatcher from ``name`` or ``name:param=value,...`` (numeric parameters, e.g.
+    ``carbon-aware:price=2,power=4``); ValueError naming the known ones if unknown."""
+    name, _, rest = spec.partition(":")
     if name not in DISPATCHERS:
         raise ValueError(f"unknown dispatcher {name!r}; known: {', '.join(DISPATCHERS)}")
-    return DISPATCHERS[name]()
+    try:
+        params = {k.strip(): float(v) for k, v in (p.split("=") for p in rest.split(",") if p.strip())}
+        return DISPATCHERS[name](**params)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"bad dispatcher spec {spec!r}: {err}") from None
