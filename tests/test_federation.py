@@ -152,7 +152,8 @@ def test_invariants_of_every_dispatcher(sc):
         assert np.all((run.cluster >= 0) & (run.cluster < len(sc.members)))
         s = summarize(run)
         assert s["carbon_dyn_linear_kg"] >= -1e-9 and s["carbon_total_linear_kg"] >= s["carbon_dyn_linear_kg"]
-        if s["missed"] == 0:  # a schedule meeting every deadline is within the LP's feasible set
+        if s["missed"] == 0 and np.array_equal(run.placed, run.released):  # on the start grid, deadlines met:
+            # the schedule is a point of the LP
             assert s["carbon_job_kg"] >= bound * (1 - 1e-6) - 1e-9
         if name == "carbon-aware":
             assert np.all(run.released <= np.maximum(sc.arrival, sc.arrival + sc.slack) + 1e-9)

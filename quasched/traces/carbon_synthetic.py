@@ -45,7 +45,7 @@ class IntensityShape:
 def synthetic_intensity(shape: IntensityShape, seed: int, hours: int = HOURS_PER_YEAR,
                         start: str | np.datetime64 = "2023-01-01T00", zone: str = "SYNTHETIC") -> CarbonIntensity:
     """``hours`` hourly values from ``start`` (UTC): same shape and seed, same series."""
-    first = np.asarray(start, dtype="datetime64[h]")[()]
+    first = np.datetime64(str(start), "h")
     when = first + np.arange(hours)
     day = (when - when.astype("datetime64[Y]")).astype("timedelta64[h]").astype(float) / 24
     local = (when.astype(np.int64) + shape.utc_offset) % 24
