@@ -188,6 +188,7 @@ def test_evaluate_rows_and_cli(data_dir, tmp_path):
                                       "--days", "0.5", "--seeds", "3", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "Electricity Maps" in result.output and (tmp_path / "savings.png").exists()
+    assert (tmp_path / "allocation_seed3.png").exists()
     assert ATTRIBUTION in (tmp_path / "federation.csv").read_text()
     bad = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
                                    "--zones", "GB,XX"])

@@ -30,7 +30,7 @@ def federation(
                                     + "; parameters after a colon, e.g. 'greedy;carbon-aware:price=2,power=4'."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracle (HiGHS LP) and replay its plan."),
-    out: Optional[Path] = typer.Option(None, help="Write federation.csv and savings.png here."),
+    out: Optional[Path] = typer.Option(None, help="Write federation.csv, savings.png and allocation_seed*.png here."),
 ) -> None:
     """Dispatch one job stream over clusters in different grid zones (with PUE): proportional split,
     least-loaded, static greenest-first, hourly carbon-greedy and ours (carbon-, fragmentation- and
@@ -38,7 +38,7 @@ def federation(
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
     from quasched.cli import fail, load_inputs, parse_seeds
     from quasched.federation.evaluate import evaluate
-    from quasched.federation.report import federation_table, plot_savings, write_rows
+    from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
     from quasched.federation.scenario import draw_scenario
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
@@ -57,7 +57,7 @@ def federation(
     except (TraceError, ValueError) as err:
         fail(str(err))
     nodes, workload = load_inputs(trace, data_dir)
-    rows = []
+    rows: list[dict] = []
     for seed in parse_seeds(seeds):
         try:
             scenario = draw_scenario(nodes, workload, series, seed, clusters, capacity, days, flexible, (lo, hi))
@@ -65,7 +65,9 @@ def federation(
             fail(str(err))
         console.print(f"seed {seed}: {len(scenario.workload):,} jobs, "
                       + ", ".join(f"{m.name} ({m.nodes.total_gpus} GPUs, PUE {m.pue:g})" for m in scenario.members))
-        rows += evaluate(scenario, names, policy, seed, oracle)
+        rows += (scenario_rows := evaluate(scenario, names, policy, seed, oracle))
+        if out is not None:
+            plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows, title=f"seed {seed}: GPU-hours per cluster")
     console.print(federation_table(rows, title=f"{trace}: {clusters} clusters, {days:g}-day windows, policy {policy}"))
     console.print("saving = 1 − dynamic kg CO2e (job model) / proportional split's. " + ATTRIBUTION)
     if out is not None:

@@ -66,3 +66,26 @@ def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     return path
+
+
+def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
+    """Share of the GPU-hours per cluster and dispatcher (stacked bars) of one scenario's rows."""
+    shares = {r["dispatcher"]: {k[len("gpu_share_"):-len("_pct")]: r[k] for k in r
+                                if k.startswith("gpu_share_") and r[k] == r[k]} for r in rows}
+    shares = {d: s for d, s in shares.items() if s}
+    fig = Figure(figsize=(8, 4.5), dpi=120)
+    ax = fig.subplots()
+    bottom = np.zeros(len(shares))
+    for cluster in dict.fromkeys(c for s in shares.values() for c in s):
+        values = np.array([s.get(cluster, 0.0) for s in shares.values()])
+        ax.bar(range(len(shares)), values, bottom=bottom, label=cluster)
+        bottom += values
+    ax.set_xticks(range(len(shares)), list(shares), rotation=20)
+    ax.set_ylabel("share of GPU-hours (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
