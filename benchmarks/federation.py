@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from rich.console import Console
 
 from quasched.federation.evaluate import evaluate
 from quasched.federation.report import federation_table, plot_savings, write_rows
@@ -96,7 +97,7 @@ def main() -> None:
             print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
     frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: OURS}})
     result = summary(frame, OURS)
-    print(federation_table(frame.to_dict("records")))
+    Console(width=200).print(federation_table(frame.to_dict("records")))
     with pd.option_context("display.width", 250, "display.max_columns", 40):
         print(result.T.to_string())
     write_rows(args.out / "federation_rows.csv", frame.to_dict("records"))
