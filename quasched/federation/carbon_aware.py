@@ -19,7 +19,8 @@ Feasible candidates keep the ledger within ``fill`` × capacity in every slot of
 for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
 aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
 it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
-none, the job goes at once to the least-loaded cluster. The chosen run is added to the ledger.
+none, the job starts now on the cheapest cluster where it fits with nobody waiting, else on the
+least-loaded one. The chosen run is added to the ledger.
 """
 
 from __future__ import annotations
@@ -84,8 +85,10 @@ class CarbonAware(Dispatcher):
             blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
         blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
         cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
-        if blocked.all():
-            pick = Decision(int(np.argmin(v.load_after(job))), now)
+        if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
+            load = v.load_after(job)
+            fits = (load <= 1) & (v.queued == 0)
+            pick = Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
         else:
             s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
             pick = Decision(int(c), float(starts[s]))
