@@ -22,7 +22,8 @@ class Proportional(Dispatcher):
     def reset(self, view: View) -> None:
         super().reset(view)
         gpu, cpu = view.capacity
-        self.weight = np.where(gpu.sum() > 0, gpu, cpu) / max(float(np.where(gpu.sum() > 0, gpu, cpu).sum()), 1.0)
+        weight = gpu if gpu.sum() > 0 else cpu
+        self.weight = weight / max(float(weight.sum()), 1.0)
         self.credit = np.zeros(view.clusters)
 
     def dispatch(self, job: int, now: float) -> Decision:

@@ -60,14 +60,14 @@ class FederationRun:
     elapsed_s: float
 
 
-def make_view(scenario: Scenario, hours: int | None = None) -> View:
-    """The dispatchers' :class:`View` of ``scenario`` (intensity over the horizon by default)."""
+def make_view(scenario: Scenario) -> View:
+    """The dispatchers' :class:`View` of ``scenario`` (intensity × PUE over its horizon)."""
     w = scenario.workload
     capacity = np.array([[m.nodes.num_gpus.sum() * 1000 for m in scenario.members],
                          [m.nodes.cpu_milli.sum() for m in scenario.members]], dtype=float)
     demand = np.vstack([w.gpu_request, w.cpu_milli]).astype(float)
     return View(capacity, demand, scenario.duration, scenario.arrival + scenario.slack, scenario.job_kw,
-                scenario.intensity(hours or scenario.horizon_hours))
+                scenario.intensity(scenario.horizon_hours))
 
 
 class _Site:
