@@ -193,3 +193,5 @@ def test_evaluate_rows_and_cli(data_dir, tmp_path):
     bad = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
                                    "--zones", "GB,XX"])
     assert bad.exit_code == 2 and "XX" in bad.output
+    spec = CliRunner().invoke(app, ["federation", "--dispatchers", "greedy;carbon-aware:bogus=1"])
+    assert spec.exit_code == 2 and "bogus" in spec.output

@@ -38,15 +38,18 @@ def federation(
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
     from quasched.cli import fail, load_inputs, parse_seeds
     from quasched.federation.evaluate import evaluate
+    from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
     from quasched.federation.scenario import draw_scenario
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
     names = [d.strip() for d in dispatchers.split(";") if d.strip()]
-    unknown = [d for d in names if d.partition(":")[0] not in DISPATCHER_NAMES]
-    if unknown or not names:
-        raise typer.BadParameter(f"unknown dispatchers {unknown}; choose from {', '.join(DISPATCHER_NAMES)}")
+    try:
+        for name in names or ["(none)"]:
+            make_dispatcher(name)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--dispatchers") from None
     try:
         lo, hi = (float(v) for v in slack.split(","))
     except ValueError:
