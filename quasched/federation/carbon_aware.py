@@ -6,7 +6,8 @@ latest start (arrival + slack; inflexible jobs: now only). Each costs the job's 
 (a small price on waiting, so a job is not deferred for a negligible gain)::
 
     rate[c, k] = I[c, k] + price × gap[c, k] × min(1, u[c, k]) ** power
-    gap[c, k]  = max(0, mean over clusters of I[., k] − I[c, k])          (I = intensity × PUE of slot k's hour)
+    gap[c, k]  = max(0, ref[k] − I[c, k])        ref = mean + toward × (max − mean) over clusters of I[., k]
+                                                 (I = intensity × PUE of slot k's hour)
 
 ``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
 ``k`` once this job is added: the mean use of the runs already dispatched (planned start to planned
@@ -51,16 +52,19 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
 class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
-    def __init__(self, price: float = 0.5, power: float = 4.0, fill: float = 1.0, delay: float = 0.002) -> None:
-        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0:
-            raise ValueError(f"need price >= 0, power > 0, 0 < fill <= 1, delay >= 0; got {price}, {power}, {fill}, {delay}")
-        self.price, self.power, self.fill, self.delay = price, power, fill, delay
+    def __init__(self, price: float = 0.5, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
+                 toward: float = 0.0) -> None:
+        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
+            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
+                             f"{price}, {power}, {fill}, {delay}, {toward}")
+        self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
 
     def reset(self, view: View) -> None:
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
         self.rate = view.per_slot(view.intensity)
-        self.gap = view.per_slot(np.clip(view.intensity.mean(axis=0) - view.intensity, 0, None))
+        mean, worst = view.intensity.mean(axis=0), view.intensity.max(axis=0)
+        self.gap = view.per_slot(np.clip(mean + self.toward * (worst - mean) - view.intensity, 0, None))
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
 
     def dispatch(self, job: int, now: float) -> Decision:
