@@ -55,11 +55,11 @@ def two_zone_scenario() -> Scenario:
 
 
 def test_hand_timeline_carbon_aware_defers_greedy_spills():
-    """Ours, job 0: A at 0 costs 120 + price 140 (A full; mean of 120 and 400 minus 120) = 260 g/kWh,
-    A from 1 h 60 + 170 = 230, B 400 -> A from 1 h; job 1 (inflexible): A at 0 (260) beats B (400)."""
+    """Ours (price 0.5), job 0: A at 0 costs 120 + 0.5 × 280 (A full; the dirtiest zone's 400 minus 120)
+    = 260 g/kWh, A from 1 h 60 + 170 = 230, B 400 -> A from 1 h; job 1 (inflexible): A at 0 (260) beats B."""
     sc = two_zone_scenario()
     assert sc.job_kw == pytest.approx(np.full((2, 2), KW))
-    ours = run_federation(sc, CarbonAware())
+    ours = run_federation(sc, CarbonAware(price=0.5))
     assert ours.cluster.tolist() == [0, 0] and ours.placed.tolist() == [H, 0.0]
     s = summarize(ours)
     expected = (KW * 60 + KW * 120 / 2) / 1000  # job 0 in hour 1, job 1 in half of hour 0, kg
@@ -177,10 +177,10 @@ def test_synthetic_intensity_is_seeded_and_shape_of_recovers_it():
 
 def test_evaluate_rows_and_cli(data_dir, tmp_path):
     sc = two_zone_scenario()
-    rows = evaluate(sc, ["greedy", "carbon-aware"], seed=1)
+    rows = evaluate(sc, ["greedy", "carbon-aware:price=0.5"], seed=1)
     by = {r["dispatcher"]: r for r in rows}
-    assert list(by) == ["proportional", "greedy", "carbon-aware", "oracle-bound", "oracle-plan"]
-    assert by["carbon-aware"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
+    assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5", "oracle-bound", "oracle-plan"]
+    assert by["carbon-aware:price=0.5"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
     assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
     if not CARBON.exists():
         pytest.skip("no ../shared/carbon")
