@@ -12,6 +12,7 @@ from typing import Any, NoReturn, Optional
 import typer
 from rich.console import Console
 
+from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
 from quasched.policies.registry import describe as describe_policies
 
@@ -26,6 +27,7 @@ app = typer.Typer(
 traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
 app.add_typer(traces_app, name="traces")
 app.command("batch")(batch)
+app.command("federation")(federation)
 console = Console(width=None if sys.stdout.isatty() else 140)
 
 DATA_DIR_HELP = (

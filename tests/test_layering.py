@@ -26,8 +26,9 @@ ALLOWED = {
     "report": {"model", "metrics", "policies", "sim"},
     "learn": {"model", "metrics", "policies", "sim", "traces"},
     "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
+    "federation": {"model", "metrics", "policies", "sim", "traces", "optimize"},
     "kube": {"model", "metrics", "policies", "sim", "traces", "optimize", "service"},
-    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube"},
+    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
 }
 
 

@@ -1,0 +1,1 @@
+"""Carbon-aware dispatch over a federation of clusters in different grid zones (docs/federation.md)."""

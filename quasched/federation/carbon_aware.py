@@ -1,0 +1,103 @@
+"""Ours: carbon-, fragmentation- and queue-aware dispatch that defers flexible jobs within their slack.
+
+Candidates are ``(cluster c, start s)`` with ``s`` = now or a 15-minute slot boundary up to the job's
+latest start (arrival + slack; inflexible jobs: now only). Each costs the job's dynamic power
+``kw[j, c]`` × the integral over its run of a *priced* intensity, × ``1 + delay × (s − now) / 1 h``
+(a small price on waiting, so a job is not deferred for a negligible gain)::
+
+    rate[c, k] = I[c, k] + price × gap[c, k] × min(1, u[c, k]) ** power
+    gap[c, k]  = max(0, ref[k] − I[c, k])        ref = mean + toward × (max − mean) over clusters of I[., k]
+                                                 (I = intensity × PUE of slot k's hour)
+
+``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
+``k`` once this job is added: the mean use of the runs already dispatched (planned start to planned
+end). The price is an online primal-dual estimate of the carbon a later job pays when a green hour
+is full and it has to go elsewhere: zero on an empty cluster, up to the gap to an average cluster
+on a full one. Without it, flexible jobs crowd the green hours and push inflexible ones to dirty
+zones (measured in BENCHMARKS.md).
+
+Feasible candidates keep the ledger within ``fill`` × capacity in every slot of the run (room
+for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
+aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
+it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
+none, the job starts now on the cheapest cluster where it fits with nobody waiting, else on the
+least-loaded one. The chosen run is added to the ledger.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
+from quasched.metrics.power import SECONDS_PER_HOUR
+
+
+def candidate_starts(now: float, latest: float) -> np.ndarray:
+    """``now``, then every slot boundary up to ``latest``."""
+    slots = np.arange(np.floor(now / SLOT_S) + 1, np.floor(max(now, latest) / SLOT_S) + 1)
+    return np.concatenate([[now], slots[slots * SLOT_S <= latest] * SLOT_S])
+
+
+def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
+    """First slot of ``[start, start + duration)`` and the share of each slot from it that the run
+    covers (at least one entry)."""
+    first = int(start // SLOT_S)
+    last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
+    edges = np.arange(first, last + 1) * SLOT_S
+    covered = np.minimum(edges[1:], start + duration) - np.maximum(edges[:-1], start)
+    return first, np.clip(covered, 0, None) / SLOT_S
+
+
+class CarbonAware(Dispatcher):
+    name = "carbon-aware"
+
+    def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
+                 toward: float = 1.0) -> None:
+        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
+            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
+                             f"{price}, {power}, {fill}, {delay}, {toward}")
+        self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.ledger = np.zeros((2, view.clusters, view.slots))
+        self.rate = view.per_slot(view.intensity)
+        mean, worst = view.intensity.mean(axis=0), view.intensity.max(axis=0)
+        self.gap = view.per_slot(np.clip(mean + self.toward * (worst - mean) - view.intensity, 0, None))
+        self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
+
+    def dispatch(self, job: int, now: float) -> Decision:
+        v = self.view
+        slots = self.ledger.shape[2]
+        duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
+        starts = candidate_starts(now, float(v.latest_start[job]))
+        first, share_now = occupancy(now, duration)
+        share = occupancy(0.0, duration)[1]  # a slot-aligned start
+        index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
+        ledger = self.ledger[:, :, index]
+        after = ((ledger + demand) / self.capacity).max(axis=0)
+        rate = self.rate[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
+        full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
+        cost = np.empty((v.clusters, len(starts)))
+        blocked = np.empty((v.clusters, len(starts)), dtype=bool)
+        cost[:, 0] = rate[:, :len(share_now)] @ share_now
+        blocked[:, 0] = full[:, :len(share_now)].max(axis=1) > 0
+        if len(starts) > 1:
+            windows = slice(1, len(starts) - 1 + len(share))
+            cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
+            blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
+        blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
+        cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
+            load = v.load_after(job)
+            fits = (load <= 1) & (v.queued == 0)
+            pick = Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
+        else:
+            s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
+            pick = Decision(int(c), float(starts[s]))
+        slot, used = occupancy(pick.start, duration)
+        stop = min(slot + len(used), slots)
+        if slot < slots:
+            self.ledger[:, pick.cluster, slot:stop] += v.demand[:, job, None] * used[:stop - slot]
+        return pick

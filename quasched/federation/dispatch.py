@@ -1,0 +1,103 @@
+"""The dispatcher interface: which cluster runs a job, and from when it may start.
+
+A :class:`Dispatcher` sees the federation through a :class:`View` (capacities, what runs and
+waits where, the hourly intensity × PUE of every zone over the horizon, every job's request,
+duration, latest start and dynamic power per cluster) and answers each arrival with a
+:class:`Decision`. The engine releases the job to that cluster's own scheduler at ``start``;
+if it does not fit then, it waits in that cluster's FIFO queue. Dispatchers know durations
+and the intensity series in advance (a perfect forecast, as the oracle does).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from quasched.metrics.power import SECONDS_PER_HOUR
+
+
+#: granularity of deferred starts, of the carbon-aware ledger and of the oracle's capacity rows, s
+SLOT_S = 900.0
+SLOTS_PER_HOUR = int(SECONDS_PER_HOUR // SLOT_S)
+
+
+class Decision(NamedTuple):
+    cluster: int
+    start: float
+
+
+@dataclass
+class View:
+    """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays."""
+
+    capacity: np.ndarray
+    demand: np.ndarray
+    duration: np.ndarray
+    latest_start: np.ndarray
+    kw: np.ndarray
+    intensity: np.ndarray
+    used: np.ndarray = field(init=False)
+    waiting: np.ndarray = field(init=False)
+    queued: np.ndarray = field(init=False)
+    prefix: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        clusters = self.capacity.shape[1]
+        self.used = np.zeros((2, clusters))
+        self.waiting = np.zeros((2, clusters))
+        self.queued = np.zeros(clusters, dtype=np.int64)
+        self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
+
+    @property
+    def slots(self) -> int:
+        return self.intensity.shape[1] * SLOTS_PER_HOUR
+
+    def per_slot(self, hourly: np.ndarray) -> np.ndarray:
+        """An hourly ``(clusters, hours)`` array repeated for each slot of the hour."""
+        return np.repeat(hourly, SLOTS_PER_HOUR, axis=1)
+
+    @property
+    def clusters(self) -> int:
+        return self.capacity.shape[1]
+
+    def cumulative(self, clusters: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Intensity × PUE integrated from 0 to ``t`` s on ``clusters`` (broadcast), g/kWh × hours;
+        past the horizon the last hour's value continues."""
+        pos = np.asarray(t, dtype=float) / SECONDS_PER_HOUR
+        hour = np.clip(np.floor(pos), 0, self.intensity.shape[1] - 1).astype(np.int64)
+        return self.prefix[clusters, hour] + (pos - hour) * self.intensity[clusters, hour]
+
+    def run_grams(self, job: np.ndarray, cluster: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Dynamic carbon of running ``job`` on ``cluster`` from ``start``, g (the job model of the oracle)."""
+        end = start + self.duration[job]
+        return self.kw[job, cluster] * (self.cumulative(cluster, end) - self.cumulative(cluster, start))
+
+    def load_after(self, job: int) -> np.ndarray:
+        """Per cluster: the larger of GPU and CPU (running + waiting + this job) / capacity, now."""
+        need = self.used + self.waiting + self.demand[:, job, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(self.capacity > 0, need / self.capacity, np.where(need > 0, np.inf, 0.0))
+        return ratio.max(axis=0)
+
+
+class Dispatcher(ABC):
+    """One decision per arriving job; :meth:`reset` before a run."""
+
+    name: ClassVar[str]
+    view: View
+
+    def reset(self, view: View) -> None:
+        self.view = view
+
+    @abstractmethod
+    def dispatch(self, job: int, now: float) -> Decision:
+        """Cluster and start time (``>= now``; ``now`` = at once) of ``job``, arriving at ``now``."""
+
+    def first_with_room(self, job: int, order: np.ndarray) -> int:
+        """The first cluster of ``order`` where ``job`` fits now with nobody waiting; else the least loaded."""
+        load = self.view.load_after(job)
+        ok = (load[order] <= 1) & (self.view.queued[order] == 0)
+        return int(order[np.argmax(ok)]) if ok.any() else int(np.argmin(load))

@@ -1,0 +1,91 @@
+"""Table, CSV and plots of federation rows (:func:`~quasched.federation.evaluate.evaluate`).
+
+Every output carries the carbon data's attribution (Electricity Maps, ODbL).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from rich.table import Table
+
+from quasched.traces.carbon import ATTRIBUTION
+
+COLUMNS = (
+    ("saving %", "saving_pct", "{:.1f}"),
+    ("dyn kg (job)", "carbon_job_kg", "{:,.1f}"),
+    ("dyn kg (linear)", "carbon_dyn_linear_kg", "{:,.1f}"),
+    ("dyn kg (step)", "carbon_dyn_step_kg", "{:,.1f}"),
+    ("total kg (linear)", "carbon_total_linear_kg", "{:,.1f}"),
+    ("total kWh (linear)", "energy_total_linear_kwh", "{:,.0f}"),
+    ("missed", "missed", "{:,}"),
+    ("wait p50 h", "wait_p50_h", "{:.2f}"),
+    ("wait p95 h", "wait_p95_h", "{:.2f}"),
+    ("time s", "elapsed_s", "{:.1f}"),
+)
+
+
+def federation_table(rows: Sequence[dict], title: str = "") -> Table:
+    """One line per row: carbon (dynamic, total), energy, deadline misses, waits."""
+    table = Table(title=title, caption=ATTRIBUTION)
+    for header in ("seed", "dispatcher", *(c[0] for c in COLUMNS)):
+        table.add_column(header, justify="left" if header == "dispatcher" else "right")
+    for row in rows:
+        cells = ["-" if key not in row or row[key] != row[key] else fmt.format(row[key]) for _, key, fmt in COLUMNS]
+        table.add_row(str(row.get("seed", "")), str(row["dispatcher"]), *cells)
+    return table
+
+
+def write_rows(path: Path, rows: Sequence[dict]) -> Path:
+    """All rows as CSV, with an ``attribution`` column."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{**r, "attribution": ATTRIBUTION} for r in rows]).to_csv(path, index=False)
+    return path
+
+
+def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
+    """Saving vs proportional split per dispatcher (mean over seeds, bar; every seed, dots)."""
+    frame = pd.DataFrame(list(rows))
+    order = list(dict.fromkeys(frame["dispatcher"]))
+    fig = Figure(figsize=(8, 4.5), dpi=120)
+    ax = fig.subplots()
+    for i, name in enumerate(order):
+        values = frame.loc[frame["dispatcher"] == name, "saving_pct"].to_numpy(dtype=float)
+        ax.bar(i, np.nanmean(values), color="tab:green" if name == "carbon-aware" else "tab:grey", alpha=0.7)
+        ax.plot(np.full(len(values), i), values, "k.", ms=4)
+    ax.set_xticks(range(len(order)), order, rotation=20)
+    ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="y")
+    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
+
+
+def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
+    """Share of the GPU-hours per cluster and dispatcher (stacked bars) of one scenario's rows."""
+    shares = {r["dispatcher"]: {k[len("gpu_share_"):-len("_pct")]: r[k] for k in r
+                                if k.startswith("gpu_share_") and r[k] == r[k]} for r in rows}
+    shares = {d: s for d, s in shares.items() if s}
+    fig = Figure(figsize=(8, 4.5), dpi=120)
+    ax = fig.subplots()
+    bottom = np.zeros(len(shares))
+    for cluster in dict.fromkeys(c for s in shares.values() for c in s):
+        values = np.array([s.get(cluster, 0.0) for s in shares.values()])
+        ax.bar(range(len(shares)), values, bottom=bottom, label=cluster)
+        bottom += values
+    ax.set_xticks(range(len(shares)), list(shares), rotation=20)
+    ax.set_ylabel("share of GPU-hours (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path

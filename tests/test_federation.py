@@ -1,0 +1,197 @@
+"""Carbon-aware federation: hand-computed timelines, oracle, invariants, synthetic intensity, CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from quasched.cli import app
+from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
+from quasched.federation.cli import DISPATCHER_NAMES
+from quasched.federation.engine import make_view, run_federation
+from quasched.federation.evaluate import evaluate
+from quasched.federation.metrics import job_carbon_kg, missed, summarize
+from quasched.federation.oracle import OraclePlan, solve_oracle
+from quasched.federation.registry import DISPATCHERS, make_dispatcher
+from quasched.federation.scenario import Member, Scenario, assign_slack, jobs_of, repeat_workload, split_nodes
+from quasched.model.workload import Workload
+from quasched.traces.carbon import ATTRIBUTION, CarbonIntensity
+from quasched.traces.carbon_synthetic import IntensityShape, shape_of, synthetic_intensity
+from tests.builders import nodes
+
+CARBON = Path(__file__).parents[2] / "shared" / "carbon"
+T0 = np.datetime64("2023-01-01T00", "h")
+H = 3600.0
+KW = 0.35  # an A100's full - idle draw (400 - 50 W), kW
+
+
+def zone(name: str, *values: float) -> CarbonIntensity:
+    return CarbonIntensity(name, T0, np.array(values, dtype=float), np.zeros(len(values), dtype=bool))
+
+
+def jobs(gpus: list[int], arrival: list[float], duration: list[float]) -> Workload:
+    n = len(gpus)
+    return Workload(name=np.array([f"j{i}" for i in range(n)], dtype=object), cpu_milli=np.zeros(n, dtype=np.int64),
+                    memory_mib=np.zeros(n, dtype=np.int64), num_gpu=np.array(gpus, dtype=np.int64),
+                    gpu_milli=np.full(n, 1000, dtype=np.int64), gpu_spec=np.full(n, "", dtype=object),
+                    creation_time=np.array(arrival, float), deletion_time=np.array(arrival, float) + duration)
+
+
+def one_gpu_member(name: str, carbon: CarbonIntensity, pue: float = 1.0, count: int = 1) -> Member:
+    return Member(name, nodes(*[(4000, 1 << 20, 1, "A100")] * count), carbon, pue)
+
+
+def two_zone_scenario() -> Scenario:
+    """Zone A: 100, 50, 300 g/kWh at PUE 1.2 (120, 60, 360 per IT kWh); zone B: 400 flat. One A100 each.
+    Job 0: 1 h, 1 h of slack; job 1: 30 min, inflexible; both arrive at 0."""
+    w = jobs([1, 1], [0, 0], [H, H / 2])
+    members = (one_gpu_member("a", zone("A", 100, 50, 300, 300, 300), 1.2), one_gpu_member("b", zone("B", *[400] * 5)))
+    return Scenario(members, w, np.zeros(2), np.array([H, H / 2]), np.array([H, 0.0]), T0)
+
+
+def test_hand_timeline_carbon_aware_defers_greedy_spills():
+    """Ours (price 0.5), job 0: A at 0 costs 120 + 0.5 × 280 (A full; the dirtiest zone's 400 minus 120)
+    = 260 g/kWh, A from 1 h 60 + 170 = 230, B 400 -> A from 1 h; job 1 (inflexible): A at 0 (260) beats B."""
+    sc = two_zone_scenario()
+    assert sc.job_kw == pytest.approx(np.full((2, 2), KW))
+    ours = run_federation(sc, CarbonAware(price=0.5))
+    assert ours.cluster.tolist() == [0, 0] and ours.placed.tolist() == [H, 0.0]
+    s = summarize(ours)
+    expected = (KW * 60 + KW * 120 / 2) / 1000  # job 0 in hour 1, job 1 in half of hour 0, kg
+    assert s["carbon_job_kg"] == pytest.approx(expected)
+    assert s["carbon_dyn_linear_kg"] == pytest.approx(expected) and s["carbon_dyn_step_kg"] == pytest.approx(expected)
+    assert s["energy_dyn_linear_kwh"] == pytest.approx(1.2 * KW * 1.5)
+    idle_kg = (0.05 + 0.015) * (120 + 60 + 360 + 360 + 360 + 400 * 5) / 1000  # GPU + one CPU socket idle, 5 h
+    assert sc.horizon_hours == 3 and s["carbon_total_linear_kg"] == pytest.approx(
+        expected + (0.05 + 0.015) * (120 + 60 + 360 + 400 * 3) / 1000)
+    assert idle_kg > 0 and s["missed"] == 0 and s["wait_p95_h"] == pytest.approx(0.95)
+    greedy = run_federation(sc, make_dispatcher("greedy"))
+    assert greedy.cluster.tolist() == [0, 1] and greedy.placed.tolist() == [0.0, 0.0]
+    assert job_carbon_kg(greedy) == pytest.approx((KW * 120 + KW * 400 / 2) / 1000)
+
+
+def test_oracle_bound_and_plan_on_the_hand_timeline():
+    sc = two_zone_scenario()
+    result = solve_oracle(make_view(sc), sc.arrival)
+    assert result.status == "optimal" and result.bound_kg == pytest.approx((KW * 60 + KW * 60) / 1000)
+    run = run_federation(sc, OraclePlan(result.plan))
+    assert run.cluster.tolist() == [0, 0] and missed(run).sum() == 0
+    assert job_carbon_kg(run) == pytest.approx(result.bound_kg)
+
+
+def test_waiting_inflexible_job_misses_its_deadline():
+    w = jobs([1, 1], [0, 0], [H, H])
+    sc = Scenario((one_gpu_member("a", zone("A", 100, 100, 100)),), w, np.zeros(2), np.full(2, H), np.zeros(2), T0)
+    run = run_federation(sc, make_dispatcher("proportional"))
+    assert run.placed.tolist() == [0.0, H] and missed(run).tolist() == [False, True]
+
+
+def test_occupancy_and_candidate_starts():
+    first, share = occupancy(1350.0, 1800.0)  # 15-minute slots: [900, 1800) ... [2700, 3600)
+    assert first == 1 and share.tolist() == [0.5, 1.0, 0.5]
+    assert occupancy(H, 0.0) == (4, pytest.approx([0.0]))
+    assert candidate_starts(1000.0, 3600 + 5).tolist() == [1000.0, 1800.0, 2700.0, 3600.0]
+    assert candidate_starts(1000.0, 0.0).tolist() == [1000.0]
+
+
+def test_scenario_validation_names_the_field():
+    w = jobs([1], [0], [H])
+    member = one_gpu_member("a", zone("A", 1, 2))
+    with pytest.raises(ValueError, match="duration"):
+        Scenario((member,), w, np.zeros(1), np.array([-1.0]), np.zeros(1), T0)
+    with pytest.raises(ValueError, match="PUE"):
+        one_gpu_member("a", zone("A", 1), pue=0.9)
+    with pytest.raises(ValueError, match="unknown dispatcher"):
+        make_dispatcher("nope")
+    assert set(DISPATCHER_NAMES) == set(DISPATCHERS)
+
+
+def test_repeat_workload_slack_and_split():
+    w = jobs([1, 1], [0, 50], [100, 10])
+    w = Workload(**{**{k: getattr(w, k) for k in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
+                                                   "gpu_spec")},
+                    "creation_time": np.array([np.nan, 50.0]), "deletion_time": np.array([np.nan, 60.0])})
+    twice = repeat_workload(w, 2)
+    arrival, duration = jobs_of(twice)
+    assert arrival.tolist() == [0, 50, 60, 110] and duration.tolist() == [60, 10, 60, 10]
+    d = np.array([H, 30 * H, H, H])
+    slack = assign_slack(d, 3, share=1.0, slack_h=(2, 4))
+    assert slack[1] == 0 and np.all((slack[[0, 2, 3]] >= 2 * H) & (slack[[0, 2, 3]] <= 4 * H))
+    assert np.array_equal(slack, assign_slack(d, 3, share=1.0, slack_h=(2, 4)))
+    parts = split_nodes(nodes(*[(4000, 1, 1, "T4")] * 10), 3, seed=1)
+    assert sorted(n for p in parts for n in p.name) == sorted(f"n{i}" for i in range(10))
+
+
+@st.composite
+def small_scenarios(draw):
+    n = draw(st.integers(1, 12))
+    gpus = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    arrival = draw(st.lists(st.integers(0, 6 * 3600), min_size=n, max_size=n))
+    duration = draw(st.lists(st.integers(0, 3 * 3600), min_size=n, max_size=n))
+    slack = draw(st.lists(st.sampled_from([0.0, 1800.0, 3 * H]), min_size=n, max_size=n))
+    seed = draw(st.integers(0, 10))
+    members = tuple(one_gpu_member(f"m{c}", synthetic_intensity(IntensityShape(300, rho=0.5), seed + c, 48),
+                                   1 + c / 10, count=2) for c in range(draw(st.integers(1, 3))))
+    return Scenario(members, jobs(gpus, arrival, duration), np.array(arrival, float), np.array(duration, float),
+                    np.array(slack), T0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(small_scenarios())
+def test_invariants_of_every_dispatcher(sc):
+    bound = solve_oracle(make_view(sc), sc.arrival).bound_kg
+    for name in DISPATCHERS:
+        run = run_federation(sc, make_dispatcher(name), "fgd", 1)
+        ok = np.isfinite(run.placed)
+        assert np.all(run.placed[ok] >= sc.arrival[ok]) and np.all(run.released >= sc.arrival)
+        assert np.all((run.cluster >= 0) & (run.cluster < len(sc.members)))
+        s = summarize(run)
+        assert s["carbon_dyn_linear_kg"] >= -1e-9 and s["carbon_total_linear_kg"] >= s["carbon_dyn_linear_kg"]
+        if s["missed"] == 0 and np.array_equal(run.placed, run.released):  # on the start grid, deadlines met:
+            # the schedule is a point of the LP
+            assert s["carbon_job_kg"] >= bound * (1 - 1e-6) - 1e-9
+        if name == "carbon-aware":
+            assert np.all(run.released <= np.maximum(sc.arrival, sc.arrival + sc.slack) + 1e-9)
+        else:
+            assert np.array_equal(run.released, sc.arrival)
+
+
+def test_synthetic_intensity_is_seeded_and_shape_of_recovers_it():
+    shape = IntensityShape(mean=300, daily=0.3, daily_peak_hour=14, seasonal=0.2, seasonal_peak_day=200,
+                           noise=0.05, rho=0.9)
+    a, b = synthetic_intensity(shape, 7), synthetic_intensity(shape, 7)
+    assert np.array_equal(a.g_per_kwh, b.g_per_kwh) and len(a) == 8760 and a.g_per_kwh.min() >= 0
+    assert not np.array_equal(a.g_per_kwh, synthetic_intensity(shape, 8).g_per_kwh)
+    fit = shape_of(a)
+    assert fit.mean == pytest.approx(300, rel=0.03) and fit.daily == pytest.approx(0.3, abs=0.03)
+    assert fit.daily_peak_hour == pytest.approx(14, abs=0.5) and fit.seasonal == pytest.approx(0.2, abs=0.05)
+    assert fit.rho == pytest.approx(0.9, abs=0.05) and fit.noise == pytest.approx(0.05, rel=0.2)
+    with pytest.raises(ValueError, match="rho"):
+        IntensityShape(rho=1.0)
+
+
+def test_evaluate_rows_and_cli(data_dir, tmp_path):
+    sc = two_zone_scenario()
+    rows = evaluate(sc, ["greedy", "carbon-aware:price=0.5"], seed=1)
+    by = {r["dispatcher"]: r for r in rows}
+    assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5", "oracle-bound", "oracle-plan"]
+    assert by["carbon-aware:price=0.5"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
+    assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
+    if not CARBON.exists():
+        pytest.skip("no ../shared/carbon")
+    result = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
+                                      "--days", "0.5", "--seeds", "3", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Electricity Maps" in result.output and (tmp_path / "savings.png").exists()
+    assert (tmp_path / "allocation_seed3.png").exists()
+    assert ATTRIBUTION in (tmp_path / "federation.csv").read_text()
+    bad = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
+                                   "--zones", "GB,XX"])
+    assert bad.exit_code == 2 and "XX" in bad.output
+    spec = CliRunner().invoke(app, ["federation", "--dispatchers", "greedy;carbon-aware:bogus=1"])
+    assert spec.exit_code == 2 and "bogus" in spec.output
