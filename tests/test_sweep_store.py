@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from quasched.cli import app
-from quasched.metrics.curves import Curves, arrival_curves
+from quasched.metrics.curves import CURVES, Curves, arrival_curves
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.backends import LocalBackend, RayBackend, make_backend
 from quasched.sim.matrix import matrix_tasks, run_matrix, run_task, task_key
@@ -25,7 +25,7 @@ TASKS = matrix_tasks(["synthetic"], ["fgd", "bestfit"], [1, 2], ExperimentConfig
 
 def same(a: RunSummary, b: RunSummary) -> bool:
     """Equal in everything but the wall time."""
-    curves = all(np.array_equal(a.curves[c], b.curves[c], equal_nan=True) for c in ("alloc", "frag_ratio", "frag_amount"))
+    curves = all(np.array_equal(a.curves[c], b.curves[c], equal_nan=True) for c in CURVES)
     return curves and replace(a, curves=b.curves, elapsed_s=b.elapsed_s) == b
 
 

@@ -156,8 +156,7 @@ class NodeStates:
     """Interns node states of one cluster: (GPU model, free CPU[, free memory], sorted free GPU milli).
 
     ``ids()`` returns the state id of every node slot, re-interning only nodes
-    whose :attr:`Cluster.version` changed; :meth:`intern` adds hypothetical
-    states (a node after a placement). Arrays ``model_id``, ``cpu``, ``mem``
+    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``, ``mem``
     (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold the
     states; they grow by doubling, so interning stays amortised O(1) per state.
     The table is bounded: past ``max_states`` states, or when the cluster's
@@ -228,11 +227,6 @@ class NodeStates:
         self._flush()
         return ids
 
-    def intern(self, model: np.ndarray, cpu: np.ndarray, mem: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-        """State ids of the states ``(model, cpu, mem, gpu[S, D])`` (any device order), adding new ones."""
-        keys = np.column_stack([model, cpu, mem if self.with_memory else np.zeros_like(cpu), np.sort(gpu, axis=1)])
-        return np.array(self._intern(map(tuple, keys.tolist())), dtype=np.int64)
-
     def ids(self) -> np.ndarray:
         """State id of every node slot (read-only view)."""
         c = self.cluster
@@ -257,7 +251,12 @@ def grow(values: np.ndarray, rows: int) -> np.ndarray:
 
 
 class StateTable(NodeStates):
-    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount."""
+    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount.
+
+    Vectors are evaluated once per state key, for node states and for the hypothetical
+    states a scorer asks about (:meth:`amount_after`) alike, in one cache: the state a
+    node lands in was usually scored as a hypothesis before, so it costs no evaluation.
+    """
 
     def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18) -> None:
         self.typical = typical
@@ -268,6 +267,10 @@ class StateTable(NodeStates):
         self.model = FragmentationModel(self.typical, tuple(self.cluster.models))
         self._vectors = np.zeros((0, 7))
         self._amount = np.zeros(0)
+        self._known: dict[tuple[int, ...], int] = {}  # every evaluated state key -> its row below
+        self._known_vectors = np.zeros((0, 7))
+        self._known_amount = np.zeros(0)
+        self._prefix_key: tuple[int, int] | None = None  # (generation, slots) the prefix sums belong to
 
     @property
     def vectors(self) -> np.ndarray:
@@ -277,12 +280,56 @@ class StateTable(NodeStates):
     def amount(self) -> np.ndarray:
         return self._amount[: len(self)]
 
+    def _rows(self, keys: list[tuple[int, ...]]) -> np.ndarray:
+        """Cache rows of state ``keys``, evaluating the new ones in one batch (bounded by ``max_states``)."""
+        known = self._known
+        if len(known) > self.max_states:
+            known.clear()
+        new = [key for key in dict.fromkeys(keys) if key not in known]
+        if new:
+            start = len(known)
+            known.update((key, start + i) for i, key in enumerate(new))
+            if len(known) > len(self._known_vectors):
+                self._known_vectors = grow(self._known_vectors, len(known))
+                self._known_amount = grow(self._known_amount, len(known))
+            block = np.array(new, dtype=np.int64)
+            vectors = self.model.vectors(block[:, 1], block[:, 3:], block[:, 0])
+            self._known_vectors[start:len(known)] = vectors
+            self._known_amount[start:len(known)] = frag_amount(vectors)
+        return np.array([known[key] for key in keys], dtype=np.int64)
+
+    def amount_after(self, model: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Fragment milli-GPU of hypothetical states ``(model, cpu, gpu[S, D])``, devices in any order."""
+        keys = np.column_stack([model, cpu, np.zeros_like(cpu), np.sort(gpu, axis=1)])
+        rows = self._rows(list(map(tuple, keys.tolist())))  # may grow the cache: index it afterwards
+        return self._known_amount[rows]
+
+    def category_totals(self) -> np.ndarray:
+        """Sum of every node slot's vector, folded node by node in slot order (the reference's
+        float order). Keeps the running prefix sums and refolds only from the first slot whose
+        state changed since the last call, so one placement costs half a fold on average."""
+        ids = self.ids()  # may grow the table, so before reading its arrays
+        if self._prefix_key != (self.generation, len(ids)):
+            self._prefix_key, self._prefix_ids = (self.generation, len(ids)), ids.copy()
+            self._prefix, first = np.zeros((len(ids), 7)), 0
+        else:
+            changed = np.flatnonzero(ids != self._prefix_ids)
+            if not len(changed):
+                return self._prefix[-1] if len(ids) else np.zeros(7)
+            first = int(changed[0])
+        block = self.vectors[ids[first:]]
+        if first:
+            block[0] += self._prefix[first - 1]
+        np.cumsum(block, axis=0, out=self._prefix[first:])
+        self._prefix_ids[first:] = ids[first:]
+        return self._prefix[-1] if len(ids) else np.zeros(7)
+
     def _on_new(self, keys: np.ndarray) -> None:
-        vectors = self.model.vectors(keys[:, 1], keys[:, 3:], keys[:, 0])
+        rows = self._rows(list(map(tuple, keys.tolist())))
         if len(self) > len(self._vectors):
             self._vectors, self._amount = grow(self._vectors, len(self)), grow(self._amount, len(self))
-        self._vectors[len(self) - len(keys): len(self)] = vectors
-        self._amount[len(self) - len(keys): len(self)] = frag_amount(vectors)
+        self._vectors[len(self) - len(keys): len(self)] = self._known_vectors[rows]
+        self._amount[len(self) - len(keys): len(self)] = self._known_amount[rows]
 
 
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
@@ -318,8 +365,7 @@ class FragReport:
 
 def cluster_fragmentation(table: StateTable) -> FragReport:
     """Fragmentation of the whole cluster, from the memoised node states."""
-    ids = table.ids()  # may grow the table, so before reading its arrays
-    categories = np.add.reduce(table.vectors[ids], axis=0)  # node by node, in slot order
+    categories = table.category_totals().copy()
     values = categories.tolist()  # Python floats: the same IEEE sums as frag_amount, less overhead
     idle = frag = 0.0
     for value in values:

@@ -17,8 +17,8 @@ Device-aware: a sharing pod is tried on every distinct fitting device. Scores
 depend only on the node state (GPU model, free CPU, multiset of free GPU
 milli), so they are memoised per (pod shape, node state) and only states never
 seen are evaluated, in one vectorised batch per cycle. The states after the
-placement are interned in the shared :class:`StateTable`, so the one the pod
-lands in is known when the run records the cluster's fragmentation.
+placement are evaluated by the shared :class:`StateTable`'s cache, so the one
+the pod lands in is known when the run records the cluster's fragmentation.
 """
 
 from __future__ import annotations
@@ -86,9 +86,5 @@ class FGD(ScorePlugin):
         """Scores of node ``states`` per sorted device column (:func:`hypothetical_scores`)."""
         table = self.table
         cpu, model, before = table.cpu[states] - pod.cpu_milli, table.model_id[states], table.amount[states]
-
-        def evaluate(rows: np.ndarray | slice, after: np.ndarray) -> np.ndarray:
-            ids = table.intern(model[rows], cpu[rows], cpu[rows], after)  # may grow the table: then read it
-            return self.scale(before[rows] - table.amount[ids])
-
-        return hypothetical_scores(table.gpu[states], pod, evaluate)
+        return hypothetical_scores(table.gpu[states], pod, lambda rows, after: self.scale(
+            before[rows] - table.amount_after(model[rows], cpu[rows], after)))
