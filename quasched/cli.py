@@ -90,6 +90,18 @@ def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = N
         fail(str(err))
 
 
+def curve_function(rng: Rng):
+    """How runs are binned into curves: with ``--rng go`` the artifact's rounding (a reproduction,
+    so curves equal the published ones), else exact bin means."""
+    if rng is Rng.go:
+        from quasched.compat.curves import discrete_curves
+
+        return discrete_curves
+    from quasched.metrics.curves import arrival_curves
+
+    return arrival_curves
+
+
 def progress_bar():
     """A transient bar with count and elapsed time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -145,10 +157,7 @@ def simulate(
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     trace = inputs_label(trace, cluster_file, workload_file)
     config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
-    if rng is Rng.go:  # reproduction: the artifact's rounding, so curves equal the published ones
-        from quasched.compat.curves import discrete_curves as curves
-    else:
-        from quasched.metrics.curves import arrival_curves as curves
+    curves = curve_function(rng)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
         f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
@@ -221,10 +230,7 @@ def sweep(
     except TraceError as err:
         fail(str(err))
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    if rng is Rng.go:
-        from quasched.compat.curves import discrete_curves as curves
-    else:
-        from quasched.metrics.curves import arrival_curves as curves
+    curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng.value), curves,
                          data_dir)
     console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
