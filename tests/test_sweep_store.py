@@ -121,8 +121,11 @@ def test_unknown_backend_is_rejected():
 
 
 def test_ray_backend_runs_the_same_results(reference):
-    pytest.importorskip("ray")
-    results = dict(RayBackend(num_cpus=2).map(run_task, TASKS))
+    ray = pytest.importorskip("ray")
+    try:
+        results = dict(RayBackend(num_cpus=2).map(run_task, TASKS))
+    finally:
+        ray.shutdown()  # no Ray threads left behind for later tests that fork
     assert all(same(results[t], r) for t, r in zip(TASKS, reference.runs))
 
 
