@@ -1,4 +1,4 @@
-"""Command line: ``quasched simulate``, ``replay``, ``batch``, ``traces list|show``; the service
+"""Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``traces list|show``; the service
 ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``, ``token``."""
 
 from __future__ import annotations
@@ -92,6 +92,18 @@ def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = N
         fail(str(err))
 
 
+def curve_function(rng: Rng):
+    """How runs are binned into curves: with ``--rng go`` the artifact's rounding (a reproduction,
+    so curves equal the published ones), else exact bin means."""
+    if rng is Rng.go:
+        from quasched.compat.curves import discrete_curves
+
+        return discrete_curves
+    from quasched.metrics.curves import arrival_curves
+
+    return arrival_curves
+
+
 def progress_bar():
     """A transient bar with count and elapsed time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -147,10 +159,7 @@ def simulate(
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     trace = inputs_label(trace, cluster_file, workload_file)
     config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
-    if rng is Rng.go:  # reproduction: the artifact's rounding, so curves equal the published ones
-        from quasched.compat.curves import discrete_curves as curves
-    else:
-        from quasched.metrics.curves import arrival_curves as curves
+    curves = curve_function(rng)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
         f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
@@ -178,6 +187,79 @@ def simulate(
 def _failures(default: float, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
+
+
+class BackendName(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+@app.command()
+def sweep(
+    traces: str = typer.Option(
+        "paper", help="Comma-separated trace names, or 'paper': the 17 openb pod lists of the FGD paper."
+    ),
+    policy: str = typer.Option("all", help=POLICY_HELP),
+    seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
+    tune: float = typer.Option(1.3, help="Tune each workload to this multiple of cluster GPU capacity."),
+    rng: Rng = typer.Option(Rng.go, help=RNG_HELP),
+    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    store: Path = typer.Option(
+        Path("results/sweep.sqlite"), help="SQLite results store: finished runs are kept here and skipped "
+        "when the sweep is run again (same trace data, policy, seed, settings and simulator code)."
+    ),
+    backend: BackendName = typer.Option(
+        BackendName.local, help="'local': a process pool on this machine; 'ray': Ray tasks "
+        "(pip install 'quasched[ray]'; every Ray node needs --data-dir)."
+    ),
+    workers: int = typer.Option(0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
+    ray_address: Optional[str] = typer.Option(None, help="Address of a running Ray cluster (default: start one)."),
+    out: Optional[Path] = typer.Option(
+        None, help="Write matrix.csv, a heat map per metric and each trace's curves (published layout) here."
+    ),
+) -> None:
+    """Run a resumable traces × policies × seeds matrix of the arrival experiment (default: the FGD
+    paper's published 17 traces × 6 policies × 10 seeds) with a progress bar; results land in --store."""
+    from quasched.compat.artifact import write_curves
+    from quasched.report.matrix import METRICS, matrix_table, plot_matrix, write_matrix_csv
+    from quasched.sim.arrival import ExperimentConfig
+    from quasched.sim.backends import make_backend
+    from quasched.sim.matrix import matrix_tasks, run_matrix
+    from quasched.sim.store import ResultStore
+    from quasched.traces.catalog import PAPER_VARIANTS, trace_info
+    from quasched.traces.errors import TraceError
+
+    names = [f"openb-{v}" for v in PAPER_VARIANTS] if traces == "paper" else [
+        t.strip() for t in traces.split(",") if t.strip()]
+    try:
+        for name in names:
+            trace_info(name)
+    except TraceError as err:
+        fail(str(err))
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    curves = curve_function(rng)
+    tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng.value), curves,
+                         data_dir)
+    console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
+                  f"store {store}, backend {backend.value}")
+    start = time.perf_counter()
+    with ResultStore(store) as results, progress_bar() as bar:
+        task = bar.add_task("runs", total=len(tasks))
+        try:
+            result = run_matrix(tasks, results, make_backend(backend.value, workers or None, ray_address),
+                                on_done=lambda *_: bar.advance(task))
+        except TraceError as err:
+            fail(str(err))
+    wall = time.perf_counter() - start
+    console.print(matrix_table(result, title=f"GPU allocation at 130 % arrived (%), mean ± std over seeds; "
+                               f"{len(tasks) - result.skipped} runs in {wall:.1f} s, {result.skipped} from the store"))
+    if out is not None:
+        written = [write_matrix_csv(out / "matrix.csv", result)]
+        written += [plot_matrix(out / f"{name.replace('@', '_')}.png", result, name) for name, _, _ in METRICS]
+        for name in names:
+            runs = [r for t, r in zip(result.tasks, result.runs) if t.trace == name]
+            written += write_curves(out / name, name, tune, result.total_gpus[name], runs)
+        console.print(f"wrote {len(written)} files to {out}")
 
 
 @app.command()

@@ -22,7 +22,7 @@ from quasched.federation.scenario import Member, Scenario, assign_slack, jobs_of
 from quasched.model.workload import Workload
 from quasched.traces.carbon import ATTRIBUTION, CarbonIntensity
 from quasched.traces.carbon_synthetic import IntensityShape, shape_of, synthetic_intensity
-from tests.builders import nodes
+from builders import nodes
 
 CARBON = Path(__file__).parents[2] / "shared" / "carbon"
 T0 = np.datetime64("2023-01-01T00", "h")

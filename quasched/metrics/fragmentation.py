@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -109,34 +110,33 @@ class FragmentationModel:
         self.t_count = np.array([s[2] for s in shapes], dtype=np.int64)
         self.freq = typical.freq
         self.access = np.array([[accessible(m, s[3]) for s in shapes] for m in models], dtype=bool)
+        # category of (shape, state) by a 4-bit code: cpu fits | gpu fits | model denied | CPU-only shape
+        lut = [(XR, XL)[code & 1] if code & 8 else NA if code & 4 else ((Q1, Q2), (Q4, Q3))[code >> 1 & 1][code & 1]
+               for code in range(16)]
+        self._lut = np.array(lut, dtype=np.int64)
+        self._onehot = self._lut[:, None] == np.arange(7)[None, :]
+        self._shape_code = 8 * (self.t_milli == 0)[None, :] + 4 * ~self.access
 
     def vectors(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
-        """Category vectors ``(S, 7)`` in milli-GPU for node states ``(cpu, gpu[S, D], model)``."""
+        """Category vectors ``(S, 7)`` in milli-GPU for node states ``(cpu, gpu[S, D], model)``.
+
+        A GPU shape that fits counts the idle milli of the devices it fits in as satisfied
+        and the rest as ``q2_lack_gpu``; every other shape counts all idle milli in its
+        category; CPU-only shapes count it as ``xl``/``xr``. Each category sums the
+        frequency-weighted amounts in typical-pod order (a cumulative sum, as the reference).
+        """
         if len(cpu) > _CHUNK:
             return np.concatenate([
                 self.vectors(cpu[i:i + _CHUNK], gpu[i:i + _CHUNK], model[i:i + _CHUNK])
                 for i in range(0, len(cpu), _CHUNK)
             ])
-        n_states, n_shapes = len(cpu), len(self.freq)
-        idle = gpu.sum(axis=1)
+        idle = gpu.sum(axis=1)[:, None]
         fits = gpu[:, None, :] >= self.t_milli[None, :, None]
-        gpu_ok = fits.sum(axis=2) >= self.t_count[None, :]
-        too_small = np.where(fits, 0, gpu[:, None, :]).sum(axis=2)
-        cpu_ok = cpu[:, None] >= self.t_cpu[None, :]
-        category = np.where(
-            gpu_ok,
-            np.where(cpu_ok, Q3, Q4),
-            np.where(cpu_ok, Q2, Q1),
-        )
-        category = np.where(self.access[model], category, NA)
-        category = np.where(self.t_milli[None, :] == 0, np.where(cpu_ok, XL, XR), category)
-
-        satisfied = category == Q3
-        primary = self.freq[None, :] * np.where(satisfied, idle[:, None] - too_small, idle[:, None])
-        contrib = np.zeros((n_states, n_shapes, 7))
-        rows, cols = np.indices((n_states, n_shapes))
-        contrib[rows, cols, category] = primary
-        contrib[:, :, Q2] += np.where(satisfied, self.freq[None, :] * too_small, 0.0)
+        fitting = np.where(fits, gpu[:, None, :], 0).sum(axis=2)
+        code = self._shape_code[model] + (cpu[:, None] >= self.t_cpu) + 2 * (fits.sum(axis=2) >= self.t_count)
+        satisfied = self._lut[code] == Q3
+        contrib = np.where(self._onehot[code], (self.freq * np.where(satisfied, fitting, idle))[:, :, None], 0.0)
+        contrib[:, :, Q2] = np.where(satisfied, self.freq * (idle - fitting), contrib[:, :, Q2])
         return np.cumsum(contrib, axis=1)[:, -1, :]
 
     def amount(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
@@ -156,11 +156,12 @@ class NodeStates:
     """Interns node states of one cluster: (GPU model, free CPU[, free memory], sorted free GPU milli).
 
     ``ids()`` returns the state id of every node slot, re-interning only nodes
-    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``,
-    ``mem`` (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold
-    the states. The table is bounded: past ``max_states`` states, or when the
-    cluster's layout (node slots, devices, GPU models) changes, it starts over
-    and ``generation`` increments, so caches keyed by state id must check it.
+    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``, ``mem``
+    (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold the
+    states; they grow by doubling, so interning stays amortised O(1) per state.
+    The table is bounded: past ``max_states`` states, or when the cluster's
+    layout (node slots, devices, GPU models) changes, it starts over and
+    ``generation`` increments, so caches keyed by state id must check it.
     """
 
     def __init__(self, cluster: Cluster, with_memory: bool = False, max_states: int = 1 << 18) -> None:
@@ -175,19 +176,56 @@ class NodeStates:
         self.layout = c.layout
         self._index: dict[tuple[int, ...], int] = {}
         self._pending: list[tuple[int, ...]] = []
-        self.model_id = np.zeros(0, dtype=np.int64)
-        self.cpu = np.zeros(0, dtype=np.int64)
-        self.mem = np.zeros(0, dtype=np.int64)
-        self.gpu = np.zeros((0, c.max_devices), dtype=np.int64)
+        self._keys = np.zeros((0, 3 + c.max_devices), dtype=np.int64)  # model, cpu, mem, gpu..., capacity rows
         self._node_ids = np.full(c.n_nodes, -1, dtype=np.int64)
         self._seen = np.full(c.n_nodes, -1, dtype=np.int64)
         self.generation += 1
 
     def __len__(self) -> int:
-        return len(self.cpu)
+        return len(self._index)
+
+    @property
+    def model_id(self) -> np.ndarray:
+        return self._keys[: len(self), 0]
+
+    @property
+    def cpu(self) -> np.ndarray:
+        return self._keys[: len(self), 1]
+
+    @property
+    def mem(self) -> np.ndarray:
+        return self._keys[: len(self), 2]
+
+    @property
+    def gpu(self) -> np.ndarray:
+        return self._keys[: len(self), 3:]
 
     def _on_new(self, keys: np.ndarray) -> None:
         """Hook for subclasses: states ``keys`` rows were just appended."""
+
+    def _flush(self) -> None:
+        """Store the pending new states (doubling the capacity when full) and call :meth:`_on_new`."""
+        if not self._pending:
+            return
+        keys = np.array(self._pending, dtype=np.int64)
+        self._pending.clear()
+        start = len(self) - len(keys)
+        if len(self) > len(self._keys):
+            self._keys = grow(self._keys, len(self))
+        self._keys[start: len(self)] = keys
+        self._on_new(keys)
+
+    def _intern(self, keys: Iterable[tuple[int, ...]]) -> list[int]:
+        """Ids of state ``keys``; new ones are appended."""
+        index, pending, ids = self._index, self._pending, []
+        for key in keys:
+            state = index.get(key)
+            if state is None:
+                state = index[key] = len(index)
+                pending.append(key)
+            ids.append(state)
+        self._flush()
+        return ids
 
     def ids(self) -> np.ndarray:
         """State id of every node slot (read-only view)."""
@@ -196,31 +234,29 @@ class NodeStates:
             self._reset()
         stale = np.flatnonzero(self._seen != c.version)
         if len(stale):
-            model, gpu = c.model_id, c.gpu_free
-            cpu, mem = c.free[:, CPU], c.free[:, MEMORY]
-            index, pending, node_ids = self._index, self._pending, self._node_ids
-            for node in stale.tolist():
-                key = (int(model[node]), int(cpu[node]), int(mem[node]) if self.with_memory else 0,
-                       *sorted(gpu[node].tolist()))
-                state = index.get(key)
-                if state is None:
-                    state = index[key] = len(index)
-                    pending.append(key)
-                node_ids[node] = state
+            model, gpu, cpu, mem = c.model_id, c.gpu_free, c.free[:, CPU], c.free[:, MEMORY]
+            memory = self.with_memory
+            self._node_ids[stale] = self._intern(
+                (int(model[node]), int(cpu[node]), int(mem[node]) if memory else 0, *sorted(gpu[node].tolist()))
+                for node in stale.tolist())
             self._seen[stale] = c.version[stale]
-        if self._pending:
-            keys = np.array(self._pending, dtype=np.int64)
-            self._pending.clear()
-            self.model_id = np.concatenate([self.model_id, keys[:, 0]])
-            self.cpu = np.concatenate([self.cpu, keys[:, 1]])
-            self.mem = np.concatenate([self.mem, keys[:, 2]])
-            self.gpu = np.concatenate([self.gpu, keys[:, 3:]])
-            self._on_new(keys)
         return self._node_ids
 
 
+def grow(values: np.ndarray, rows: int) -> np.ndarray:
+    """``values`` copied into an array of at least ``rows`` rows (twice as many: amortised growth)."""
+    grown = np.zeros((max(2 * rows, 64), *values.shape[1:]), dtype=values.dtype)
+    grown[: len(values)] = values
+    return grown
+
+
 class StateTable(NodeStates):
-    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount."""
+    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount.
+
+    Vectors are evaluated once per state key, for node states and for the hypothetical
+    states a scorer asks about (:meth:`amount_after`) alike, in one cache: the state a
+    node lands in was usually scored as a hypothesis before, so it costs no evaluation.
+    """
 
     def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18) -> None:
         self.typical = typical
@@ -229,13 +265,71 @@ class StateTable(NodeStates):
     def _reset(self) -> None:
         super()._reset()
         self.model = FragmentationModel(self.typical, tuple(self.cluster.models))
-        self.vectors = np.zeros((0, 7))
-        self.amount = np.zeros(0)
+        self._vectors = np.zeros((0, 7))
+        self._amount = np.zeros(0)
+        self._known: dict[tuple[int, ...], int] = {}  # every evaluated state key -> its row below
+        self._known_vectors = np.zeros((0, 7))
+        self._known_amount = np.zeros(0)
+        self._prefix_key: tuple[int, int] | None = None  # (generation, slots) the prefix sums belong to
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._vectors[: len(self)]
+
+    @property
+    def amount(self) -> np.ndarray:
+        return self._amount[: len(self)]
+
+    def _rows(self, keys: list[tuple[int, ...]]) -> np.ndarray:
+        """Cache rows of state ``keys``, evaluating the new ones in one batch (bounded by ``max_states``)."""
+        known = self._known
+        if len(known) > self.max_states:
+            known.clear()
+        new = [key for key in dict.fromkeys(keys) if key not in known]
+        if new:
+            start = len(known)
+            known.update((key, start + i) for i, key in enumerate(new))
+            if len(known) > len(self._known_vectors):
+                self._known_vectors = grow(self._known_vectors, len(known))
+                self._known_amount = grow(self._known_amount, len(known))
+            block = np.array(new, dtype=np.int64)
+            vectors = self.model.vectors(block[:, 1], block[:, 3:], block[:, 0])
+            self._known_vectors[start:len(known)] = vectors
+            self._known_amount[start:len(known)] = frag_amount(vectors)
+        return np.array([known[key] for key in keys], dtype=np.int64)
+
+    def amount_after(self, model: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Fragment milli-GPU of hypothetical states ``(model, cpu, gpu[S, D])``, devices in any order."""
+        keys = np.column_stack([model, cpu, np.zeros_like(cpu), np.sort(gpu, axis=1)])
+        rows = self._rows(list(map(tuple, keys.tolist())))  # may grow the cache: index it afterwards
+        return self._known_amount[rows]
+
+    def category_totals(self) -> np.ndarray:
+        """Sum of every node slot's vector, folded node by node in slot order (the reference's
+        float order). Keeps the running prefix sums and refolds only from the first slot whose
+        state changed since the last call, so one placement costs half a fold on average."""
+        ids = self.ids()  # may grow the table, so before reading its arrays
+        if self._prefix_key != (self.generation, len(ids)):
+            self._prefix_key, self._prefix_ids = (self.generation, len(ids)), ids.copy()
+            self._prefix, first = np.zeros((len(ids), 7)), 0
+        else:
+            changed = np.flatnonzero(ids != self._prefix_ids)
+            if not len(changed):
+                return self._prefix[-1] if len(ids) else np.zeros(7)
+            first = int(changed[0])
+        block = self.vectors[ids[first:]]
+        if first:
+            block[0] += self._prefix[first - 1]
+        np.cumsum(block, axis=0, out=self._prefix[first:])
+        self._prefix_ids[first:] = ids[first:]
+        return self._prefix[-1] if len(ids) else np.zeros(7)
 
     def _on_new(self, keys: np.ndarray) -> None:
-        vectors = self.model.vectors(keys[:, 1], keys[:, 3:], keys[:, 0])
-        self.vectors = np.concatenate([self.vectors, vectors])
-        self.amount = np.concatenate([self.amount, frag_amount(vectors)])
+        rows = self._rows(list(map(tuple, keys.tolist())))
+        if len(self) > len(self._vectors):
+            self._vectors, self._amount = grow(self._vectors, len(self)), grow(self._amount, len(self))
+        self._vectors[len(self) - len(keys): len(self)] = self._known_vectors[rows]
+        self._amount[len(self) - len(keys): len(self)] = self._known_amount[rows]
 
 
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
@@ -271,9 +365,11 @@ class FragReport:
 
 def cluster_fragmentation(table: StateTable) -> FragReport:
     """Fragmentation of the whole cluster, from the memoised node states."""
-    ids = table.ids()  # may grow the table, so before reading its arrays
-    categories = table.vectors[ids].sum(axis=0)
-    idle = 0.0
-    for value in categories:
+    categories = table.category_totals().copy()
+    values = categories.tolist()  # Python floats: the same IEEE sums as frag_amount, less overhead
+    idle = frag = 0.0
+    for value in values:
         idle += value
-    return FragReport(categories, idle, float(frag_amount(categories)))
+    for category in _FRAG_ORDER:
+        frag += values[category]
+    return FragReport(categories, idle, frag)

@@ -16,7 +16,9 @@ when the window's typical pods change.
 Device-aware: a sharing pod is tried on every distinct fitting device. Scores
 depend only on the node state (GPU model, free CPU, multiset of free GPU
 milli), so they are memoised per (pod shape, node state) and only states never
-seen are evaluated, in one vectorised batch per cycle.
+seen are evaluated, in one vectorised batch per cycle. The states after the
+placement are evaluated by the shared :class:`StateTable`'s cache, so the one
+the pod lands in is known when the run records the cluster's fragmentation.
 """
 
 from __future__ import annotations
@@ -85,4 +87,4 @@ class FGD(ScorePlugin):
         table = self.table
         cpu, model, before = table.cpu[states] - pod.cpu_milli, table.model_id[states], table.amount[states]
         return hypothetical_scores(table.gpu[states], pod, lambda rows, after: self.scale(
-            before[rows] - table.model.amount(cpu[rows], after, model[rows])))
+            before[rows] - table.amount_after(model[rows], cpu[rows], after)))

@@ -136,7 +136,7 @@ def run_experiment(
         arrived += requests[e]
         decision = core.scheduler.schedule(pod)
         core.recorder.record(float(e), ARRIVE if decision.placed else FAIL, e, decision.node,
-                             arrived_gpu_milli=arrived)
+                             arrived_gpu_milli=arrived, state_changed=decision.placed)
         if progress is not None and (e % 500 == 0 or e == len(events_workload) - 1):
             progress(e + 1, len(events_workload))
     return ExperimentResult(

@@ -1,4 +1,4 @@
-"""Run the arrival experiment for many (policy, seed) pairs on all cores.
+"""Run the arrival experiment for many (policy, seed) pairs of one trace on all cores.
 
 Worker processes are forked with the cluster and workload already loaded, so
 each task ships only its (policy, seed) and returns a compact
@@ -8,10 +8,7 @@ the per-event log).
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
@@ -23,6 +20,7 @@ from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.sim.backends import LocalBackend
 from quasched.sim.records import EventRecords
 
 
@@ -93,7 +91,8 @@ def _init_worker(nodes: NodeSpec, workload: Workload) -> None:
     _SHARED["nodes"], _SHARED["workload"] = nodes, workload
 
 
-def _run_one(config: ExperimentConfig, keep_log: bool, curves: CurveFunction) -> RunSummary:
+def _run_one(task: tuple[ExperimentConfig, bool, CurveFunction]) -> RunSummary:
+    config, keep_log, curves = task
     result = run_experiment(_SHARED["nodes"], _SHARED["workload"], config)
     return summarize(result, keep_log, curves)
 
@@ -111,27 +110,15 @@ def run_sweep(
 ) -> list[RunSummary]:
     """All (policy, seed) runs, in policy-then-seed order; ``on_done`` sees each as it finishes.
 
-    ``curves`` (a module-level function, sent to the workers) bins each run's records.
+    Runs on a :class:`~quasched.sim.backends.LocalBackend` of ``workers`` (forked with the
+    inputs loaded); ``curves`` (a module-level function, sent to the workers) bins each run's records.
     """
     configs = [replace(base, policy=p, seed=s) for p in policies for s in seeds]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(configs)))
-    if workers == 1:
-        _init_worker(nodes, workload)
-        results = []
-        for config in configs:
-            results.append(_run_one(config, keep_logs, curves))
-            if on_done:
-                on_done(results[-1])
-        return results
-    order = {(c.policy, c.seed): i for i, c in enumerate(configs)}
+    order = {config: i for i, config in enumerate(configs)}
     slots: list[RunSummary | None] = [None] * len(configs)
-    with ProcessPoolExecutor(
-        workers, mp_context=mp.get_context("fork"), initializer=_init_worker, initargs=(nodes, workload)
-    ) as pool:
-        futures = [pool.submit(_run_one, c, keep_logs, curves) for c in configs]
-        for future in as_completed(futures):
-            summary = future.result()
-            slots[order[(summary.policy, summary.seed)]] = summary
-            if on_done:
-                on_done(summary)
+    tasks = [(config, keep_logs, curves) for config in configs]
+    for (config, _, _), summary in LocalBackend(workers).map(_run_one, tasks, _init_worker, (nodes, workload)):
+        slots[order[config]] = summary
+        if on_done:
+            on_done(summary)
     return [r for r in slots if r is not None]
