@@ -1,6 +1,7 @@
 """Batch optimisation: Qua's job-assignment problem, solved by greedy, MILP, QUBO and QAOA, always verified.
 
-The names below are imported on first use, so ``quasched.optimize.cli`` loads without NumPy.
+The names below are imported on first use, so ``quasched.optimize.cli`` loads without NumPy. No
+exported name is also a submodule's name: importing that submodule would shadow the export.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ _EXPORTS = {
     "BatchProblem": "quasched.optimize.problem",
     "HeavyRule": "quasched.optimize.problem",
     "from_workload": "quasched.optimize.problem",
-    "Verdict": "quasched.optimize.verify",
-    "verify": "quasched.optimize.verify",
+    "Verdict": "quasched.optimize.verifier",
+    "verify": "quasched.optimize.verifier",
 }
 
 __all__ = list(_EXPORTS)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from quasched.optimize.verify import Verdict
+from quasched.optimize.verifier import Verdict
 
 #: statuses: ``optimal`` (proven), ``feasible`` (limit reached, bound known),
 #: ``heuristic`` (no bound), ``incomplete`` (a heuristic missed exactly-once),

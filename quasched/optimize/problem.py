@@ -3,7 +3,7 @@
 A :class:`BatchProblem` holds raw arrays (requests, capacities, apps, limits,
 GPU models, submission times) plus the rule parameters. Derived arrays used by
 solvers (priority weights, allowed pairs, heavy flags) are computed here; the
-verifier (:mod:`quasched.optimize.verify`) recomputes its own from the raw ones.
+verifier (:mod:`quasched.optimize.verifier`) recomputes its own from the raw ones.
 
 Constraints, per machine ``j``:
 

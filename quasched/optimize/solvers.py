@@ -8,7 +8,7 @@ from collections.abc import Callable
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.greedy import greedy_priority, greedy_qua
 from quasched.optimize.problem import BatchProblem
-from quasched.optimize.verify import verify
+from quasched.optimize.verifier import verify
 
 
 def _milp(problem: BatchProblem, **options) -> Assignment:
