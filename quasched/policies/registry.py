@@ -179,6 +179,15 @@ def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Po
                   "best-score-tightest", name="headroom")
 
 
+def _ours(typical: TypicalPods, beta: float = 2.0, every: int = 128) -> Policy:
+    """FGD (linear) + ``beta`` x the headroom term with scarcity weights (:mod:`quasched.policies.scarcity`)."""
+    from quasched.policies.framework import Policy
+
+    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0),
+                   (_plugin("scarcity:ScarceHeadroom")(typical, True, every=every), beta)],
+                  "best-score-tightest", name="ours")
+
+
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
 MIX_TOTAL = 1000
 
@@ -233,6 +242,10 @@ def _register_builtins() -> None:
         PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
                    (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
+        PolicyInfo("ours", "Ours", "ours: Headroom with copies valued by expected demand / supply (scarcity)", _ours,
+                   (Param("beta", float, 2.0, "weight of the scarce headroom term", minimum=0.0),
+                    Param("every", int, 128, "recompute the scarcity weights every this many pods", minimum=1)),
+                   artifact_label="Ours"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,

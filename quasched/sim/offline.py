@@ -1,0 +1,48 @@
+"""Offline packings of the arrival experiment's pods: what a scheduler that sees them all can place.
+
+:func:`arrival_prefix` rebuilds the pods a run of the arrival experiment
+(:mod:`quasched.sim.arrival`) receives for a seed; :func:`ffd_packing` places
+its GPU pods *largest first* (GPU request, then CPU, then memory, descending;
+the first-fit-decreasing order) with a registered policy choosing the node, on
+the real cluster model, so every placement is feasible. CPU-only pods are left
+out: they add no GPU allocation and only take room. The result is an
+achievable allocation, a lower bound on the offline optimum; the upper bound
+is :func:`quasched.optimize.bound.gpu_bound`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quasched.metrics.fragmentation import TypicalPods
+from quasched.model.cluster import Cluster, NodeSpec
+from quasched.model.random import NumpyStream
+from quasched.model.workload import FULL_GPU_MILLI, Workload
+from quasched.policies import Scheduler, make_policy
+from quasched.sim.arrival import ExperimentConfig, tune_workload
+from quasched.sim.engine import make_stream
+
+
+def arrival_prefix(nodes: NodeSpec, workload: Workload, config: ExperimentConfig) -> Workload:
+    """The (tuned) pods a run of ``config`` receives, in arrival order."""
+    rng = make_stream(config.rng, config.seed, config.compat_data)
+    rng.after_seed()
+    return tune_workload(workload, FULL_GPU_MILLI * nodes.total_gpus, config.tune_ratio, rng)
+
+
+def ffd_order(workload: Workload) -> np.ndarray:
+    """Indices of the GPU pods, largest GPU request first (then CPU, then memory; stable)."""
+    gpu = np.flatnonzero(workload.gpu_request > 0)
+    keys = (-workload.memory_mib[gpu], -workload.cpu_milli[gpu], -workload.gpu_request[gpu])
+    return gpu[np.lexsort(keys)]
+
+
+def ffd_packing(nodes: NodeSpec, workload: Workload, policy: str = "bestfit",
+                typical: TypicalPods | None = None) -> int:
+    """GPU milli placed by ``policy`` when the GPU pods arrive in :func:`ffd_order` (ties to node order)."""
+    typical = typical or TypicalPods.from_workload(workload)
+    cluster = Cluster(nodes)
+    scheduler = Scheduler(cluster, make_policy(policy, typical), np.arange(len(nodes)), NumpyStream(0))
+    for i in ffd_order(workload).tolist():
+        scheduler.schedule(workload.pod(i))
+    return cluster.used_gpu_milli
