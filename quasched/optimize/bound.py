@@ -66,8 +66,8 @@ def _groups(nodes: NodeSpec) -> tuple[np.ndarray, np.ndarray, list[str]]:
             np.array([keys[k] for k in ordered], dtype=np.int64), [k[3] for k in ordered])
 
 
-def gpu_bound(nodes: NodeSpec, workload: Workload, time_limit: float = 20.0) -> GpuBound:
-    """LP and MILP upper bounds of the relaxation in the module docstring."""
+def gpu_bound(nodes: NodeSpec, workload: Workload, milp_seconds: float | None = 10.0) -> GpuBound:
+    """LP and MILP upper bounds of the relaxation in the module docstring (``milp_seconds=None``: LP only)."""
     gpu = workload.gpu_milli > 0
     shapes = Counter(zip(workload.cpu_milli[gpu].tolist(), workload.memory_mib[gpu].tolist(),
                          workload.num_gpu[gpu].tolist(), workload.gpu_milli[gpu].tolist(),
@@ -82,15 +82,16 @@ def gpu_bound(nodes: NodeSpec, workload: Workload, time_limit: float = 20.0) -> 
             & np.array([[accessible(model, s[4]) for model in models] for s in keys], dtype=bool))
     pairs = np.argwhere(fits)  # (P, 2): shape, group
     count = np.array([shapes[s] for s in keys], dtype=np.int64)
-    bounds = []
-    for integer in (False, True):
+    bounds: list[tuple[float, str]] = []
+    for integer in (False, True)[:1 if milp_seconds is None else 2]:
         lm = LinearModel()
         x = lm.add_vars(len(pairs), ub=count[pairs[:, 0]].astype(float), cost=(k * m)[pairs[:, 0]].astype(float),
                         integer=integer)
         _rows(lm, x, pairs, count, cap, size, cpu, mem, k, m)
-        solution = lm.solve(time_limit=time_limit, rel_gap=1e-5)
+        solution = lm.solve(time_limit=milp_seconds or 60.0, rel_gap=1e-5)
         bounds.append((solution.bound, solution.status))
-    return GpuBound(bounds[0][0], min(bounds[1][0], bounds[0][0]), capacity, bounds[1][1])
+    milp, status = bounds[-1]
+    return GpuBound(bounds[0][0], min(milp, bounds[0][0]), capacity, status)
 
 
 def _rows(lm: LinearModel, x: np.ndarray, pairs: np.ndarray, count: np.ndarray, cap: np.ndarray, size: np.ndarray,

@@ -179,12 +179,12 @@ def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Po
                   "best-score-tightest", name="headroom")
 
 
-def _ours(typical: TypicalPods, beta: float = 2.0, every: int = 128) -> Policy:
+def _ours(typical: TypicalPods, beta: float = 2.0, every: int = 128, scale: str = "linear", scarce: bool = True) -> Policy:
     """FGD (linear) + ``beta`` x the headroom term with scarcity weights (:mod:`quasched.policies.scarcity`)."""
     from quasched.policies.framework import Policy
 
-    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0),
-                   (_plugin("scarcity:ScarceHeadroom")(typical, True, every=every), beta)],
+    term = _plugin("scarcity:ScarceHeadroom")(typical, True, every=every) if scarce else _plugin("headroom:HeadroomScore")(typical, True)
+    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0), (term, beta)],
                   "best-score-tightest", name="ours")
 
 
@@ -244,7 +244,9 @@ def _register_builtins() -> None:
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
         PolicyInfo("ours", "Ours", "ours: Headroom with copies valued by expected demand / supply (scarcity)", _ours,
                    (Param("beta", float, 2.0, "weight of the scarce headroom term", minimum=0.0),
-                    Param("every", int, 128, "recompute the scarcity weights every this many pods", minimum=1)),
+                    Param("every", int, 128, "recompute the scarcity weights every this many pods", minimum=1),
+                    Param("scale", str, "linear", "FGD's scale", ("sigmoid", "linear")),
+                    Param("scarce", bool, True, "scarcity weights")),
                    artifact_label="Ours"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
