@@ -6,7 +6,8 @@
 For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
 HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
-and to :func:`quasched.sim.offline.ffd_packing` (largest first, BestFit). ``--runs`` is the
+and to :func:`quasched.sim.offline.ffd_packing` (largest first; the best of ``--offline`` policies
+placing them). ``--runs`` is the
 ``--json`` of ``benchmarks/own_policy.py``: each policy's alloc@130 over the same seeds and its
 distance to the bound. Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
 """
@@ -35,6 +36,7 @@ def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
     parser.add_argument("--runs", type=Path, help="own_policy.py --json with the policies' per-seed results")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
+    parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
     runs = json.loads(args.runs.read_text()) if args.runs else {}
@@ -51,10 +53,11 @@ def main() -> None:
             bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
             lp.append(bound.lp_pct)
             milp = bound.milp_pct if i == 0 else milp
-            ffd.append(bound.pct(ffd_packing(nodes, prefix)))
+            packed = {p: bound.pct(ffd_packing(nodes, prefix, p)) for p in args.offline}
+            ffd.append(max(packed.values()))
             policy = {p: _alloc(runs, trace, p, seed) for p in args.policies}
             rows.append({"trace": trace, "seed": seed, "lp_bound": lp[-1], "milp_bound": bound.milp_pct if i == 0 else "",
-                         "ffd": ffd[-1], **policy})
+                         "ffd": ffd[-1], **{f"ffd_{p}": v for p, v in packed.items()}, **policy})
         means = {p: np.nanmean([r[p] for r in rows if r["trace"] == trace]) for p in args.policies}
         print(f"| {trace} | {np.mean(lp):.2f} | {milp:.2f} | {np.mean(ffd):.2f} | "
               + " | ".join(f"{means[p]:.2f}" for p in args.policies) + " | "

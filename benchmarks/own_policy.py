@@ -103,6 +103,7 @@ def main() -> None:
             records[trace][policy] = {
                 "seeds": [r.seed for r in runs],
                 "alloc": [float(r.curves.alloc[130]) for r in runs],
+                "alloc100": [float(r.curves.alloc[100]) for r in runs],
                 "failed": [int(r.failed) for r in runs],
                 "failed_kinds": [failed_kinds(r.failed_shapes) for r in runs],
                 "run_s": [float(r.elapsed_s) for r in runs],
@@ -116,21 +117,21 @@ def main() -> None:
                 cells = paired(records[trace], policy, base, chosen) + [kinds]
                 print(f"| {trace} | {policy} | {group} | " + " | ".join(cells) +
                       f" | {np.mean(np.array(rec['run_s'])[pick]):.1f} |", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
-    if args.csv:
-        write_csv(args.csv, records)
+        if args.json:  # after every trace, so a long sweep leaves its finished traces behind
+            args.json.write_text(json.dumps(records, indent=1))
+        if args.csv:
+            write_csv(args.csv, records)
 
 
 def write_csv(path: Path, records: dict[str, dict[str, dict]]) -> None:
     """One row per (trace, policy, seed): alloc@130, failed pods (total and by kind), run time."""
     with path.open("w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["trace", "policy", "seed", "alloc130", "failed", *(f"failed_{k}" for k in KINDS), "run_s"])
+        out.writerow(["trace", "policy", "seed", "alloc130", "alloc100", "failed", *(f"failed_{k}" for k in KINDS), "run_s"])
         for trace, by_policy in records.items():
             for policy, rec in by_policy.items():
                 for i, seed in enumerate(rec["seeds"]):
-                    out.writerow([trace, policy, seed, f"{rec['alloc'][i]:.4f}", rec["failed"][i],
+                    out.writerow([trace, policy, seed, f"{rec['alloc'][i]:.4f}", f"{rec['alloc100'][i]:.4f}", rec["failed"][i],
                                   *(rec["failed_kinds"][i][k] for k in KINDS), f"{rec['run_s'][i]:.2f}"])
 
 
