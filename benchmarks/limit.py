@@ -1,15 +1,15 @@
 """The limit: per trace, an upper bound on GPU allocation at 130 % arrivals and an offline packing.
 
-    python benchmarks/limit.py --data-dir ../shared/traces --seeds 42-51 --runs results/issue12_runs.json \
-        --out results/issue12_limit
+    python benchmarks/limit.py --data-dir ../shared/traces --seeds 42 --out results/issue12_limit
+    python benchmarks/limit.py --seeds 42 --bounds results/issue12_limit.csv --runs results/issue12_runs_*.json
 
 For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
 HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
 and to :func:`quasched.sim.offline.ffd_packing` (largest first; the best of ``--offline`` policies
-placing them). ``--runs`` is the
-``--json`` of ``benchmarks/own_policy.py``: each policy's alloc@130 over the same seeds and its
-distance to the bound. Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
+placing them). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
+alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
+Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
 """
 
 from __future__ import annotations
@@ -34,41 +34,52 @@ from quasched.traces import catalog  # noqa: E402
 
 def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
-    parser.add_argument("--runs", type=Path, help="own_policy.py --json with the policies' per-seed results")
+    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
     parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
+    parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
-    runs = json.loads(args.runs.read_text()) if args.runs else {}
-    rows = []
-    print("| trace | LP bound | MILP bound (seed {}) | offline FFD | ".format(args.seeds[0])
-          + " | ".join(args.policies) + " | " + " | ".join(f"{p} to bound" for p in args.policies) + " | s |")
-    print("|---" * (5 + 2 * len(args.policies)) + "|")
+    runs = {k: v for path in args.runs for k, v in json.loads(path.read_text()).items()}
+    rows = _read(args.bounds) if args.bounds else [row for t in args.traces for row in bounds(args, t)]
+    for row in rows:
+        row.update({p: _alloc(runs, row["trace"], p, int(row["seed"])) for p in args.policies})
+    print(f"seeds {args.seeds[0]}..{args.seeds[-1]}; MILP bound on seed {args.seeds[0]}\n")
+    print("| trace | LP bound | MILP bound | offline FFD | " + " | ".join(args.policies) + " | "
+          + " | ".join(f"{p}: bound − alloc" for p in args.policies) + " |")
+    print("|---" * (4 + 2 * len(args.policies)) + "|")
     for trace in args.traces:
-        start = time.perf_counter()
-        nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
-        lp, ffd, milp = [], [], float("nan")
-        for i, seed in enumerate(args.seeds):
-            prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
-            bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
-            lp.append(bound.lp_pct)
-            milp = bound.milp_pct if i == 0 else milp
-            packed = {p: bound.pct(ffd_packing(nodes, prefix, p)) for p in args.offline}
-            ffd.append(max(packed.values()))
-            policy = {p: _alloc(runs, trace, p, seed) for p in args.policies}
-            rows.append({"trace": trace, "seed": seed, "lp_bound": lp[-1], "milp_bound": bound.milp_pct if i == 0 else "",
-                         "ffd": ffd[-1], **{f"ffd_{p}": v for p, v in packed.items()}, **policy})
-        means = {p: np.nanmean([r[p] for r in rows if r["trace"] == trace]) for p in args.policies}
-        print(f"| {trace} | {np.mean(lp):.2f} | {milp:.2f} | {np.mean(ffd):.2f} | "
-              + " | ".join(f"{means[p]:.2f}" for p in args.policies) + " | "
-              + " | ".join(f"{np.mean(lp) - means[p]:.2f}" for p in args.policies)
-              + f" | {time.perf_counter() - start:.0f} |", flush=True)
+        mine = [r for r in rows if r["trace"] == trace]
+        lp, milp, ffd = (np.nanmean([float(r[c]) for r in mine if r[c] != ""]) for c in ("lp_bound", "milp_bound", "ffd"))
+        means = {p: np.nanmean([r[p] for r in mine]) for p in args.policies}
+        print(f"| {trace} | {lp:.2f} | {milp:.2f} | {ffd:.2f} | " + " | ".join(f"{means[p]:.2f}" for p in args.policies)
+              + " | " + " | ".join(f"{lp - means[p]:.2f}" for p in args.policies) + " |", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.with_suffix(".csv").open("w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=list(rows[0]))
         out.writeheader()
         out.writerows(rows)
     plot(args.out.with_suffix(".png"), rows, args.traces, ["lp_bound", "ffd", *args.policies])
+
+
+def bounds(args, trace: str) -> list[dict]:
+    """Per seed: LP bound, MILP bound (first seed only), the best FFD packing and each FFD policy's (%)."""
+    nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+    rows = []
+    for i, seed in enumerate(args.seeds):
+        start = time.perf_counter()
+        prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
+        bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
+        packed = {f"ffd_{p}": bound.pct(ffd_packing(nodes, prefix, p)) for p in args.offline}
+        rows.append({"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
+                     "ffd": max(packed.values()), **packed, "solve_s": round(time.perf_counter() - start, 1)})
+    return rows
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open() as f:
+        return [{k: v for k, v in row.items() if k == "trace" or k == "seed" or k.startswith(("lp", "milp", "ffd", "solve"))}
+                for row in csv.DictReader(f)]
 
 
 def _alloc(runs: dict, trace: str, policy: str, seed: int) -> float:
@@ -81,7 +92,7 @@ def plot(path: Path, rows: list[dict], traces: list[str], columns: list[str]) ->
     fig, ax = plt.subplots(figsize=(12, 4))
     x = np.arange(len(traces))
     for i, col in enumerate(columns):
-        means = [np.nanmean([r[col] for r in rows if r["trace"] == t]) for t in traces]
+        means = [np.nanmean([float(r[col]) for r in rows if r["trace"] == t] or [np.nan]) for t in traces]
         ax.plot(x, means, marker="o", label=col)
     ax.set_xticks(x, [t.removeprefix("openb-") for t in traces], rotation=45)
     ax.set_ylabel("GPU allocation at 130 % arrived (%)")
