@@ -6,8 +6,8 @@
 For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
 HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
-and to :func:`quasched.sim.offline.ffd_packing` (largest first; the best of ``--offline`` policies
-placing them). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
+and to :func:`quasched.sim.offline.ffd_packing` (largest first, or most GPU per CPU first; the best of
+those orders × the ``--offline`` policies placing them). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
 alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
 Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
 """
@@ -36,7 +36,7 @@ def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
-    parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
+    parser.add_argument("--offline", nargs="+", default=["bestfit"], help="policies placing the FFD order")
     parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
@@ -70,7 +70,8 @@ def bounds(args, trace: str) -> list[dict]:
         start = time.perf_counter()
         prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
         bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
-        packed = {f"ffd_{p}": bound.pct(ffd_packing(nodes, prefix, p)) for p in args.offline}
+        packed = {f"ffd_{p}_{key}": bound.pct(ffd_packing(nodes, prefix, p, key))
+                  for p in args.offline for key in ("size", "density")}
         rows.append({"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
                      "ffd": max(packed.values()), **packed, "solve_s": round(time.perf_counter() - start, 1)})
     return rows

@@ -94,3 +94,16 @@ def test_bound_is_above_every_policy_and_the_offline_packing(seed, n_nodes, n_po
     placed = [online(cluster, workload, p) for p in ("bestfit", "fgd", "headroom", "ours")]
     placed.append(ffd_packing(cluster, workload))
     assert max(placed) <= bound.milp_milli + 1e-6
+
+
+def test_density_order_puts_most_gpu_per_cpu_first():
+    workload = pods((8000, 1, 1, 1000), (1000, 1, 1, 500), (2000, 1, 2, 1000), (1000, 1, 0, 0))
+    assert ffd_order(workload, "density").tolist() == [2, 1, 0]  # 1.0, 0.5 (larger request first), 0.125
+
+
+def test_density_order_packs_more_where_cpu_binds():
+    # one 16-core 2-GPU node; a 16-core 1-GPU pod (largest first) blocks the two 4-core 1-GPU pods
+    cluster = nodes((16000, 8192, 2, "T4"))
+    workload = pods((16000, 1, 1, 1000), (4000, 1, 1, 1000), (4000, 1, 1, 1000))
+    assert ffd_packing(cluster, workload, key="size") == 1000
+    assert ffd_packing(cluster, workload, key="density") == 2000 == gpu_bound(cluster, workload).lp_milli
