@@ -36,7 +36,7 @@ def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
-    parser.add_argument("--offline", nargs="+", default=["bestfit"], help="policies placing the FFD order")
+    parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
     parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
