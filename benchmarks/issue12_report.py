@@ -26,9 +26,10 @@ from own_policy import KINDS, DEFAULT_TRACES, seed_range  # noqa: E402  (benchma
 
 
 def delta(a: np.ndarray, b: np.ndarray, lower_is_better: bool = False) -> str:
+    """Mean paired difference ``a − b`` with the seeds where ``a`` is better."""
     d = a - b
     wins = int((d < 0).sum() if lower_is_better else (d > 0).sum())
-    return f"{d.mean():+.2f} ({wins}/{len(d)})"
+    return f"{d.mean():+.{1 if lower_is_better else 2}f} ({wins}/{len(d)})"
 
 
 def main() -> None:
@@ -88,8 +89,14 @@ def plot(path: Path, runs: dict, traces: list[str], args: argparse.Namespace) ->
                    label="held-out seeds" if x == 0 else None)
         ax.hlines(d.mean(), x - 0.3, x + 0.3, color="black")
     ax.axhline(0, color="grey", lw=0.8)
+    save_trace_axes(fig, ax, traces, f"alloc@130: {args.policy} − {args.base} (points)", path)
+
+
+def save_trace_axes(fig, ax, traces: list[str], ylabel: str, path: Path) -> None:
+    """Trace names on x, ``ylabel``, legend and grid; save to ``path`` and close."""
     ax.set_xticks(range(len(traces)), [t.removeprefix("openb-") for t in traces], rotation=45)
-    ax.set_ylabel(f"alloc@130: {args.policy} − {args.base} (points)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -25,7 +25,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from own_policy import DEFAULT_TRACES, sweep_arguments  # noqa: E402  (benchmarks/ is on sys.path)
+from issue12_report import save_trace_axes  # noqa: E402  (benchmarks/ is on sys.path)
+from own_policy import DEFAULT_TRACES, sweep_arguments  # noqa: E402
 from quasched.optimize.bound import gpu_bound  # noqa: E402
 from quasched.sim.arrival import ExperimentConfig  # noqa: E402
 from quasched.sim.offline import arrival_prefix, ffd_packing  # noqa: E402
@@ -92,16 +93,11 @@ def plot(path: Path, rows: list[dict], traces: list[str], columns: list[str]) ->
     """Per trace, the mean of each column, as allocation points below 100 %."""
     fig, ax = plt.subplots(figsize=(12, 4))
     x = np.arange(len(traces))
-    for i, col in enumerate(columns):
-        means = [np.nanmean([float(r[col]) for r in rows if r["trace"] == t] or [np.nan]) for t in traces]
+    for col in columns:
+        values = [[float(r[col]) for r in rows if r["trace"] == t] for t in traces]
+        means = [np.mean(v) if np.isfinite(v).any() else np.nan for v in values]
         ax.plot(x, means, marker="o", label=col)
-    ax.set_xticks(x, [t.removeprefix("openb-") for t in traces], rotation=45)
-    ax.set_ylabel("GPU allocation at 130 % arrived (%)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_trace_axes(fig, ax, traces, "GPU allocation at 130 % arrived (%)", path)
 
 
 if __name__ == "__main__":
