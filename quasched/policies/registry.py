@@ -180,11 +180,25 @@ def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
     return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0)], "best-score", name="fgd")
 
 
-def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Policy:
+def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str) -> Policy:
+    """FGD on ``scale`` + ``beta`` x the headroom term; the best combined device, tightest on ties."""
     from quasched.policies.framework import Policy
 
-    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, learn), beta)],
-                  "best-score-tightest", name="headroom")
+    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin("headroom:HeadroomScore")(typical, learn), beta)],
+                  "best-score-tightest", name=name)
+
+
+def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Policy:
+    return _fgd_headroom(typical, "linear", beta, learn, "headroom")
+
+
+def _ours(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Policy:
+    """Ours: FGD on its own (sigmoid, truncated) scale + ``beta`` x the headroom term (linear).
+
+    ``score = trunc(100 σ(ΔF / 1000)) + β (50 + ΔH / (160 N))``: FGD's integer plateaus keep
+    its rank tie-break (packing); the headroom term orders nodes within and across them.
+    """
+    return _fgd_headroom(typical, "sigmoid", beta, learn, "ours")
 
 
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
@@ -255,6 +269,9 @@ def _register_builtins() -> None:
         PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
                    (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
+        PolicyInfo("ours", "Ours", "ours: FGD (its sigmoid scale) + beta x typical-pod headroom destroyed", _ours,
+                   (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+                    Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,

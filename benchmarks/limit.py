@@ -1,0 +1,104 @@
+"""The limit: per trace, an upper bound on GPU allocation at 130 % arrivals and an offline packing.
+
+    python benchmarks/limit.py --data-dir ../shared/traces --seeds 42 --out results/issue12_limit
+    python benchmarks/limit.py --seeds 42 --bounds results/issue12_limit.csv --runs results/issue12_runs_*.json
+
+For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
+:func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
+HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
+and to :func:`quasched.sim.offline.ffd_packing` (largest first, or most GPU per CPU first; the best of
+those orders × the ``--offline`` policies placing them). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
+alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
+Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from issue12_report import save_trace_axes  # noqa: E402  (benchmarks/ is on sys.path)
+from own_policy import DEFAULT_TRACES, sweep_arguments  # noqa: E402
+from quasched.optimize.bound import gpu_bound  # noqa: E402
+from quasched.sim.arrival import ExperimentConfig  # noqa: E402
+from quasched.sim.offline import arrival_prefix, ffd_packing  # noqa: E402
+from quasched.traces import catalog  # noqa: E402
+
+
+def main() -> None:
+    parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
+    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
+    parser.add_argument("--milp-seconds", type=float, default=10.0)
+    parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
+    parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
+    parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
+    args = parser.parse_args()
+    runs = {k: v for path in args.runs for k, v in json.loads(path.read_text()).items()}
+    rows = _read(args.bounds) if args.bounds else [row for t in args.traces for row in bounds(args, t)]
+    for row in rows:
+        row.update({p: _alloc(runs, row["trace"], p, int(row["seed"])) for p in args.policies})
+    print(f"seeds {args.seeds[0]}..{args.seeds[-1]}; MILP bound on seed {args.seeds[0]}\n")
+    print("| trace | LP bound | MILP bound | offline FFD | " + " | ".join(args.policies) + " | "
+          + " | ".join(f"{p}: bound − alloc" for p in args.policies) + " |")
+    print("|---" * (4 + 2 * len(args.policies)) + "|")
+    for trace in args.traces:
+        mine = [r for r in rows if r["trace"] == trace]
+        lp, milp, ffd = (np.nanmean([float(r[c]) for r in mine if r[c] != ""]) for c in ("lp_bound", "milp_bound", "ffd"))
+        means = {p: np.nanmean([r[p] for r in mine]) for p in args.policies}
+        print(f"| {trace} | {lp:.2f} | {milp:.2f} | {ffd:.2f} | " + " | ".join(f"{means[p]:.2f}" for p in args.policies)
+              + " | " + " | ".join(f"{lp - means[p]:.2f}" for p in args.policies) + " |", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.with_suffix(".csv").open("w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(rows)
+    plot(args.out.with_suffix(".png"), rows, args.traces, ["lp_bound", "ffd", *args.policies])
+
+
+def bounds(args, trace: str) -> list[dict]:
+    """Per seed: LP bound, MILP bound (first seed only), the best FFD packing and each FFD policy's (%)."""
+    nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+    rows = []
+    for i, seed in enumerate(args.seeds):
+        start = time.perf_counter()
+        prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
+        bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
+        packed = {f"ffd_{p}_{key}": bound.pct(ffd_packing(nodes, prefix, p, key))
+                  for p in args.offline for key in ("size", "density")}
+        rows.append({"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
+                     "ffd": max(packed.values()), **packed, "solve_s": round(time.perf_counter() - start, 1)})
+    return rows
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open() as f:
+        return [{k: v for k, v in row.items() if k == "trace" or k == "seed" or k.startswith(("lp", "milp", "ffd", "solve"))}
+                for row in csv.DictReader(f)]
+
+
+def _alloc(runs: dict, trace: str, policy: str, seed: int) -> float:
+    rec = runs.get(trace, {}).get(policy)
+    return rec["alloc"][rec["seeds"].index(seed)] if rec and seed in rec["seeds"] else float("nan")
+
+
+def plot(path: Path, rows: list[dict], traces: list[str], columns: list[str]) -> None:
+    """Per trace, the mean of each column, as allocation points below 100 %."""
+    fig, ax = plt.subplots(figsize=(12, 4))
+    x = np.arange(len(traces))
+    for col in columns:
+        values = [[float(r[col]) for r in rows if r["trace"] == t] for t in traces]
+        means = [np.mean(v) if np.isfinite(v).any() else np.nan for v in values]
+        ax.plot(x, means, marker="o", label=col)
+    save_trace_axes(fig, ax, traces, "GPU allocation at 130 % arrived (%)", path)
+
+
+if __name__ == "__main__":
+    main()
