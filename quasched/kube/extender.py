@@ -113,8 +113,8 @@ class Bridge:
         self.client = options.client
         self._pods: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._pods_lock = threading.Lock()
-        #: pod uid → (node, monotonic time) of the pods held since prioritize, not bound yet (under the lock)
-        self._assumed: dict[str, tuple[str, float]] = {}
+        #: pod uid → monotonic time it was held (prioritize), for the pods not bound yet (under the lock)
+        self._assumed: dict[str, float] = {}
         self.sync: Any = None
 
     # ------------------------------------------------------------ pods seen
@@ -265,12 +265,12 @@ class Bridge:
             self._reserve(pod, node, None, "started")
         except PodError:  # e.g. the database refused: bind reserves instead
             return
-        self._assumed[uid] = (node, time.monotonic())
+        self._assumed[uid] = time.monotonic()
 
     def expire_assumed(self) -> None:
         """Release the pods assumed more than :data:`ASSUME_TTL_S` ago and never bound (under the lock)."""
         limit = time.monotonic() - ASSUME_TTL_S
-        for uid in [u for u, (_, at) in self._assumed.items() if at < limit]:
+        for uid in [u for u, at in self._assumed.items() if at < limit]:
             self.release(uid, "cancelled")
 
     # ------------------------------------------------------------ bind
@@ -290,10 +290,6 @@ class Bridge:
             uid = uid or pod_key(pod)[2]
         if not is_managed(pod):
             return self._create_binding(namespace, name, uid, node, None)
-        with self.service.lock:
-            assumed = self._assumed.get(uid)
-            if assumed is not None and assumed[0] != node:  # kube-scheduler chose another node than quasched
-                self.release(uid, "cancelled")
         try:
             job, devices = self.reserve(pod, node)
         except PodError as err:
@@ -331,6 +327,9 @@ class Bridge:
                 return existing, existing.placement[0][1]
             if existing is not None and existing.state == JobState.PENDING:
                 self._drop_pending(uid)
+                existing = None
+            if existing is not None and uid in self._assumed:  # held elsewhere: kube-scheduler chose another node
+                self.release(uid, "cancelled")
                 existing = None
             if existing is not None:
                 raise PodError(f"quasched: pod already placed on {existing.placement[0][0] if existing.placement else '?'}")
