@@ -179,7 +179,7 @@ def test_evaluate_rows_and_cli(data_dir, tmp_path):
     sc = two_zone_scenario()
     rows = evaluate(sc, ["greedy", "carbon-aware:price=0.5"], seed=1)
     by = {r["dispatcher"]: r for r in rows}
-    assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5", "oracle-bound", "oracle-plan"]
+    assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5", "oracle-bound", "oracle-plan", "oracle"]
     assert by["carbon-aware:price=0.5"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
     assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
     if not CARBON.exists():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Sequence
 
 import numpy as np
 
@@ -95,6 +95,11 @@ class Dispatcher(ABC):
     @abstractmethod
     def dispatch(self, job: int, now: float) -> Decision:
         """Cluster and start time (``>= now``; ``now`` = at once) of ``job``, arriving at ``now``."""
+
+    def reroute(self, job: int, now: float, cluster: int) -> Sequence[int]:
+        """Clusters to try, in order, when ``job`` released at ``now`` does not fit ``cluster`` (default: none,
+        it queues there)."""
+        return ()
 
     def first_with_room(self, job: int, order: np.ndarray) -> int:
         """The first cluster of ``order`` where ``job`` fits now with nobody waiting; else the least loaded."""

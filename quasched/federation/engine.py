@@ -6,7 +6,8 @@ and a :class:`~quasched.metrics.power.PowerMeter`. Events, in time order; at equ
 departures, then releases, then arrivals, each kind in job order:
 
 - arrival: the dispatcher returns ``(cluster, start)``; the job is released at ``start``;
-- release: the cluster's scheduler places the job, or it joins the back of that cluster's queue;
+- release: the cluster's scheduler places the job; if it cannot, the clusters of the dispatcher's
+  :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue;
 - departure (``duration`` after placement): the job leaves; after the departures of one time,
   each cluster that freed capacity retries its queue once, front to back.
 
@@ -124,14 +125,16 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
             cluster[j] = c
             heapq.heappush(heap, (max(when, t), RELEASE, j))
         elif kind == RELEASE:
-            site, c = sites[cluster[j]], cluster[j]
+            c = int(cluster[j])
             released[j] = t
             pod = pods[j] = w.pod(j)
-            if site.core.scheduler.schedule(pod).placed:
+            on = next((k for k in (c, *dispatcher.reroute(j, t, c)) if sites[k].core.scheduler.schedule(pod).placed), None)
+            if on is not None:
+                cluster[j] = on
                 start(t, j)
-                site.record(t)
+                sites[on].record(t)
             else:
-                site.queue.push(pod)
+                sites[c].queue.push(pod)
                 view.queued[c] += 1
                 view.waiting[:, c] += view.demand[:, j]
         else:
