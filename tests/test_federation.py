@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from quasched.federation.cli import DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
 from quasched.federation.evaluate import evaluate
 from quasched.federation.metrics import job_carbon_kg, missed, summarize
-from quasched.federation.oracle import OraclePlan, solve_oracle
+from quasched.federation.oracle import DERATE, OraclePlan, at_most, replay_plans, solve_oracle
 from quasched.federation.registry import DISPATCHERS, make_dispatcher
 from quasched.federation.scenario import Member, Scenario, assign_slack, jobs_of, repeat_workload, split_nodes
 from quasched.model.workload import Workload
@@ -84,6 +85,40 @@ def test_oracle_bound_and_plan_on_the_hand_timeline():
     assert job_carbon_kg(run) == pytest.approx(result.bound_kg)
 
 
+def knapsack_scenario() -> Scenario:
+    """Two inflexible 2-GPU jobs of 1 h at 0; A (100 g/kWh) and B (400) each have one 3-GPU node."""
+    w = jobs([2, 2], [0, 0], [H, H])
+    members = tuple(Member(n, nodes((4000, 1 << 20, 3, "A100")), zone(n.upper(), *[g] * 3)) for n, g in (("a", 100),
+                                                                                                         ("b", 400)))
+    return Scenario(members, w, np.zeros(2), np.full(2, H), np.zeros(2), T0)
+
+
+def test_milp_optimum_lp_bound_and_reroute_on_a_knapsack():
+    """MILP: one job per cluster, 2 × 0.35 kW × (100 + 400) g = 0.35 kg. LP: 1.5 jobs' worth on A (3 GPUs),
+    2 × 0.35 × (1.5 × 100 + 0.5 × 400) g = 0.245 kg, job 1 split. Its rounded plan (both on A) collides:
+    the replay reroutes job 1 to B at once, no miss, 0.35 kg."""
+    sc = knapsack_scenario()
+    lp, milp = (solve_oracle(make_view(sc), sc.arrival, integral=i) for i in (False, True))
+    assert lp.bound_kg == pytest.approx(0.245) and lp.fractional == 1 and lp.gap == 0
+    assert milp.status == "optimal" and milp.bound_kg == pytest.approx(0.35) and milp.plan_kg == pytest.approx(0.35)
+    assert milp.fractional == 0 and sorted(d.cluster for d in milp.plan) == [0, 1]
+    assert [d.cluster for d in lp.plan] == [0, 0] and lp.plan_kg == pytest.approx(0.14)
+    run = run_federation(sc, OraclePlan(lp.plan))
+    assert run.cluster.tolist() == [0, 1] and run.placed.tolist() == [0.0, 0.0] and missed(run).sum() == 0
+    assert job_carbon_kg(run) == pytest.approx(0.35)
+
+
+def test_derated_oracle_stays_feasible_and_picks_the_cheapest_plan_at_the_target():
+    sc = knapsack_scenario()
+    tried = replay_plans(sc, derate=DERATE)
+    assert [t.derate for t in tried] == list(DERATE)
+    assert all(t.result.status == "optimal" and t.missed == 0 for t in tried)  # elastic rows: never infeasible
+    assert at_most(tried, 0).carbon_kg == pytest.approx(0.35)
+    fake = [replace(tried[0], missed=3, carbon_kg=1.0), replace(tried[1], missed=1, carbon_kg=2.0),
+            replace(tried[2], missed=0, carbon_kg=5.0)]
+    assert at_most(fake, 1) is fake[1] and at_most(fake, 0) is fake[2] and at_most(fake[:1], 0) is fake[0]
+
+
 def test_waiting_inflexible_job_misses_its_deadline():
     w = jobs([1, 1], [0, 0], [H, H])
     sc = Scenario((one_gpu_member("a", zone("A", 100, 100, 100)),), w, np.zeros(2), np.full(2, H), np.zeros(2), T0)
@@ -139,6 +174,29 @@ def small_scenarios(draw):
                                    1 + c / 10, count=2) for c in range(draw(st.integers(1, 3))))
     return Scenario(members, jobs(gpus, arrival, duration), np.array(arrival, float), np.array(duration, float),
                     np.array(slack), T0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(small_scenarios(), st.integers(0, 3))
+def test_oracles_lp_below_milp_and_replay_within_the_target(sc, target):
+    view = make_view(sc)
+    lp, milp = (solve_oracle(view, sc.arrival, integral=i, time_limit=10) for i in (False, True))
+    if lp.status == "infeasible":  # inflexible jobs beyond capacity: no deadline-meeting schedule at all
+        assert milp.status == "infeasible"
+    else:
+        assert lp.bound_kg <= milp.bound_kg * (1 + 1e-6) + 1e-9
+    if milp.status == "optimal":
+        assert milp.plan_kg == pytest.approx(milp.bound_kg, rel=1e-3, abs=1e-9)
+    tried = replay_plans(sc, derate=(1.0, 0.5))
+    kept = at_most(tried, target)
+    if min(t.missed for t in tried) <= target:
+        assert kept.missed <= target
+        assert kept.carbon_kg == min(t.carbon_kg for t in tried if t.missed <= target)
+    for t in tried:  # released on the plan; moved only at release, to a cluster where it was placed at once
+        assert np.array_equal(t.run.released, [max(d.start, a) for d, a in zip(t.result.plan, sc.arrival)])
+        moved = t.run.cluster != [d.cluster for d in t.result.plan]
+        assert np.array_equal(t.run.placed[moved], t.run.released[moved])
+        assert np.all(t.run.released <= sc.arrival + sc.slack + 1e-9)
 
 
 @settings(max_examples=25, deadline=None)
