@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,7 @@ from rich.console import Console
 
 from quasched.federation.evaluate import evaluate
 from quasched.federation.report import federation_table, plot_savings, write_rows
-from quasched.federation.scenario import draw_scenario
+from quasched.federation.scenario import Scenario, draw_scenario
 from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
 from quasched.traces.carbon_synthetic import IntensityShape, synthetic_intensity
 from quasched.traces.catalog import load_trace
@@ -71,18 +72,20 @@ def summary(rows: pd.DataFrame, ours: str) -> pd.DataFrame:
     return out.round(2)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def scenario_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options that choose the scenarios (:func:`scenarios`)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
     parser.add_argument("--carbon-dir", type=Path, default=Path("../shared/carbon"))
-    parser.add_argument("--out", type=Path, default=Path("results/federation"))
-    parser.add_argument("--ours", default=OURS, help="spec of our dispatcher, e.g. carbon-aware:price=2")
     parser.add_argument("--days", type=float, default=3.0)
     parser.add_argument("--capacity", type=float, default=1.5)
     parser.add_argument("--zone-seed", type=int, default=11)
     parser.add_argument("--sets", default="tune,held-out seeds,held-out zones,synthetic")
-    parser.add_argument("--policy", default="fgd")
-    args = parser.parse_args()
+    return parser
+
+
+def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
+    """``(set, seed, scenario)`` of every set of ``args.sets`` (module docstring)."""
     nodes, workload = load_trace("openb-default", args.data_dir)
     names = carbon_zones(args.carbon_dir)
     held = sorted(np.random.default_rng(args.zone_seed).choice(names, 4, replace=False).tolist())
@@ -92,14 +95,23 @@ def main() -> None:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
-    dispatchers = ["proportional", "least-loaded", "greenest", "greedy", args.ours]
-    rows = []
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]
         for seed in seeds:
-            scenario = draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days)
-            rows += evaluate(scenario, dispatchers, args.policy, seed, equal_to=args.ours, set=name)
-            print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
+            yield name, seed, draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days)
+
+
+def main() -> None:
+    parser = scenario_arguments(__doc__)
+    parser.add_argument("--out", type=Path, default=Path("results/federation"))
+    parser.add_argument("--ours", default=OURS, help="spec of our dispatcher, e.g. carbon-aware:price=2")
+    parser.add_argument("--policy", default="fgd")
+    args = parser.parse_args()
+    dispatchers = ["proportional", "least-loaded", "greenest", "greedy", args.ours]
+    rows = []
+    for name, seed, scenario in scenarios(args):
+        rows += evaluate(scenario, dispatchers, args.policy, seed, equal_to=args.ours, set=name)
+        print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
     frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: OURS}})
     result = summary(frame, OURS)
     Console(width=200).print(federation_table(frame.to_dict("records")))
