@@ -240,6 +240,9 @@ def test_evaluate_rows_and_cli(data_dir, tmp_path):
     assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5", "oracle-bound", "oracle-plan", "oracle"]
     assert by["carbon-aware:price=0.5"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
     assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
+    assert by["oracle"]["missed"] <= by["carbon-aware:price=0.5"]["missed"] and by["oracle"]["target_missed"] == 0
+    with pytest.raises(ValueError, match="equal_to='nope'"):
+        evaluate(sc, ["greedy"], equal_to="nope")
     if not CARBON.exists():
         pytest.skip("no ../shared/carbon")
     result = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),

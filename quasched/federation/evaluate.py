@@ -23,20 +23,24 @@ REFERENCE = "proportional"
 
 def evaluate(scenario: Scenario, dispatchers: Sequence[str] = tuple(DISPATCHERS), policy: str = "fgd",
              seed: int = 42, oracle: bool = True, equal_to: str | None = None, **labels: object) -> list[dict]:
-    """One row per dispatcher (``labels`` and ``seed`` prepended to each); the reference is always run."""
+    """One row per dispatcher (``labels`` and ``seed`` prepended to each); the reference is always run.
+    ``oracle``: add the three oracle rows, the executable one at most at ``equal_to``'s misses."""
     names = [REFERENCE, *[d for d in dispatchers if d != REFERENCE]]
     rows = [{**summarize(run_federation(scenario, make_dispatcher(name), policy, seed)), "dispatcher": name}
             for name in names]
     if oracle:
+        missed = {str(r["dispatcher"]): int(r["missed"]) for r in rows}
+        if (equal_to or names[-1]) not in missed:
+            raise ValueError(f"equal_to={equal_to!r} is not one of the dispatchers run: {', '.join(missed)}")
+        target = missed[equal_to or names[-1]]
         tried = replay_plans(scenario, policy, seed)
         bound = tried[0].result
-        target = int(next(r["missed"] for r in rows if r["dispatcher"] == (equal_to or names[-1])))
         rows.append({"dispatcher": "oracle-bound", "jobs": len(scenario.workload), "missed": 0,
                      "carbon_job_kg": bound.bound_kg, "oracle_status": bound.status, "elapsed_s": bound.time_s})
-        for name, e in (("oracle-plan", tried[0]), ("oracle", at_most(tried, target))):
+        for name, e, used in (("oracle-plan", tried[0], tried[:1]), ("oracle", at_most(tried, target), tried)):
             rows.append({**summarize(e.run), "dispatcher": name, "derate": e.derate, "fractional": e.result.fractional,
                          "plan_kg": e.result.plan_kg, "target_missed": target,
-                         "elapsed_s": sum(t.result.time_s + t.run.elapsed_s for t in tried)})
+                         "elapsed_s": sum(t.result.time_s + t.run.elapsed_s for t in used)})
     reference = float(rows[0]["carbon_job_kg"])
     zones = ",".join(f"{m.carbon.zone}@{m.pue:g}" for m in scenario.members)
     return [{**labels, "seed": seed, "zones": zones, **row, "saving_pct": saving_pct(float(row["carbon_job_kg"]), reference)}

@@ -40,7 +40,7 @@ from quasched.federation.scenario import Scenario
 from quasched.metrics.power import GRAMS_PER_KG
 from quasched.optimize.highs import LinearModel
 
-#: capacity derating factors ``a`` tried by :func:`executable_oracle`, in order
+#: capacity derating factors ``a`` tried by :func:`replay_plans`, in order
 DERATE = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
 
 
