@@ -54,9 +54,8 @@ def test_fgd_scores_survive_nodes_joining_with_more_devices_and_new_models():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.sampled_from([100, 250, 500, 1000]),
                           st.booleans()), min_size=1, max_size=40))
-def test_incremental_fragmentation_total_and_hypothetical_amounts_equal_a_full_recomputation(steps):
-    """The prefix-sum refold is bit-identical to folding every node's vector in slot order, and
-    the cached amounts of hypothetical states equal a fresh evaluation, whatever changed."""
+def test_incremental_fragmentation_total_equals_a_full_recomputation(steps):
+    """The prefix-sum refold is bit-identical to folding every node's vector in slot order, whatever changed."""
     cluster = Cluster(nodes(*[(64000, 1 << 20, 4, "T4")] * 3, *[(32000, 1 << 20, 2, "A100")] * 3))
     table = StateTable(cluster, TYPICAL)
     placed: list[int] = []
@@ -68,7 +67,3 @@ def test_incremental_fragmentation_total_and_hypothetical_amounts_equal_a_full_r
             placed.append(uid)
         totals = table.category_totals()
         assert totals.tobytes() == np.add.reduce(table.vectors[table.ids()], axis=0).tobytes()
-        after = cluster.gpu_free[:, ::-1] - np.where(np.arange(cluster.max_devices) == 0, 100, 0)
-        model, cpu = cluster.model_id, cluster.cpu_free - 500
-        expected = table.model.amount(cpu, np.sort(after, axis=1), model)
-        assert table.amount_after(model, cpu, after).tobytes() == expected.tobytes()
