@@ -67,3 +67,32 @@ def test_incremental_fragmentation_total_equals_a_full_recomputation(steps):
             placed.append(uid)
         totals = table.category_totals()
         assert totals.tobytes() == np.add.reduce(table.vectors[table.ids()], axis=0).tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.booleans(), st.booleans()), min_size=1, max_size=60),
+       st.integers(0, 600))
+def test_change_log_lists_exactly_the_nodes_whose_version_changed(steps, churn):
+    """``changes_since(mark)`` == the nodes whose version moved since the mark, or None once the
+    log was trimmed past it (``churn`` place/remove pairs push it past its bound)."""
+    cluster = Cluster(nodes(*[(64000, 1 << 20, 4, "T4")] * 3))
+    marks = [(cluster.change_mark, cluster.version.copy())]
+    placed: list[int] = []
+    for uid, (node, device, remove, mark) in enumerate(steps):
+        if remove and placed:
+            cluster.remove(placed.pop())
+        elif cluster.gpu_free[node, device] >= 100:
+            cluster.place(pod(uid=uid, k=1, m=100), node, (device,))
+            placed.append(uid)
+        else:
+            cluster.cordon(node)
+        if mark:
+            marks.append((cluster.change_mark, cluster.version.copy()))
+    for uid in range(1000, 1000 + churn):
+        cluster.place(pod(uid=uid), 0)
+        cluster.remove(uid)
+    for mark, version in marks:
+        changed = cluster.changes_since(mark)
+        expected = np.flatnonzero(cluster.version != version).tolist()
+        assert changed == expected or (changed is None and churn > 0)
+    assert cluster.changes_since(cluster.change_mark) == [] and cluster.changes_since(-1) is None

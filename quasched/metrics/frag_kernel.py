@@ -91,3 +91,14 @@ def deltas(cpu, gpu, model, before, milli, count, sharing,
             out[s, c] = before[s] - _amount(vec)
             after[c] += milli
     return out
+
+
+@njit(cache=True, nogil=True)
+def refold(prefix, vectors, ids, first):  # pragma: no cover - compiled
+    """``prefix[i] = prefix[i - 1] + vectors[ids[i]]`` for ``i >= first`` (``prefix[-1]`` = 0), in place."""
+    acc = prefix[first - 1].copy() if first > 0 else np.zeros(7)
+    for i in range(first, len(ids)):
+        row = vectors[ids[i]]
+        for k in range(7):
+            acc[k] += row[k]
+        prefix[i] = acc

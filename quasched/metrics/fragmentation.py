@@ -154,7 +154,7 @@ class NodeStates:
     """Interns node states of one cluster: (GPU model, free CPU[, free memory], sorted free GPU milli).
 
     ``ids()`` returns the state id of every node slot, re-interning only nodes
-    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``, ``mem``
+    changed since the last call (:meth:`Cluster.changes_since`). Arrays ``model_id``, ``cpu``, ``mem``
     (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold the
     states; they grow by doubling, so interning stays amortised O(1) per state.
     The table is bounded: past ``max_states`` states, or when the cluster's
@@ -176,7 +176,7 @@ class NodeStates:
         self._pending: list[tuple[int, ...]] = []
         self._keys = np.zeros((0, 3 + c.max_devices), dtype=np.int64)  # model, cpu, mem, gpu..., capacity rows
         self._node_ids = np.full(c.n_nodes, -1, dtype=np.int64)
-        self._seen = np.full(c.n_nodes, -1, dtype=np.int64)
+        self._mark = -1  # the cluster's change mark when ids were last brought up to date
         self.generation += 1
 
     def __len__(self) -> int:
@@ -230,14 +230,16 @@ class NodeStates:
         c = self.cluster
         if c.layout != self.layout or len(self._index) > self.max_states:
             self._reset()
-        stale = np.flatnonzero(self._seen != c.version)
-        if len(stale):
+        stale = c.changes_since(self._mark)
+        self._mark = c.change_mark
+        if stale is None:
+            stale = list(range(c.n_nodes))
+        if stale:
             model, gpu, cpu, mem = c.model_id, c.gpu_free, c.free[:, CPU], c.free[:, MEMORY]
             memory = self.with_memory
             self._node_ids[stale] = self._intern(
                 (int(model[node]), int(cpu[node]), int(mem[node]) if memory else 0, *sorted(gpu[node].tolist()))
-                for node in stale.tolist())
-            self._seen[stale] = c.version[stale]
+                for node in stale)
         return self._node_ids
 
 
@@ -261,6 +263,7 @@ class StateTable(NodeStates):
         self._vectors = np.zeros((0, 7))
         self._amount = np.zeros(0)
         self._prefix_key: tuple[int, int] | None = None  # (generation, slots) the prefix sums belong to
+        self._fold_mark = -1  # the cluster's change mark at the last fold
 
     @property
     def vectors(self) -> np.ndarray:
@@ -272,23 +275,19 @@ class StateTable(NodeStates):
 
     def category_totals(self) -> np.ndarray:
         """Sum of every node slot's vector, folded node by node in slot order (the reference's
-        float order). Keeps the running prefix sums and refolds only from the first slot whose
-        state changed since the last call, so one placement costs half a fold on average."""
+        float order). Keeps the running prefix sums and refolds only from the first slot
+        changed since the last call, so one placement costs half a fold on average."""
         ids = self.ids()  # may grow the table, so before reading its arrays
-        if self._prefix_key != (self.generation, len(ids)):
-            self._prefix_key, self._prefix_ids = (self.generation, len(ids)), ids.copy()
-            self._prefix, first = np.zeros((len(ids), 7)), 0
-        else:
-            changed = np.flatnonzero(ids != self._prefix_ids)
-            if not len(changed):
-                return self._prefix[-1] if len(ids) else np.zeros(7)
-            first = int(changed[0])
-        block = self.vectors[ids[first:]]
-        if first:
-            block[0] += self._prefix[first - 1]
-        np.cumsum(block, axis=0, out=self._prefix[first:])
-        self._prefix_ids[first:] = ids[first:]
-        return self._prefix[-1] if len(ids) else np.zeros(7)
+        if not len(ids):
+            return np.zeros(7)
+        changed = self.cluster.changes_since(self._fold_mark) if self._prefix_key == (self.generation, len(ids)) else None
+        self._fold_mark = self.cluster.change_mark
+        if changed is None:
+            self._prefix_key, self._prefix = (self.generation, len(ids)), np.zeros((len(ids), 7))
+        elif not changed:
+            return self._prefix[-1]
+        frag_kernel.refold(self._prefix, self._vectors, ids, changed[0] if changed else 0)
+        return self._prefix[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:
         if len(self) > len(self._vectors):
