@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 from typing import Iterable
 
 import numpy as np
 
-from quasched.metrics import frag_kernel
-from quasched.metrics.frag_kernel import NA, Q1, Q2, Q3, Q4, XL, XR
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Pod, Workload, shape_keys
@@ -29,6 +29,7 @@ CATEGORIES = (
     "q1_lack_both", "q2_lack_gpu", "q3_satisfied", "q4_lack_cpu",
     "xl_satisfied", "xr_lack_cpu", "no_access",
 )
+Q1, Q2, Q3, Q4, XL, XR, NA = range(7)
 _FRAG_ORDER = (Q1, Q2, Q4, XL, XR, NA)
 
 Shape = tuple[int, int, int, str]
@@ -119,22 +120,31 @@ class FragmentationModel:
         and the rest as ``q2_lack_gpu``; every other shape counts all idle milli in its
         category; CPU-only shapes count it as ``xl``/``xr``. Each category sums the
         frequency-weighted amounts in typical-pod order (the reference's order;
-        compiled in :mod:`quasched.metrics.frag_kernel`).
+        compiled: :func:`kernels`).
         """
-        return frag_kernel.vectors(_ints(cpu), _ints(gpu), _ints(model), *self._tables)
+        return kernels().vectors(_ints(cpu), _ints(gpu), _ints(model), *self._tables)
 
     def deltas(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray, before: np.ndarray,
                pod: Pod) -> np.ndarray:
         """Fragmentation decrease ``before - amount(after)`` of placing ``pod`` on states
         ``(cpu, gpu[S, D] ascending, model)`` whose amounts are ``before``: ``(S, D)`` per distinct
         fitting device column for a sharing pod (NaN elsewhere), else ``(S, 1)``."""
-        return frag_kernel.deltas(_ints(cpu - pod.cpu_milli), _ints(gpu), _ints(model),
+        return kernels().deltas(_ints(cpu - pod.cpu_milli), _ints(gpu), _ints(model),
                                   np.asarray(before, dtype=np.float64), pod.gpu_milli, pod.num_gpu, pod.is_sharing,
                                   *self._tables)
 
     def amount(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
         """Fragment milli-GPU (all categories but ``q3_satisfied``) per node state."""
         return frag_amount(self.vectors(cpu, gpu, model))
+
+
+@cache
+def kernels() -> ModuleType:
+    """:mod:`quasched.metrics.frag_kernel`, imported on first use: numba loads only when a run needs it
+    (and compiles the kernels once per installation; ``cache=True`` keeps them in ``__pycache__``)."""
+    from quasched.metrics import frag_kernel
+
+    return frag_kernel
 
 
 def _ints(values: np.ndarray) -> np.ndarray:
@@ -286,7 +296,7 @@ class StateTable(NodeStates):
             self._prefix_key, self._prefix = (self.generation, len(ids)), np.zeros((len(ids), 7))
         elif not changed:
             return self._prefix[-1]
-        frag_kernel.refold(self._prefix, self._vectors, ids, changed[0] if changed else 0)
+        kernels().refold(self._prefix, self._vectors, ids, changed[0] if changed else 0)
         return self._prefix[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:
