@@ -12,6 +12,7 @@ from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState
 from quasched.policies.fgd import FGD
+from quasched.policies.filter import Feasibility, feasible_nodes
 
 TYPICAL = TypicalPods(((1000, 500, 1, ""), (2000, 1000, 1, "")), (3, 1), np.array([0.75, 0.25]))
 
@@ -96,3 +97,38 @@ def test_change_log_lists_exactly_the_nodes_whose_version_changed(steps, churn):
         expected = np.flatnonzero(cluster.version != version).tolist()
         assert changed == expected or (changed is None and churn > 0)
     assert cluster.changes_since(cluster.change_mark) == [] and cluster.changes_since(-1) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["place", "remove", "cordon", "uncordon", "fail", "heal", "add"]),
+                          st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=50))
+def test_incremental_feasibility_equals_filtering_from_scratch(steps):
+    """After any sequence of changes, the per-demand masks give exactly the Filter's answer."""
+    cluster = Cluster(nodes(*[(16000, 1 << 14, 4, "T4")] * 2, (8000, 1 << 13, 2, "A100"), (4000, 1 << 12, 0, "")))
+    feasibility = Feasibility(cluster)
+    demands = [pod(cpu=2000, k=1, m=500), pod(cpu=4000, mem=4096, k=2, m=1000), pod(cpu=1000),
+               pod(cpu=1000, k=1, m=300, spec="A100"), pod(cpu=3000, k=1, m=1000, app="a", max_per_node=1)]
+    placed: list[int] = []
+    for uid, (op, node, device, which) in enumerate(steps, start=100):
+        present = np.flatnonzero(cluster.present)
+        target = int(present[node % len(present)])
+        if op == "place":
+            candidates = Feasibility(cluster).nodes(demands[which])
+            if len(candidates):
+                p = pod(uid=uid, cpu=demands[which].cpu_milli, mem=demands[which].memory_mib,
+                        k=demands[which].num_gpu, m=demands[which].gpu_milli, app=demands[which].app)
+                n = int(candidates[node % len(candidates)])
+                free = np.flatnonzero(cluster.gpu_free[n] >= p.gpu_milli)[: p.num_gpu] if p.is_gpu else []
+                cluster.place(p, n, tuple(free.tolist()) if p.is_gpu else ())
+                placed.append(uid)
+        elif op == "remove" and placed:
+            cluster.remove(placed.pop(node % len(placed)))
+        elif op in ("cordon", "uncordon"):
+            getattr(cluster, op)(target)
+        elif op in ("fail", "heal") and device < cluster.num_gpus[target]:
+            cluster.set_device_health(target, device, op == "heal")
+        elif op == "add":
+            cluster.add_node(f"n{uid}", {"cpu": 8000 * (device + 1), "memory": 1 << 14}, num_gpus=device,
+                             gpu_model="A100" if device else "")
+        for d in demands[which:] + demands[:which]:
+            assert feasibility.nodes(d).tolist() == feasible_nodes(cluster, d).tolist()

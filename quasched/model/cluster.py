@@ -327,10 +327,11 @@ class Cluster:
         """Mark of the next node change (see :meth:`changes_since`)."""
         return self._log_start + len(self._log)
 
-    def changes_since(self, mark: int) -> list[int] | None:
+    def changes_since(self, mark: int, limit: int | None = None) -> list[int] | None:
         """Nodes changed since ``mark`` (ascending, once each), or None when the log no longer
-        reaches back that far (or ``mark`` is negative): then assume every node changed."""
-        if mark < self._log_start:
+        reaches back that far (or ``mark`` is negative, or more than ``limit`` changes happened
+        since): then assume every node changed."""
+        if mark < self._log_start or (limit is not None and self.change_mark - mark > limit):
             return None
         return sorted(set(self._log[mark - self._log_start:]))
 

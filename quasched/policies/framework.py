@@ -23,7 +23,7 @@ from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
 from quasched.policies import devices
 from quasched.policies.base import CycleState, ScorePlugin
-from quasched.policies.filter import feasible_nodes
+from quasched.policies.filter import Feasibility
 
 UNSCHEDULED = -1
 DeviceRule = Literal["tightest", "uniform", "best-score", "best-score-tightest"]
@@ -123,12 +123,13 @@ class Scheduler:
         self.policy = policy
         self.rank = np.asarray(rank, dtype=np.int64)
         self.rng = rng
+        self.feasibility = Feasibility(cluster)
         policy.attach(cluster, rng)
 
     def decide(self, pod: Pod) -> Decision:
         """Pick a node and devices for ``pod`` without binding it."""
         self.rng.on_schedule_cycle()
-        nodes = feasible_nodes(self.cluster, pod)
+        nodes = self.feasibility.nodes(pod)
         if len(nodes) == 0:
             return Decision(UNSCHEDULED)
         state = CycleState()
