@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import pod
-from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, TypicalPods, frag_amount
+from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, TypicalPods, frag_amount, kernels
 from quasched.policies.fgd import sigmoid_score
 
 MODELS = ("", "T4", "A100")
@@ -49,7 +49,9 @@ def test_compiled_vectors_equal_the_numpy_reference(shapes, states):
     cpu = np.array([s[0] for s in states])
     gpu = np.sort(np.array([s[1] for s in states]), axis=1)
     model_id = np.array([s[2] for s in states])
-    assert model.vectors(cpu, gpu, model_id).tobytes() == numpy_vectors(model, cpu, gpu, model_id).tobytes()
+    got = model.vectors(cpu, gpu, model_id)
+    assert got.tobytes() == numpy_vectors(model, cpu, gpu, model_id).tobytes()
+    assert kernels().amounts(got).tobytes() == frag_amount(got).tobytes()
 
 
 @settings(max_examples=60, deadline=None)

@@ -60,6 +60,15 @@ def vectors(cpu, gpu, model, t_cpu, t_milli, t_count, freq, access):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
+def amounts(vectors):  # pragma: no cover - compiled
+    """Fragment amount of each row of ``vectors`` (:func:`~quasched.metrics.fragmentation.frag_amount`)."""
+    out = np.empty(len(vectors))
+    for s in range(len(vectors)):
+        out[s] = _amount(vectors[s])
+    return out
+
+
+@njit(cache=True, nogil=True)
 def deltas(cpu, gpu, model, before, milli, count, sharing,
            t_cpu, t_milli, t_count, freq, access):  # pragma: no cover - compiled
     """``before - amount(after)`` of a pod on states ``(cpu[S] after the pod, gpu[S, D] ascending, model[S])``.

@@ -304,7 +304,7 @@ class StateTable(NodeStates):
             self._vectors, self._amount = grow(self._vectors, len(self)), grow(self._amount, len(self))
         vectors = self.model.vectors(keys[:, 1], keys[:, 3:], keys[:, 0])
         self._vectors[len(self) - len(keys): len(self)] = vectors
-        self._amount[len(self) - len(keys): len(self)] = frag_amount(vectors)
+        self._amount[len(self) - len(keys): len(self)] = kernels().amounts(vectors)
 
 
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
