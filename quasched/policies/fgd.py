@@ -81,6 +81,13 @@ class FGD(ScorePlugin):
         width = self.table.gpu.shape[1] if pod.is_sharing else 1
         return self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
 
+    def best(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if not self._sync():
+            return super().best(cluster, pod, nodes, state)
+        ids = self.table.ids()[nodes]
+        width = self.table.gpu.shape[1] if pod.is_sharing else 1
+        return self._memo.lookup_best(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
+
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
         """Scores of node ``states`` per sorted device column (-inf where the pod cannot go)."""
         table = self.table

@@ -45,6 +45,8 @@ class Policy:
         self.device_rule = device_rule
         self.name = name or "+".join(p.name for p, _ in self.plugins)
         self._aware = [(p, w) for p, w in self.plugins if p.device_aware]
+        alone = self.plugins[0][0] if len(self.plugins) == 1 and self.plugins[0][1] == 1 else None
+        self._alone = alone if alone is not None and type(alone).normalize is ScorePlugin.normalize else None
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         self.rng = rng
@@ -53,6 +55,8 @@ class Policy:
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         """Final score per feasible node (Score + NormalizeScore + weights)."""
+        if self._alone:  # one plugin, weight 1, no NormalizeScore: its best columns, Reserve re-scores one node
+            return self._alone.best(cluster, pod, nodes, state)
         total = None
         for plugin, weight in self.plugins:
             part = plugin.normalize(plugin.score(cluster, pod, nodes, state))
