@@ -10,7 +10,7 @@ from builders import nodes, pod
 from quasched.metrics.fragmentation import NodeStates, StateTable, TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
-from quasched.policies import CycleState
+from quasched.policies import CycleState, make_policy
 from quasched.policies.fgd import FGD
 from quasched.policies.filter import Feasibility, feasible_nodes
 
@@ -132,3 +132,23 @@ def test_incremental_feasibility_equals_filtering_from_scratch(steps):
                              gpu_model="A100" if device else "")
         for d in demands[which:] + demands[:which]:
             assert feasibility.nodes(d).tolist() == feasible_nodes(cluster, d).tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.sampled_from([100, 250, 500, 1000])),
+                min_size=1, max_size=30), st.sampled_from([100, 300, 500, 1000]))
+def test_best_columns_from_the_memo_equal_the_maximum_of_the_device_columns(steps, milli):
+    """A lone plugin's per-node best (memoised per state) == the row maximum of its device columns."""
+    cluster = Cluster(nodes(*[(64000, 1 << 20, 4, "T4")] * 3, *[(32000, 1 << 20, 2, "A100")] * 3))
+    policy = make_policy("fgd", TYPICAL)
+    policy.attach(cluster, NumpyStream(0))
+    plugin = policy.plugins[0][0]
+    for uid, (node, device, m) in enumerate(steps):
+        if device < cluster.num_gpus[node] and cluster.gpu_free[node, device] >= m:
+            cluster.place(pod(uid=uid, k=1, m=m), node, (device,))
+        p, live = pod(uid=-1, k=1, m=milli), np.flatnonzero(cluster.gpu_free_max >= milli)
+        if len(live):  # either memo table filled first
+            best = policy.score(cluster, p, live, CycleState()) if uid % 2 else None
+            columns = plugin.score(cluster, p, live, CycleState())
+            best = policy.score(cluster, p, live, CycleState()) if best is None else best
+            assert best.tobytes() == (columns.max(axis=1) if columns.ndim == 2 else columns).tobytes()
