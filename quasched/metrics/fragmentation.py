@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 from typing import Iterable
 
 import numpy as np
 
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.resources import CPU, MEMORY
-from quasched.model.workload import Workload, shape_keys
+from quasched.model.workload import Pod, Workload, shape_keys
 
 CATEGORIES = (
     "q1_lack_both", "q2_lack_gpu", "q3_satisfied", "q4_lack_cpu",
@@ -29,7 +31,6 @@ CATEGORIES = (
 )
 Q1, Q2, Q3, Q4, XL, XR, NA = range(7)
 _FRAG_ORDER = (Q1, Q2, Q4, XL, XR, NA)
-_CHUNK = 2048
 
 Shape = tuple[int, int, int, str]
 
@@ -110,12 +111,7 @@ class FragmentationModel:
         self.t_count = np.array([s[2] for s in shapes], dtype=np.int64)
         self.freq = typical.freq
         self.access = np.array([[accessible(m, s[3]) for s in shapes] for m in models], dtype=bool)
-        # category of (shape, state) by a 4-bit code: cpu fits | gpu fits | model denied | CPU-only shape
-        lut = [(XR, XL)[code & 1] if code & 8 else NA if code & 4 else ((Q1, Q2), (Q4, Q3))[code >> 1 & 1][code & 1]
-               for code in range(16)]
-        self._lut = np.array(lut, dtype=np.int64)
-        self._onehot = self._lut[:, None] == np.arange(7)[None, :]
-        self._shape_code = 8 * (self.t_milli == 0)[None, :] + 4 * ~self.access
+        self._tables = (self.t_cpu, self.t_milli, self.t_count, self.freq, self.access)
 
     def vectors(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
         """Category vectors ``(S, 7)`` in milli-GPU for node states ``(cpu, gpu[S, D], model)``.
@@ -123,25 +119,37 @@ class FragmentationModel:
         A GPU shape that fits counts the idle milli of the devices it fits in as satisfied
         and the rest as ``q2_lack_gpu``; every other shape counts all idle milli in its
         category; CPU-only shapes count it as ``xl``/``xr``. Each category sums the
-        frequency-weighted amounts in typical-pod order (a cumulative sum, as the reference).
+        frequency-weighted amounts in typical-pod order (the reference's order;
+        compiled: :func:`kernels`).
         """
-        if len(cpu) > _CHUNK:
-            return np.concatenate([
-                self.vectors(cpu[i:i + _CHUNK], gpu[i:i + _CHUNK], model[i:i + _CHUNK])
-                for i in range(0, len(cpu), _CHUNK)
-            ])
-        idle = gpu.sum(axis=1)[:, None]
-        fits = gpu[:, None, :] >= self.t_milli[None, :, None]
-        fitting = np.where(fits, gpu[:, None, :], 0).sum(axis=2)
-        code = self._shape_code[model] + (cpu[:, None] >= self.t_cpu) + 2 * (fits.sum(axis=2) >= self.t_count)
-        satisfied = self._lut[code] == Q3
-        contrib = np.where(self._onehot[code], (self.freq * np.where(satisfied, fitting, idle))[:, :, None], 0.0)
-        contrib[:, :, Q2] = np.where(satisfied, self.freq * (idle - fitting), contrib[:, :, Q2])
-        return np.cumsum(contrib, axis=1)[:, -1, :]
+        return kernels().vectors(_ints(cpu), _ints(gpu), _ints(model), *self._tables)
+
+    def deltas(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray, before: np.ndarray,
+               pod: Pod) -> np.ndarray:
+        """Fragmentation decrease ``before - amount(after)`` of placing ``pod`` on states
+        ``(cpu, gpu[S, D] ascending, model)`` whose amounts are ``before``: ``(S, D)`` per distinct
+        fitting device column for a sharing pod (NaN elsewhere), else ``(S, 1)``."""
+        return kernels().deltas(_ints(cpu - pod.cpu_milli), _ints(gpu), _ints(model),
+                                  np.asarray(before, dtype=np.float64), pod.gpu_milli, pod.num_gpu, pod.is_sharing,
+                                  *self._tables)
 
     def amount(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
         """Fragment milli-GPU (all categories but ``q3_satisfied``) per node state."""
         return frag_amount(self.vectors(cpu, gpu, model))
+
+
+@cache
+def kernels() -> ModuleType:
+    """:mod:`quasched.metrics.frag_kernel`, imported on first use: numba loads only when a run needs it
+    (and compiles the kernels once per installation; ``cache=True`` keeps them in ``__pycache__``)."""
+    from quasched.metrics import frag_kernel
+
+    return frag_kernel
+
+
+def _ints(values: np.ndarray) -> np.ndarray:
+    """``values`` as a C-contiguous int64 array (what the kernels are compiled for)."""
+    return np.ascontiguousarray(values, dtype=np.int64)
 
 
 def frag_amount(vectors: np.ndarray) -> np.ndarray:
@@ -156,7 +164,7 @@ class NodeStates:
     """Interns node states of one cluster: (GPU model, free CPU[, free memory], sorted free GPU milli).
 
     ``ids()`` returns the state id of every node slot, re-interning only nodes
-    whose :attr:`Cluster.version` changed. Arrays ``model_id``, ``cpu``, ``mem``
+    changed since the last call (:meth:`Cluster.changes_since`). Arrays ``model_id``, ``cpu``, ``mem``
     (0 unless ``with_memory``) and ``gpu`` (``(S, D)``, ascending) hold the
     states; they grow by doubling, so interning stays amortised O(1) per state.
     The table is bounded: past ``max_states`` states, or when the cluster's
@@ -178,7 +186,7 @@ class NodeStates:
         self._pending: list[tuple[int, ...]] = []
         self._keys = np.zeros((0, 3 + c.max_devices), dtype=np.int64)  # model, cpu, mem, gpu..., capacity rows
         self._node_ids = np.full(c.n_nodes, -1, dtype=np.int64)
-        self._seen = np.full(c.n_nodes, -1, dtype=np.int64)
+        self._mark = -1  # the cluster's change mark when ids were last brought up to date
         self.generation += 1
 
     def __len__(self) -> int:
@@ -232,14 +240,16 @@ class NodeStates:
         c = self.cluster
         if c.layout != self.layout or len(self._index) > self.max_states:
             self._reset()
-        stale = np.flatnonzero(self._seen != c.version)
-        if len(stale):
+        stale = c.changes_since(self._mark)
+        self._mark = c.change_mark
+        if stale is None:
+            stale = list(range(c.n_nodes))
+        if stale:
             model, gpu, cpu, mem = c.model_id, c.gpu_free, c.free[:, CPU], c.free[:, MEMORY]
             memory = self.with_memory
             self._node_ids[stale] = self._intern(
                 (int(model[node]), int(cpu[node]), int(mem[node]) if memory else 0, *sorted(gpu[node].tolist()))
-                for node in stale.tolist())
-            self._seen[stale] = c.version[stale]
+                for node in stale)
         return self._node_ids
 
 
@@ -251,12 +261,7 @@ def grow(values: np.ndarray, rows: int) -> np.ndarray:
 
 
 class StateTable(NodeStates):
-    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount.
-
-    Vectors are evaluated once per state key, for node states and for the hypothetical
-    states a scorer asks about (:meth:`amount_after`) alike, in one cache: the state a
-    node lands in was usually scored as a hypothesis before, so it costs no evaluation.
-    """
+    """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount."""
 
     def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18) -> None:
         self.typical = typical
@@ -267,10 +272,8 @@ class StateTable(NodeStates):
         self.model = FragmentationModel(self.typical, tuple(self.cluster.models))
         self._vectors = np.zeros((0, 7))
         self._amount = np.zeros(0)
-        self._known: dict[tuple[int, ...], int] = {}  # every evaluated state key -> its row below
-        self._known_vectors = np.zeros((0, 7))
-        self._known_amount = np.zeros(0)
         self._prefix_key: tuple[int, int] | None = None  # (generation, slots) the prefix sums belong to
+        self._fold_mark = -1  # the cluster's change mark at the last fold
 
     @property
     def vectors(self) -> np.ndarray:
@@ -280,56 +283,28 @@ class StateTable(NodeStates):
     def amount(self) -> np.ndarray:
         return self._amount[: len(self)]
 
-    def _rows(self, keys: list[tuple[int, ...]]) -> np.ndarray:
-        """Cache rows of state ``keys``, evaluating the new ones in one batch (bounded by ``max_states``)."""
-        known = self._known
-        if len(known) > self.max_states:
-            known.clear()
-        new = [key for key in dict.fromkeys(keys) if key not in known]
-        if new:
-            start = len(known)
-            known.update((key, start + i) for i, key in enumerate(new))
-            if len(known) > len(self._known_vectors):
-                self._known_vectors = grow(self._known_vectors, len(known))
-                self._known_amount = grow(self._known_amount, len(known))
-            block = np.array(new, dtype=np.int64)
-            vectors = self.model.vectors(block[:, 1], block[:, 3:], block[:, 0])
-            self._known_vectors[start:len(known)] = vectors
-            self._known_amount[start:len(known)] = frag_amount(vectors)
-        return np.array([known[key] for key in keys], dtype=np.int64)
-
-    def amount_after(self, model: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-        """Fragment milli-GPU of hypothetical states ``(model, cpu, gpu[S, D])``, devices in any order."""
-        keys = np.column_stack([model, cpu, np.zeros_like(cpu), np.sort(gpu, axis=1)])
-        rows = self._rows(list(map(tuple, keys.tolist())))  # may grow the cache: index it afterwards
-        return self._known_amount[rows]
-
     def category_totals(self) -> np.ndarray:
         """Sum of every node slot's vector, folded node by node in slot order (the reference's
-        float order). Keeps the running prefix sums and refolds only from the first slot whose
-        state changed since the last call, so one placement costs half a fold on average."""
+        float order). Keeps the running prefix sums and refolds only from the first slot
+        changed since the last call, so one placement costs half a fold on average."""
         ids = self.ids()  # may grow the table, so before reading its arrays
-        if self._prefix_key != (self.generation, len(ids)):
-            self._prefix_key, self._prefix_ids = (self.generation, len(ids)), ids.copy()
-            self._prefix, first = np.zeros((len(ids), 7)), 0
-        else:
-            changed = np.flatnonzero(ids != self._prefix_ids)
-            if not len(changed):
-                return self._prefix[-1] if len(ids) else np.zeros(7)
-            first = int(changed[0])
-        block = self.vectors[ids[first:]]
-        if first:
-            block[0] += self._prefix[first - 1]
-        np.cumsum(block, axis=0, out=self._prefix[first:])
-        self._prefix_ids[first:] = ids[first:]
-        return self._prefix[-1] if len(ids) else np.zeros(7)
+        if not len(ids):
+            return np.zeros(7)
+        changed = self.cluster.changes_since(self._fold_mark) if self._prefix_key == (self.generation, len(ids)) else None
+        self._fold_mark = self.cluster.change_mark
+        if changed is None:
+            self._prefix_key, self._prefix = (self.generation, len(ids)), np.zeros((len(ids), 7))
+        elif not changed:
+            return self._prefix[-1]
+        kernels().refold(self._prefix, self._vectors, ids, changed[0] if changed else 0)
+        return self._prefix[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:
-        rows = self._rows(list(map(tuple, keys.tolist())))
         if len(self) > len(self._vectors):
             self._vectors, self._amount = grow(self._vectors, len(self)), grow(self._amount, len(self))
-        self._vectors[len(self) - len(keys): len(self)] = self._known_vectors[rows]
-        self._amount[len(self) - len(keys): len(self)] = self._known_amount[rows]
+        vectors = self.model.vectors(keys[:, 1], keys[:, 3:], keys[:, 0])
+        self._vectors[len(self) - len(keys): len(self)] = vectors
+        self._amount[len(self) - len(keys): len(self)] = kernels().amounts(vectors)
 
 
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:

@@ -22,8 +22,8 @@ Node power ``P = P_gpu + P_cpu`` in watts, two models (:data:`PowerMode`):
 The step model flatters packing (a 10 % GPU share costs a whole TDP); report both.
 
 Everything is vectorised over node arrays. :class:`PowerMeter` keeps the power of every node
-of a :class:`~quasched.model.cluster.Cluster` up to date incrementally (only nodes whose
-``version`` changed are recomputed), for the per-event records of every engine.
+of a :class:`~quasched.model.cluster.Cluster` up to date incrementally (only the nodes
+:meth:`~quasched.model.cluster.Cluster.changes_since` lists are recomputed), for the per-event records of every engine.
 :func:`energy_kwh` and :func:`carbon_kg` integrate a per-event power step series over time.
 """
 
@@ -178,7 +178,7 @@ def cluster_power_w(cluster: Cluster, model: PowerModel = PWR_MODEL, mode: Power
 
 
 class PowerMeter:
-    """Per-node power of a cluster under both modes, refreshed only where a node's ``version`` changed.
+    """Per-node power of a cluster under both modes, refreshed only for the nodes changed since the last refresh.
 
     One event changes one node or a few: those are recomputed in plain Python (the same
     formulas as :func:`node_power_w`, checked equal in the tests), many at once vectorised.
@@ -191,31 +191,30 @@ class PowerMeter:
         self.cluster = cluster
         self.model = model
         self._layout = -1
+        self._mark = -1
         self.refresh()
 
     def refresh(self) -> tuple[float, float]:
         """``(step, linear)`` cluster power, W, after recomputing the nodes that changed."""
         c = self.cluster
-        if c.layout != self._layout:
+        changed = c.changes_since(self._mark) if c.layout == self._layout else None
+        self._mark = c.change_mark
+        if changed is None:
             self._layout = c.layout
             self._watts = self.model.gpu_watts(c.models)
             self._idle, self._full = self._watts[0].tolist(), self._watts[1].tolist()
-            self._seen = c.version.copy()
             self.step = node_power_w(c, self.model, "step", gpu_watts=self._watts)
             self.linear = node_power_w(c, self.model, "linear", gpu_watts=self._watts)
             self.step_total, self.linear_total = float(self.step.sum()), float(self.linear.sum())
-            return self.step_total, self.linear_total
-        changed = np.flatnonzero(c.version != self._seen)
-        if len(changed) > self.VECTOR_FROM:
-            self._seen[changed] = c.version[changed]
-            step = node_power_w(c, self.model, "step", changed, self._watts)
-            linear = node_power_w(c, self.model, "linear", changed, self._watts)
-            self.step_total += float(step.sum() - self.step[changed].sum())
-            self.linear_total += float(linear.sum() - self.linear[changed].sum())
-            self.step[changed], self.linear[changed] = step, linear
+        elif len(changed) > self.VECTOR_FROM:
+            nodes = np.array(changed)
+            step = node_power_w(c, self.model, "step", nodes, self._watts)
+            linear = node_power_w(c, self.model, "linear", nodes, self._watts)
+            self.step_total += float(step.sum() - self.step[nodes].sum())
+            self.linear_total += float(linear.sum() - self.linear[nodes].sum())
+            self.step[nodes], self.linear[nodes] = step, linear
         else:
-            for node in changed.tolist():
-                self._seen[node] = c.version[node]
+            for node in changed:
                 one_step, one_linear = self._one(node)
                 self.step_total += one_step - self.step[node]
                 self.linear_total += one_linear - self.linear[node]

@@ -16,8 +16,9 @@ A :class:`Cluster` holds node slots and their allocation state:
   ``gpus_on_used_nodes``, kept by every change;
 - ``errors``: the GPU errors so far (:class:`~quasched.model.health.ErrorLog`);
 - ``version``: bumped on every change of a node, so caches keyed by node
-  state know what to refresh; ``layout`` bumped when ``N``, ``D`` or the GPU
-  model list change, so caches know when to resize.
+  state know what to refresh; :meth:`changes_since` lists the nodes changed
+  since a mark without scanning all of them; ``layout`` bumped when ``N``, ``D``
+  or the GPU model list change, so caches know when to resize.
 
 :meth:`place` and :meth:`remove` bind and unbind pods (``remove`` restores the
 exact state before the matching ``place``); :meth:`add_node`,
@@ -136,6 +137,8 @@ class Cluster:
         self.caches: dict[str, dict] = {}
         #: GPU errors so far (:mod:`quasched.model.health`), kept by engines that model failures
         self.errors = ErrorLog()
+        self._log: list[int] = []  # nodes in the order they changed; entry i has mark _log_start + i
+        self._log_start = 0
         self._allocate(len(nodes), max(1, int(nodes.num_gpus.max(initial=0))))
         self._fill(np.arange(len(nodes)), nodes)
         self._grown.clear()
@@ -312,8 +315,26 @@ class Cluster:
             self.nodes_in_use += step
             self.gpus_on_used_nodes += step * int(self.num_gpus[node])
         self.version[node] += 1
+        self._log.append(node)
+        if len(self._log) > 4 * self.n_nodes + 1024:  # keep the log short: forget its older half
+            drop = len(self._log) // 2
+            del self._log[:drop]
+            self._log_start += drop
 
     # -------------------------------------------------------------- queries
+    @property
+    def change_mark(self) -> int:
+        """Mark of the next node change (see :meth:`changes_since`)."""
+        return self._log_start + len(self._log)
+
+    def changes_since(self, mark: int, limit: int | None = None) -> list[int] | None:
+        """Nodes changed since ``mark`` (ascending, once each), or None when the log no longer
+        reaches back that far (or ``mark`` is negative, or more than ``limit`` changes happened
+        since): then assume every node changed."""
+        if mark < self._log_start or (limit is not None and self.change_mark - mark > limit):
+            return None
+        return sorted(set(self._log[mark - self._log_start:]))
+
     def spec_mask(self, spec: str) -> np.ndarray:
         """Boolean mask of nodes with GPUs whose model satisfies ``spec`` (cached until nodes change)."""
         mask = self._spec_masks.get(spec)

@@ -177,13 +177,14 @@ def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int,
         return "no such node"
     if len(pod.request) != len(cluster.resources):
         return f"request has {len(pod.request)} resources, the cluster registers {len(cluster.resources)}"
-    demand = Demand.of([pod])
-    for name, check in () if node_checked else fit_checks(cluster, demand, slice(node, node + 1)):
-        if not check[0, 0]:
-            if name == RESOURCES_CHECK:  # which resource: the first short column
-                short = [c for c in demand.columns if cluster.free[node, c] < demand.request[0, c]]
-                return cluster.resource_names[short[0]]
-            return name
+    if not node_checked:
+        demand = Demand.of([pod])
+        for name, check in fit_checks(cluster, demand, slice(node, node + 1)):
+            if not check[0, 0]:
+                if name == RESOURCES_CHECK:  # which resource: the first short column
+                    short = [c for c in demand.columns if cluster.free[node, c] < demand.request[0, c]]
+                    return cluster.resource_names[short[0]]
+                return name
     if not pod.is_gpu:
         return "CPU-only pod given GPU devices" if devices else None
     if len(devices) != pod.num_gpu or len(set(devices)) != len(devices):

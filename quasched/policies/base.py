@@ -52,6 +52,11 @@ class ScorePlugin(ABC):
         """NormalizeScore: map this cycle's raw scores into ``[0, 100]``; identity by default."""
         return scores
 
+    def best(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        """Each node's best raw score ``(n,)``: its best device column for a sharing pod."""
+        scores = self.score(cluster, pod, nodes, state)
+        return scores.max(axis=1) if scores.ndim == 2 else scores
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -16,9 +16,8 @@ when the window's typical pods change.
 Device-aware: a sharing pod is tried on every distinct fitting device. Scores
 depend only on the node state (GPU model, free CPU, multiset of free GPU
 milli), so they are memoised per (pod shape, node state) and only states never
-seen are evaluated, in one vectorised batch per cycle. The states after the
-placement are evaluated by the shared :class:`StateTable`'s cache, so the one
-the pod lands in is known when the run records the cluster's fragmentation.
+seen are evaluated, in one compiled batch per cycle
+(:meth:`FragmentationModel.deltas <quasched.metrics.fragmentation.FragmentationModel.deltas>`).
 """
 
 from __future__ import annotations
@@ -82,9 +81,16 @@ class FGD(ScorePlugin):
         width = self.table.gpu.shape[1] if pod.is_sharing else 1
         return self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
 
+    def best(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if not self._sync():
+            return super().best(cluster, pod, nodes, state)
+        ids = self.table.ids()[nodes]
+        width = self.table.gpu.shape[1] if pod.is_sharing else 1
+        return self._memo.lookup_best(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
+
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
-        """Scores of node ``states`` per sorted device column (:func:`hypothetical_scores`)."""
+        """Scores of node ``states`` per sorted device column (-inf where the pod cannot go)."""
         table = self.table
-        cpu, model, before = table.cpu[states] - pod.cpu_milli, table.model_id[states], table.amount[states]
-        return hypothetical_scores(table.gpu[states], pod, lambda rows, after: self.scale(
-            before[rows] - table.amount_after(model[rows], cpu[rows], after)))
+        delta = table.model.deltas(table.cpu[states], table.gpu[states], table.model_id[states],
+                                   table.amount[states], pod)
+        return np.where(np.isnan(delta), -np.inf, self.scale(delta))

@@ -23,7 +23,7 @@ from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
 from quasched.policies import devices
 from quasched.policies.base import CycleState, ScorePlugin
-from quasched.policies.filter import feasible_nodes
+from quasched.policies.filter import Feasibility
 
 UNSCHEDULED = -1
 DeviceRule = Literal["tightest", "uniform", "best-score", "best-score-tightest"]
@@ -45,6 +45,8 @@ class Policy:
         self.device_rule = device_rule
         self.name = name or "+".join(p.name for p, _ in self.plugins)
         self._aware = [(p, w) for p, w in self.plugins if p.device_aware]
+        alone = self.plugins[0][0] if len(self.plugins) == 1 and self.plugins[0][1] == 1 else None
+        self._alone = alone if alone is not None and type(alone).normalize is ScorePlugin.normalize else None
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         self.rng = rng
@@ -53,6 +55,8 @@ class Policy:
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         """Final score per feasible node (Score + NormalizeScore + weights)."""
+        if self._alone:  # one plugin, weight 1, no NormalizeScore: its best columns, Reserve re-scores one node
+            return self._alone.best(cluster, pod, nodes, state)
         total = None
         for plugin, weight in self.plugins:
             part = plugin.normalize(plugin.score(cluster, pod, nodes, state))
@@ -123,12 +127,13 @@ class Scheduler:
         self.policy = policy
         self.rank = np.asarray(rank, dtype=np.int64)
         self.rng = rng
+        self.feasibility = Feasibility(cluster)
         policy.attach(cluster, rng)
 
     def decide(self, pod: Pod) -> Decision:
         """Pick a node and devices for ``pod`` without binding it."""
         self.rng.on_schedule_cycle()
-        nodes = feasible_nodes(self.cluster, pod)
+        nodes = self.feasibility.nodes(pod)
         if len(nodes) == 0:
             return Decision(UNSCHEDULED)
         state = CycleState()

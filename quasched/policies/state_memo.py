@@ -45,3 +45,11 @@ class StateScoreMemo:
             values[missing] = computed if width > 1 else computed[:, 0]
             scores = values[ids]
         return scores
+
+    def lookup_best(self, key: Hashable, ids: np.ndarray, width: int,
+                    compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Row maxima of :meth:`lookup` ``(n,)``, memoised per state too: no ``(n, width)`` gather."""
+        if width == 1:
+            return self.lookup(key, ids, 1, compute)
+        return self.lookup((key, "best"), ids, 1,
+                           lambda missing: self.lookup(key, missing, width, compute).max(axis=1, keepdims=True))

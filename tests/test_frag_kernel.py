@@ -1,0 +1,91 @@
+"""The compiled fragmentation kernels equal the straightforward NumPy computation, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import pod
+from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, TypicalPods, frag_amount, kernels
+from quasched.policies.fgd import sigmoid_score
+
+MODELS = ("", "T4", "A100")
+SHAPE = st.tuples(st.integers(0, 8000), st.sampled_from([0, 100, 250, 500, 1000]), st.integers(0, 3),
+                  st.sampled_from(["", "T4", "A100", "T4|A100"]))
+MILLI = st.sampled_from([0, 0, 50, 100, 250, 500, 750, 900, 1000, 1000])
+
+
+def numpy_vectors(model: FragmentationModel, cpu: np.ndarray, gpu: np.ndarray, model_id: np.ndarray) -> np.ndarray:
+    """The vectorised reference (the formula of ``FragmentationModel.vectors``, NumPy's cumulative sum)."""
+    idle = gpu.sum(axis=1)[:, None]
+    fits = gpu[:, None, :] >= model.t_milli[None, :, None]
+    fitting = np.where(fits, gpu[:, None, :], 0).sum(axis=2)
+    cpu_ok, gpu_ok = cpu[:, None] >= model.t_cpu, fits.sum(axis=2) >= model.t_count
+    category = np.select(
+        [model.t_milli == 0, ~model.access[model_id], gpu_ok & cpu_ok, gpu_ok, cpu_ok],
+        [np.where(cpu_ok, 4, 5), 6, Q3, 3, Q2], 0)
+    satisfied = category == Q3
+    contrib = np.zeros((*category.shape, 7))
+    np.put_along_axis(contrib, category[..., None], (model.freq * np.where(satisfied, fitting, idle))[..., None], 2)
+    contrib[..., Q2] += np.where(satisfied, model.freq * (idle - fitting), 0.0)
+    return np.cumsum(contrib, axis=1)[:, -1, :]
+
+
+def typical_of(shapes: list) -> TypicalPods:
+    counts = list(range(len(shapes), 0, -1))
+    return TypicalPods(tuple(shapes), tuple(counts), np.array(counts) / sum(counts))
+
+
+STATES = st.lists(st.tuples(st.integers(0, 16000), st.lists(MILLI, min_size=4, max_size=4), st.integers(0, 2)),
+                  min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SHAPE, min_size=1, max_size=12, unique=True), STATES)
+def test_compiled_vectors_equal_the_numpy_reference(shapes, states):
+    model = FragmentationModel(typical_of(shapes), MODELS)
+    cpu = np.array([s[0] for s in states])
+    gpu = np.sort(np.array([s[1] for s in states]), axis=1)
+    model_id = np.array([s[2] for s in states])
+    got = model.vectors(cpu, gpu, model_id)
+    assert got.tobytes() == numpy_vectors(model, cpu, gpu, model_id).tobytes()
+    assert kernels().amounts(got).tobytes() == frag_amount(got).tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SHAPE, min_size=1, max_size=12, unique=True), STATES,
+       st.sampled_from([(1, 100), (1, 500), (1, 1000), (2, 1000), (0, 0)]))
+def test_placement_deltas_equal_evaluating_the_states_after_the_placement(shapes, states, demand):
+    model = FragmentationModel(typical_of(shapes), MODELS)
+    k, m = demand
+    p = pod(cpu=1500, k=k, m=m)
+    cpu = np.array([s[0] for s in states])
+    gpu = np.sort(np.array([s[1] for s in states]), axis=1)
+    model_id = np.array([s[2] for s in states])
+    before = frag_amount(numpy_vectors(model, cpu, gpu, model_id))
+    got = model.deltas(cpu, gpu, model_id, before, p)
+    for s in range(len(states)):
+        if p.is_sharing:  # every distinct device with room, one at a time
+            columns = [c for c in range(4) if gpu[s, c] >= m and (c == 0 or gpu[s, c] != gpu[s, c - 1])]
+        else:  # the k smallest devices with room
+            columns = [c for c in range(4) if gpu[s, c] >= m and m > 0][:k]
+        afters = [gpu[s] - m * (np.arange(4) == c) for c in columns] if p.is_sharing else \
+            [gpu[s] - m * np.isin(np.arange(4), columns)]
+        expected = [before[s] - frag_amount(numpy_vectors(model, cpu[s:s + 1] - 1500, a[None], model_id[s:s + 1]))[0]
+                    for a in afters]
+        row = got[s][~np.isnan(got[s])]
+        assert row.tobytes() == np.array(expected).tobytes()
+        if p.is_sharing:
+            assert np.flatnonzero(~np.isnan(got[s])).tolist() == columns
+
+
+def test_worked_example_deltas():
+    """§7.2: a (2 CPU, 0.2 GPU) pod on (6 CPU, [300, 1000]), F = 800; on device 1 F becomes 700."""
+    toy = TypicalPods(((4000, 500, 1, ""), (8000, 1000, 1, ""), (2000, 0, 0, "")), (5, 3, 2), np.array([0.5, 0.3, 0.2]))
+    model = FragmentationModel(toy, ("T4",))
+    got = model.deltas(np.array([6000]), np.array([[300, 1000]]), np.array([0]), np.array([800.0]),
+                       pod(cpu=2000, k=1, m=200))
+    assert got[0, 1] == pytest.approx(100)
+    assert sigmoid_score(got[0]).tolist() == [54, 52]
