@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from typer.testing import CliRunner
 
 from builders import nodes
+from quasched.cli import app
 from quasched.model.health import ErrorLog
 from quasched.sim import records
 from quasched.sim.failures import DeviceFailure, FailureConfig, WorkLedger, failure_stream
@@ -14,6 +17,8 @@ from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
 from quasched.sim.replay import DONE
 from test_failures import HOUR, JOB, run
 from test_replay import rows, workload
+
+runner = CliRunner()
 
 #: checkpoints every 30 min, 2 min to restart, 1 min to write an on-demand checkpoint
 DRAIN_MIGRATE = FailureConfig(checkpoint_min=30, restart_min=2, checkpoint_cost_min=1, drain_errors=1,
@@ -178,3 +183,14 @@ def checked(monkeypatch):
 
     monkeypatch.setattr(records.EventRecorder, "record", record)
     return kinds
+
+
+def test_replay_cli_with_drains_and_migration(tmp_path):
+    result = runner.invoke(app, ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1",
+                                 "--drain-errors", "1", "--migrate", "device", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert (summary[["warnings", "drains", "migrations"]] > 0).all(axis=None)
+    assert pd.read_csv(tmp_path / "pods_Health+FGD_42.csv")["migrations"].sum() == summary["migrations"][0]
+    bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--migrate", "cluster"])
+    assert bad.exit_code == 2 and "migrate" in bad.output

@@ -31,6 +31,7 @@ _COLUMNS = (
 _CARBON = ("kg CO2e", "carbon_kg", "{:,.0f}")
 #: shown when the runs model GPU failures
 _FAILURES = (("GPU failures", "device_failures", "{:,}"), ("interrupted", "interruptions", "{:,}"),
+             ("migrated", "migrations", "{:,}"),
              ("lost GPU-h", "lost_gpu_h", "{:,.1f}"), ("goodput %", "goodput_pct", "{:.3f}"))
 
 

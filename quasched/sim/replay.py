@@ -53,8 +53,12 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     placed if a node fits (``start``), else queued at the back. A recovered device lets the
     queue retry. At equal times, device events come before departures and arrivals. Once
     nothing runs and nothing is left to arrive, only recoveries are awaited (for queued pods)
-    and failures in between are dropped. Every failure is appended to the cluster's
-    :class:`~quasched.model.health.ErrorLog`, whose clock follows the events.
+    and failures in between are dropped. Every failure and warning is appended to the cluster's
+    :class:`~quasched.model.health.ErrorLog`, whose clock follows the events. Remediation: after
+    an error, a node with enough recent errors is cordoned for a while (a drain: its running pods
+    finish), then pods on the erring device or node checkpoint and re-arrive (``migrate`` events,
+    then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
+    retry.
 
 Energy and carbon
     :meth:`ReplayResult.energy_kwh` integrates the recorded power from the first to the
