@@ -51,7 +51,9 @@ def setup_options(setup: str) -> tuple[str, dict[str, int | float | str]]:
     return policy, {k: _value(v) for k, _, v in (o.partition("=") for o in opts)}
 
 
-def _value(text: str) -> int | float | str:
+def _value(text: str) -> bool | int | float | str:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
     for kind in (int, float):
         try:
             return kind(text)

@@ -184,7 +184,7 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
-def _failures(default: float, help: str):
+def _failures(default: float | str | bool, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
 
@@ -320,8 +320,9 @@ def replay(
                                   "--drain-window-h (0 = never): no new pods, running ones finish."),
     drain_window_h: float = _failures(168.0, "Hours over which a node's errors count towards a drain."),
     drain_h: float = _failures(72.0, "Hours a drained node stays cordoned."),
-    migrate: Migrate = _failures(Migrate.off,  # type: ignore[arg-type] "Proactive checkpoint-and-migrate right after a GPU error or warning: off, "
-                             "device (pods on that GPU) or node (pods on that node)."),
+    migrate: Migrate = _failures(Migrate.off, "Proactive checkpoint-and-migrate right after a GPU error or warning: "
+                                 "off, device (pods on that GPU) or node (pods on that node)."),
+    evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
     checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
                                            "(counted as lost, with --restart-min)."),
 ) -> None:
@@ -346,7 +347,7 @@ def replay(
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
-                drain_h=drain_h, migrate=migrate.value, checkpoint_cost_min=checkpoint_cost_min)  # type: ignore[arg-type]
+                drain_h=drain_h, migrate=migrate.value, evict=evict, checkpoint_cost_min=checkpoint_cost_min)  # type: ignore[arg-type]
         except ValueError as err:
             fail(str(err))
     carbon = None

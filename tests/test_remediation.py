@@ -62,6 +62,23 @@ def test_a_drained_node_takes_no_new_pod_until_its_drain_ends_and_keeps_its_runn
     assert (s["drains"], s["migrations"], s["interruptions"], s["lost_gpu_h"]) == (1, 0, 0, 0)
 
 
+def test_an_evicting_drain_migrates_every_pod_of_the_node():
+    # p0 and p1 (half a GPU each) share n0's GPU (best fit), p2 goes to n1; a warning on n0 drains it and,
+    # with evict, both checkpoint at 1000 s (60 s each on half a GPU) and move to n1's free GPU (best fit
+    # of the rest); without evict they stay and finish on n0
+    cluster = nodes((8000, 8192, 1, "A"), (8000, 8192, 2, "A"), (8000, 8192, 4, "A"))
+    pods = workload([(1000, 1024, 1, 500, 0, HOUR), (1000, 1024, 1, 500, 0, HOUR), (1000, 1024, 1, 1000, 0, HOUR)])
+    config = FailureConfig(checkpoint_min=30, restart_min=2, checkpoint_cost_min=1, drain_errors=1, evict=True)
+    r = run(cluster, pods, [warning(1000.0, 0)], config=config)
+    moved = [(t, p) for t, k, p, n, _ in rows(r) if k == MIGRATE]
+    assert r.pods.node.tolist() == [1, 1, 1] and moved == [(1000, 0), (1000, 1)]
+    s = r.summary()
+    assert (s["drains"], s["migrations"]) == (1, 2)
+    assert s["lost_gpu_h"] == pytest.approx(2 * 0.5 * (60 + 120) / HOUR)
+    stay = run(cluster, pods, [warning(1000.0, 0)], config=FailureConfig(drain_errors=1))
+    assert stay.pods.node.tolist() == [0, 0, 1] and stay.summary()["lost_gpu_h"] == 0
+
+
 def test_drain_counts_errors_within_its_window_only():
     # errors at 0 h and 2 h are 2 h apart: two within 1 h are never seen, so no drain; the third
     # at 2.5 h makes two within the hour
@@ -144,9 +161,9 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3), st.sam
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(jobs=st.lists(job, min_size=1, max_size=12), events=st.lists(event, max_size=10),
        drain=st.integers(0, 2), drain_h=st.floats(0.1, 5), migrate=st.sampled_from(["off", "device", "node"]),
-       cost=st.floats(0, 0.2), policy=st.sampled_from(["fgd", "healthfgd"]))
+       evict=st.booleans(), cost=st.floats(0, 0.2), policy=st.sampled_from(["fgd", "healthfgd"]))
 def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(checked, jobs, events, drain, drain_h,
-                                                                          migrate, cost, policy):
+                                                                          migrate, evict, cost, policy):
     """After every event: no pod on an unhealthy device, no pod placed on a cordoned node; at the end every
     pod is done, lost GPU-hours and energy are not negative and allocated − lost = the pods' work exactly."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)
@@ -154,7 +171,7 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(check
     fails = sorted(DeviceFailure(t * HOUR, n, d, kind == "fatal", 0.0 if kind == "warn" else down * HOUR,
                                  kind == "warn") for t, n, d, kind, down in events)
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=migrate,
-                           checkpoint_cost_min=cost * 60)
+                           evict=evict, checkpoint_cost_min=cost * 60)
     r = run(cluster, pods, fails, policy=policy, config=config)
     assert checked
     s = r.summary()

@@ -42,10 +42,11 @@ end of its restart overhead); it re-enters the scheduler at once and, when place
 
 Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
 (failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
-new pods, running ones finish (its failure rate does not change). *Migrate*: right after an
-error, the pods on the erring device (``migrate="device"``) or node (``"node"``) checkpoint
-on demand and re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min``
-of their GPUs (writing the checkpoint) plus the restart overhead.
+new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
+migrate (``kubectl drain`` with a checkpoint). *Migrate*: right after an error, the pods on
+the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
+re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
+(writing the checkpoint) plus the restart overhead.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class FailureConfig:
     drain_window_h: float = 168.0
     drain_h: float = 72.0
     migrate: MigrateScope = "off"
+    evict: bool = False
     checkpoint_cost_min: float = 1.0
 
     def __post_init__(self) -> None:

@@ -56,7 +56,8 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     and failures in between are dropped. Every failure and warning is appended to the cluster's
     :class:`~quasched.model.health.ErrorLog`, whose clock follows the events. Remediation: after
     an error, a node with enough recent errors is cordoned for a while (a drain: its running pods
-    finish), then pods on the erring device or node checkpoint and re-arrive (``migrate`` events,
+    finish, unless ``evict``: then they all migrate), then pods on the erring device or node
+    checkpoint and re-arrive (``migrate`` events,
     then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
     retry.
 
@@ -386,12 +387,13 @@ class _Replay:
             self.record(t, DOWN, -1, node)
             for uid in hit:
                 self.record(t, KILL, uid, node)
-        self.drain(t, node)
-        scope = self.config.failures.migrate
+        fc = self.config.failures
+        evict = self.drain(t, node) and fc.evict
+        scope = "node" if evict else fc.migrate
         moved = [] if scope == "off" else self.running_on(node, device if scope == "device" else None)
         for uid in moved:
             self.stop(uid)
-            self.ledger.migrate(uid, t, self.config.failures.checkpoint_cost_min * 60)
+            self.ledger.migrate(uid, t, fc.checkpoint_cost_min * 60)
             self.record(t, MIGRATE, uid, node)
         for uid in hit + moved:
             self.arrive(t, uid, START)
@@ -409,14 +411,17 @@ class _Replay:
         self.due[uid] = np.nan
         self.status[uid] = PENDING
 
-    def drain(self, t: float, node: int) -> None:
-        """Cordon ``node`` for ``drain_h`` after ``drain_errors`` errors within ``drain_window_h`` (0 = never)."""
+    def drain(self, t: float, node: int) -> bool:
+        """Cordon ``node`` for ``drain_h`` after ``drain_errors`` errors within ``drain_window_h`` (0 = never);
+        whether it was drained now."""
         fc = self.config.failures
         assert fc is not None and self.faults is not None
         if fc.drain_errors and not self.cluster.cordoned[node] and \
                 self.cluster.errors.count(node, t - fc.drain_window_h * SECONDS_PER_HOUR) >= fc.drain_errors:
             self.cluster.cordon(node)
             self.faults.hold(node, t + fc.drain_h * SECONDS_PER_HOUR)
+            return True
+        return False
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
