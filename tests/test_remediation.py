@@ -11,11 +11,10 @@ from typer.testing import CliRunner
 from builders import nodes
 from quasched.cli import app
 from quasched.model.health import ErrorLog
-from quasched.sim import records
 from quasched.sim.failures import DeviceFailure, FailureConfig, WorkLedger, failure_stream
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
 from quasched.sim.replay import DONE
-from test_failures import HOUR, JOB, run
+from test_failures import HOUR, JOB, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
 from test_replay import rows, workload
 
 runner = CliRunner()
@@ -162,10 +161,11 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3), st.sam
 @given(jobs=st.lists(job, min_size=1, max_size=12), events=st.lists(event, max_size=10),
        drain=st.integers(0, 2), drain_h=st.floats(0.1, 5), migrate=st.sampled_from(["off", "device", "node"]),
        evict=st.booleans(), cost=st.floats(0, 0.2), policy=st.sampled_from(["fgd", "healthfgd"]))
-def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(checked, jobs, events, drain, drain_h,
-                                                                          migrate, evict, cost, policy):
-    """After every event: no pod on an unhealthy device, no pod placed on a cordoned node; at the end every
-    pod is done, lost GPU-hours and energy are not negative and allocated − lost = the pods' work exactly."""
+def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(monkeypatch_record, jobs, events, drain, drain_h,
+                                                                          migrate, evict, cost,
+                                                                          policy):
+    """After every event: no pod on an unhealthy device, no pod placed on a cordoned node (the fixture); at
+    the end every pod is done, lost GPU-hours and energy are not negative, allocated − lost = the work."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)
     pods = workload([(1000, 1024, 1 if m < 1000 else k, m, a * HOUR, (a + d) * HOUR) for k, m, a, d in jobs])
     fails = sorted(DeviceFailure(t * HOUR, n, d, kind == "fatal", 0.0 if kind == "warn" else down * HOUR,
@@ -173,33 +173,8 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(check
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=migrate,
                            evict=evict, checkpoint_cost_min=cost * 60)
     r = run(cluster, pods, fails, policy=policy, config=config)
-    assert checked
-    s = r.summary()
-    assert (r.pods.status == DONE).all()
-    work = sum(d * HOUR * (m / 1000) * (1 if m < 1000 else k) for k, m, _, d in jobs)
-    assert s["lost_gpu_h"] >= 0 and r.energy_kwh() >= 0
-    assert (s["alloc_gpu_h"] - s["lost_gpu_h"]) * HOUR == pytest.approx(work, rel=1e-9, abs=1e-6)
-    assert s["migrations"] == int(np.sum(r.events.kind == MIGRATE))
-    assert r.ledger is not None and sum(g for _, g in r.ledger.losses) / HOUR == pytest.approx(s["lost_gpu_h"])
-
-
-@pytest.fixture
-def checked(monkeypatch):
-    """Check the cluster after every recorded event (the invariants of the test above)."""
-    original = records.EventRecorder.record
-    kinds = []
-
-    def record(self, time, kind, pod, node, *args, **kwargs):
-        cluster = self.cluster
-        for placement in cluster.placements.values():
-            assert cluster.gpu_healthy[placement.node, list(placement.devices)].all(), "pod on an unhealthy device"
-        if kind in (ARRIVE, START):
-            assert not cluster.cordoned[node], "new pod on a drained node"
-        kinds.append(kind)
-        return original(self, time, kind, pod, node, *args, **kwargs)
-
-    monkeypatch.setattr(records.EventRecorder, "record", record)
-    return kinds
+    assert monkeypatch_record  # checked after every event by the fixture
+    assert_work_adds_up(r, jobs)
 
 
 def test_replay_cli_with_drains_and_migration(tmp_path):
