@@ -107,7 +107,7 @@ def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
     from matplotlib.figure import Figure
 
     rates = sorted(runs.rate.unique())
-    fig = Figure(figsize=(4 * len(rates), 4), dpi=110)
+    fig = Figure(figsize=(6.5 * len(rates), 5.5), dpi=110)
     axes = np.atleast_1d(fig.subplots(1, len(rates)))
     for ax, rate in zip(axes, rates):
         r = runs[runs.rate == rate]
@@ -120,11 +120,13 @@ def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
         hi = max(float(r.lost_gpu_h.max()), 1e-3)
         ax.plot([0, hi], [0, hi], color="grey", lw=1, ls=":", label="= FGD")
         ax.plot([0, hi], [0, 0.7 * hi], color="tab:red", lw=1, ls="--", label="30 % less")
+        ax.set_xlim(0, 1.05 * hi)
+        ax.set_ylim(0, 1.05 * hi)
         ax.set_title(f"{trace}, {rate:g} failures / GPU-hour", fontsize=9)
         ax.set_xlabel("lost GPU-hours, FGD")
         ax.set_ylabel("lost GPU-hours, policy (same seed)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
 
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--precursor-lead-h", type=float, default=24.0)
     parser.add_argument("--false-warnings", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
+    parser.add_argument("--from-csv", action="store_true", help="no runs: table and plots from --out's health_runs.csv")
     parser.add_argument("--out", type=Path, default=Path("results/health"))
     args = parser.parse_args()
     if "fgd" not in args.policies:
@@ -151,14 +154,18 @@ def main() -> None:
                "flaky_share": args.flaky_share, "flaky_factor": args.flaky_factor,
                "precursor_share": args.precursor_share, "precursor_lead_h": args.precursor_lead_h,
                "false_warnings": args.false_warnings}
-    jobs = list(product(args.traces, [args.data_dir], [args.repeat], args.rates, args.policies, args.seeds, [options]))
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
-    runs.to_csv(args.out / "health_runs.csv", index=False)
+    if args.from_csv:
+        runs = pd.read_csv(args.out / "health_runs.csv")
+    else:
+        jobs = list(product(args.traces, [args.data_dir], [args.repeat], args.rates, args.policies, args.seeds,
+                            [options]))
+        with ProcessPoolExecutor(args.workers) as pool:
+            runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
+        runs.to_csv(args.out / "health_runs.csv", index=False)
     summary = summarise(runs, set(args.heldout))
     summary.to_csv(args.out / "health_summary.csv", index=False)
-    print(f"options {options}, repeat {args.repeat}; saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU "
-          "allocation, points\n")
+    print("" if args.from_csv else f"options {options}, repeat {args.repeat}; ", end="")
+    print("saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU allocation, points\n")
     print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed | lost GPU-h "
           "| saving vs FGD (seeds better) | goodput % | GPU alloc % | Δ alloc | mean wait s | CPU s/run |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
