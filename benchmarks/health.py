@@ -40,8 +40,8 @@ from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
 DEFAULT_POLICIES = ("fgd", "healthfgd")
 DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
-KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "alloc_gpu_h", "goodput_pct", "gpu_alloc_avg_pct",
-        "wait_mean_s", "requeue_wait_mean_s", "never_placed")
+KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "alloc_gpu_h",
+        "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 

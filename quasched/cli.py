@@ -347,7 +347,8 @@ def replay(
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
-                drain_h=drain_h, migrate=migrate.value, evict=evict, checkpoint_cost_min=checkpoint_cost_min)  # type: ignore[arg-type]
+                drain_h=drain_h, migrate=migrate.value,  # type: ignore[arg-type]
+                evict=evict, checkpoint_cost_min=checkpoint_cost_min)
         except ValueError as err:
             fail(str(err))
     carbon = None

@@ -153,17 +153,17 @@ def test_bad_remediation_options_are_named(bad, field):
 
 # ------------------------------------------------------------------ invariants
 job = st.tuples(st.integers(1, 4), st.sampled_from([250, 500, 1000]), st.floats(0, 20), st.floats(0.1, 10))
-event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3), st.sampled_from(["transient", "fatal", "warn"]),
-                  st.floats(0.01, 5))
+event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3),
+                  st.sampled_from(["transient", "fatal", "warn"]), st.floats(0.01, 5))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(jobs=st.lists(job, min_size=1, max_size=12), events=st.lists(event, max_size=10),
        drain=st.integers(0, 2), drain_h=st.floats(0.1, 5), migrate=st.sampled_from(["off", "device", "node"]),
        evict=st.booleans(), cost=st.floats(0, 0.2), policy=st.sampled_from(["fgd", "healthfgd"]))
-def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(monkeypatch_record, jobs, events, drain, drain_h,
-                                                                          migrate, evict, cost,
-                                                                          policy):
+def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
+        monkeypatch_record, jobs, events, drain, drain_h, migrate, evict, cost, policy):
     """After every event: no pod on an unhealthy device, no pod placed on a cordoned node (the fixture); at
     the end every pod is done, lost GPU-hours and energy are not negative, allocated − lost = the work."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)

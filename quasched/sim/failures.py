@@ -143,7 +143,8 @@ def failure_stream(config: FailureConfig, num_gpus: np.ndarray, start: float) ->
             yield heapq.heappop(pending)[2]
 
 
-def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, start: float, k: int) -> list[DeviceFailure]:
+def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, start: float,
+            k: int) -> list[DeviceFailure]:
     """Window ``k``'s failures in time order, then the warnings drawn with them (``default_rng([seed, 2, k])``)."""
     window = config.chunk_days * 24 * SECONDS_PER_HOUR
     t0 = start + k * window
@@ -263,7 +264,7 @@ class WorkLedger:
         return self._stop(uid, t, periodic=False, extra_s=cost_s)
 
     def _stop(self, uid: int, t: float, periodic: bool, extra_s: float) -> float:
-        """Keep the progress up to the last (``periodic``) checkpoint or all of it; ``extra_s`` more is held and lost."""
+        """Keep the progress up to the last (``periodic``) checkpoint or all of it; ``extra_s`` more is held, lost."""
         ran = t - self.run_start[uid]
         progress = max(ran - self.overhead[uid], 0.0)
         saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s if periodic else progress
