@@ -1,11 +1,16 @@
-"""GPU failures in the time-based replay: health-aware placement (healthfgd) against health-blind FGD (issue 11).
+"""GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD (issue 11).
 
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
     python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4
+    python benchmarks/health.py --traces dlrm-2025 --repeat 3 --rates 2e-5 --precursor-share 0.5 \
+        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device"
 
-For every trace, failure rate, policy and seed: one replay (``--departure duration``) whose
-failure process has ``FailureConfig(rate, seed=seed)`` (so every policy of a seed sees the same
-failures) and whose node ranks use the same seed. Recorded: lost GPU-hours (work since the
+A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
+options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the failure model
+options are the same for all setups. ``--repeat N`` replays N copies of the trace back to back
+(a longer horizon at the same rate). For every trace, failure rate, setup and seed: one replay
+(``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
+every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded: lost GPU-hours (work since the
 last checkpoint + restart overheads), interruptions, goodput, the time-average GPU allocation
 and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
@@ -24,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
 from quasched.sim.failures import FailureConfig
 from quasched.sim.replay import ReplayConfig, replay
@@ -34,21 +40,45 @@ from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
 DEFAULT_POLICIES = ("fgd", "healthfgd")
 DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
-KEYS = ("device_failures", "interruptions", "lost_gpu_h", "alloc_gpu_h", "goodput_pct", "gpu_alloc_avg_pct",
-        "wait_mean_s", "requeue_wait_mean_s", "never_placed")
-_INPUTS: dict[str, tuple] = {}
+KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "alloc_gpu_h",
+        "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
+_INPUTS: dict[tuple[str, int], tuple] = {}
 
 
-def one_run(trace: str, data_dir: Path, rate: float, policy: str, seed: int, options: dict) -> dict:
+def setup_options(setup: str) -> tuple[str, dict[str, int | float | str]]:
+    """``"healthfgd+drain_errors=2+migrate=device"`` -> the policy spec and its remediation options."""
+    policy, *opts = setup.split("+")
+    return policy, {k: _value(v) for k, _, v in (o.partition("=") for o in opts)}
+
+
+def _value(text: str) -> bool | int | float | str:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def label(setup: str) -> str:
+    policy, opts = setup_options(setup)
+    return " + ".join([display_label(policy), *(f"{k}={v}" for k, v in opts.items())])
+
+
+def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, seed: int, options: dict) -> dict:
     """One replay with failures; the summary figures of :data:`KEYS`."""
-    if trace not in _INPUTS:
-        _INPUTS[trace] = catalog.load_trace(trace, data_dir=data_dir)
-    nodes, workload = _INPUTS[trace]
-    config = ReplayConfig(policy=policy, seed=seed, failures=FailureConfig(rate=rate, seed=seed, **options))
-    start = time.perf_counter()
+    if (trace, repeat) not in _INPUTS:
+        nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
+        _INPUTS[trace, repeat] = nodes, repeat_workload(workload, repeat) if repeat > 1 else workload
+    nodes, workload = _INPUTS[trace, repeat]
+    policy, remedies = setup_options(setup)
+    config = ReplayConfig(policy=policy, seed=seed, failures=FailureConfig(rate=rate, seed=seed, **options, **remedies))
+    start = time.process_time()
     s = replay(nodes, workload, config).summary()
-    return {"trace": trace, "rate": rate, "policy": policy, "seed": seed, **{k: s[k] for k in KEYS},
-            "run_s": time.perf_counter() - start}
+    return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
+            "cpu_s": time.process_time() - start}
 
 
 def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
@@ -61,12 +91,13 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
         lost, lost_fgd = g.lost_gpu_h.to_numpy(), b.lost_gpu_h.to_numpy()
         rows.append({
             "trace": trace, "rate": rate, "policy": policy, "split": split, "seeds": len(g),
-            "failures": g.device_failures.mean(), "interruptions": g.interruptions.mean(),
+            "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
+            "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
             "d_alloc": float(np.mean(g.gpu_alloc_avg_pct.to_numpy() - b.gpu_alloc_avg_pct.to_numpy())),
-            "wait_mean_s": g.wait_mean_s.mean(), "run_s": g.run_s.mean(),
+            "wait_mean_s": g.wait_mean_s.mean(), "cpu_s": g.cpu_s.mean(),
         })
     return pd.DataFrame(rows)
 
@@ -76,7 +107,7 @@ def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
     from matplotlib.figure import Figure
 
     rates = sorted(runs.rate.unique())
-    fig = Figure(figsize=(4 * len(rates), 4), dpi=110)
+    fig = Figure(figsize=(6.5 * len(rates), 5.5), dpi=110)
     axes = np.atleast_1d(fig.subplots(1, len(rates)))
     for ax, rate in zip(axes, rates):
         r = runs[runs.rate == rate]
@@ -85,15 +116,17 @@ def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
             if policy == "fgd":
                 continue
             mine = r[r.policy == policy].set_index("seed").lost_gpu_h
-            ax.scatter(fgd.loc[mine.index], mine, s=14, label=display_label(policy))
+            ax.scatter(fgd.loc[mine.index], mine, s=14, label=label(policy))
         hi = max(float(r.lost_gpu_h.max()), 1e-3)
         ax.plot([0, hi], [0, hi], color="grey", lw=1, ls=":", label="= FGD")
         ax.plot([0, hi], [0, 0.7 * hi], color="tab:red", lw=1, ls="--", label="30 % less")
+        ax.set_xlim(0, 1.05 * hi)
+        ax.set_ylim(0, 1.05 * hi)
         ax.set_title(f"{trace}, {rate:g} failures / GPU-hour", fontsize=9)
         ax.set_xlabel("lost GPU-hours, FGD")
         ax.set_ylabel("lost GPU-hours, policy (same seed)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
 
@@ -107,29 +140,40 @@ def main() -> None:
     parser.add_argument("--restart-min", type=float, default=5.0)
     parser.add_argument("--flaky-share", type=float, default=0.05)
     parser.add_argument("--flaky-factor", type=float, default=20.0)
+    parser.add_argument("--precursor-share", type=float, default=0.0)
+    parser.add_argument("--precursor-lead-h", type=float, default=24.0)
+    parser.add_argument("--false-warnings", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
+    parser.add_argument("--from-csv", action="store_true", help="no runs: table and plots from --out's health_runs.csv")
     parser.add_argument("--out", type=Path, default=Path("results/health"))
     args = parser.parse_args()
     if "fgd" not in args.policies:
         parser.error("savings are measured against fgd: include it in --policies")
     args.out.mkdir(parents=True, exist_ok=True)
     options = {"checkpoint_min": args.checkpoint_min, "restart_min": args.restart_min,
-               "flaky_share": args.flaky_share, "flaky_factor": args.flaky_factor}
-    jobs = list(product(args.traces, [args.data_dir], args.rates, args.policies, args.seeds, [options]))
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
-    runs.to_csv(args.out / "health_runs.csv", index=False)
+               "flaky_share": args.flaky_share, "flaky_factor": args.flaky_factor,
+               "precursor_share": args.precursor_share, "precursor_lead_h": args.precursor_lead_h,
+               "false_warnings": args.false_warnings}
+    if args.from_csv:
+        runs = pd.read_csv(args.out / "health_runs.csv")
+    else:
+        jobs = list(product(args.traces, [args.data_dir], [args.repeat], args.rates, args.policies, args.seeds,
+                            [options]))
+        with ProcessPoolExecutor(args.workers) as pool:
+            runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
+        runs.to_csv(args.out / "health_runs.csv", index=False)
     summary = summarise(runs, set(args.heldout))
     summary.to_csv(args.out / "health_summary.csv", index=False)
-    print(f"options {options}; saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU "
-          "allocation, points\n")
-    print("| trace | rate /GPU-h | policy | seeds | failures | interrupted | lost GPU-h | saving vs FGD (seeds better) "
-          "| goodput % | GPU alloc % | Δ alloc | mean wait s | s/run |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("" if args.from_csv else f"options {options}, repeat {args.repeat}; ", end="")
+    print("saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU allocation, points\n")
+    print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed | lost GPU-h "
+          "| saving vs FGD (seeds better) | goodput % | GPU alloc % | Δ alloc | mean wait s | CPU s/run |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in summary.itertuples():
         saving = "" if s.policy == "fgd" else f"{s.saving_pct:.1f} % ({s.seeds_better}/{s.seeds})"
-        print(f"| {s.trace} | {s.rate:g} | {display_label(s.policy)} | {s.split} | {s.failures:,.0f} "
-              f"| {s.interruptions:,.1f} | {s.lost_gpu_h:,.2f} | {saving} | {s.goodput_pct:.4f} | {s.alloc_pct:.3f} "
-              f"| {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.run_s:.1f} |")
+        print(f"| {s.trace} | {s.rate:g} | {label(s.policy)} | {s.split} | {s.failures:,.0f} | {s.warnings:,.0f} "
+              f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} | {s.lost_gpu_h:,.2f} | {saving} "
+              f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
     for trace in args.traces:
         plot(args.out / f"health_{trace}.png", trace, runs[runs.trace == trace])
     print(f"\nwrote {args.out}/health_runs.csv, health_summary.csv and health_<trace>.png")

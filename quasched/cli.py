@@ -184,9 +184,15 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
-def _failures(default: float, help: str):
+def _failures(default: float | str | bool, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
+
+
+class Migrate(StrEnum):
+    off = "off"
+    device = "device"
+    node = "node"
 
 
 class BackendName(StrEnum):
@@ -306,11 +312,25 @@ def replay(
     flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
     flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
                                     "--failure-rate)."),
+    precursor_share: float = _failures(0.0, "Share of fatal failures preceded by a non-fatal warning on the same "
+                                       "GPU (e.g. a pending row remap; an assumption, 0 = none)."),
+    precursor_lead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
+    false_warnings: float = _failures(1.0, "Warnings followed by nothing, per true warning."),
+    drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
+                                  "--drain-window-h (0 = never): no new pods, running ones finish."),
+    drain_window_h: float = _failures(168.0, "Hours over which a node's errors count towards a drain."),
+    drain_h: float = _failures(72.0, "Hours a drained node stays cordoned."),
+    migrate: Migrate = _failures(Migrate.off, "Proactive checkpoint-and-migrate right after a GPU error or warning: "
+                                 "off, device (pods on that GPU) or node (pods on that node)."),
+    evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
+    checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
+                                           "(counted as lost, with --restart-min)."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
     power, energy, (with --carbon-zone) carbon and (with --failure-rate) GPU failures, lost
-    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd."""
+    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd; node drains and
+    proactive checkpoint-and-migrate: --drain-errors, --migrate."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
     from quasched.traces.catalog import inputs_label, trace_info
@@ -325,7 +345,10 @@ def replay(
             failures = FailureConfig(
                 rate=failure_rate, seed=failure_seed, checkpoint_min=checkpoint_min, restart_min=restart_min,
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
-                flaky_factor=flaky_factor)
+                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
+                false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
+                drain_h=drain_h, migrate=migrate.value,  # type: ignore[arg-type]
+                evict=evict, checkpoint_cost_min=checkpoint_cost_min)
         except ValueError as err:
             fail(str(err))
     carbon = None

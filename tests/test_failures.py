@@ -16,7 +16,7 @@ from quasched.policies.base import CycleState
 from quasched.policies.health import HealthScore
 from quasched.sim import records
 from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
-from quasched.sim.records import DEPART, DOWN, KILL, QUEUE, START, UP
+from quasched.sim.records import DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP
 from quasched.sim.replay import DONE, ReplayConfig, replay
 from test_replay import TYPICAL, rows, workload
 
@@ -168,18 +168,26 @@ def test_failures_never_leave_a_pod_on_an_unhealthy_device(monkeypatch_record, j
     config = FailureConfig(checkpoint_min=checkpoint * 60, restart_min=restart * 60)
     r = run(cluster, pods, failures, policy=policy, config=config)
     assert monkeypatch_record  # checked after every event by the fixture
+    assert_work_adds_up(r, jobs)
+
+
+def assert_work_adds_up(r, jobs) -> None:
+    """Every pod done; lost GPU-hours and energy not negative; allocated − lost = the pods' work exactly;
+    kills and migrations as recorded."""
     s = r.summary()
     assert (r.pods.status == DONE).all()
     work = sum(d * HOUR * (m / 1000) * (1 if m < 1000 else k) for k, m, _, d in jobs)
-    assert s["lost_gpu_h"] >= 0
+    assert s["lost_gpu_h"] >= 0 and r.energy_kwh() >= 0
     assert (s["alloc_gpu_h"] - s["lost_gpu_h"]) * HOUR == pytest.approx(work, rel=1e-9, abs=1e-6)
     assert s["interruptions"] == int(np.sum(r.events.kind == KILL))
+    assert s["migrations"] == int(np.sum(r.events.kind == MIGRATE))
     assert r.ledger is not None and sum(g for _, g in r.ledger.losses) / HOUR == pytest.approx(s["lost_gpu_h"])
 
 
 @pytest.fixture
 def monkeypatch_record(monkeypatch):
-    """Check the cluster after every recorded event (the invariants of the test above)."""
+    """Check the cluster after every recorded event: consistent, no pod on an unhealthy device, no new pod
+    on a cordoned (drained) node."""
     original = records.EventRecorder.record
     checked = []
 
@@ -188,6 +196,8 @@ def monkeypatch_record(monkeypatch):
         assert_consistent(cluster)
         for placement in cluster.placements.values():
             assert cluster.gpu_healthy[placement.node, list(placement.devices)].all(), "pod on an unhealthy device"
+        if kind in (records.ARRIVE, START):
+            assert not cluster.cordoned[node], "new pod on a drained node"
         checked.append(kind)
         return original(self, time, kind, pod, node, *args, **kwargs)
 

@@ -1,12 +1,14 @@
 """Error log of the GPU devices: when and where errors happened.
 
 Engines that model failures append every GPU error (a device failure, transient or fatal,
-on a busy or an idle device: health checks see both) and advance :attr:`ErrorLog.now`,
+on a busy or an idle device: health checks see both; and non-fatal warnings) and advance :attr:`ErrorLog.now`,
 their clock, before they schedule. Health-aware policies (:mod:`quasched.policies.health`)
 read it; what the history means (how fast it fades) is theirs to decide.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
 
 
 class ErrorLog:
@@ -17,6 +19,7 @@ class ErrorLog:
         self.time: list[float] = []
         self.node: list[int] = []
         self.device: list[int] = []
+        self._times_of: dict[int, list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.time)
@@ -29,3 +32,9 @@ class ErrorLog:
         self.time.append(t)
         self.node.append(node)
         self.device.append(device)
+        self._times_of.setdefault(node, []).append(t)
+
+    def count(self, node: int, since: float) -> int:
+        """Errors on ``node`` at or after ``since``."""
+        times = self._times_of.get(node, [])
+        return len(times) - bisect_left(times, since)

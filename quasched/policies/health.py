@@ -1,7 +1,7 @@
 """Health: avoid nodes with recent GPU errors (ours, issue 11).
 
-Each GPU error on a node (:class:`quasched.model.health.ErrorLog`) adds 1 to the node's
-level, which halves every ``half_life_h`` hours; the level estimates how often the node fails
+Each GPU error on a node (a failure or a warning, :class:`quasched.model.health.ErrorLog`)
+adds 1 to the node's level, which halves every ``half_life_h`` hours; the level estimates how often the node fails
 (errors per ``half_life_h / ln 2`` hours). A node scores in proportion to how far its level is
 below the worst feasible node's, but never loses more than ``100 · level`` (so errors long
 past cost little even when no node has more)::

@@ -31,6 +31,7 @@ _COLUMNS = (
 _CARBON = ("kg CO2e", "carbon_kg", "{:,.0f}")
 #: shown when the runs model GPU failures
 _FAILURES = (("GPU failures", "device_failures", "{:,}"), ("interrupted", "interruptions", "{:,}"),
+             ("migrated", "migrations", "{:,}"),
              ("lost GPU-h", "lost_gpu_h", "{:,.1f}"), ("goodput %", "goodput_pct", "{:.3f}"))
 
 
@@ -80,6 +81,8 @@ def summary_rows(result: ReplayResult) -> list[tuple[str, str]]:
             f"(zone {s['carbon_zone']}, Electricity Maps, ODbL)")] if "carbon_kg" in s else []),
         *([("GPU failures (recovered)", f"{s['device_failures']:,} ({s['device_recoveries']:,})"),
            ("interruptions (pods)", f"{s['interruptions']:,} ({s['pods_interrupted']:,})"),
+           ("GPU warnings / nodes drained / pods migrated", f"{s['warnings']:,} / {s['drains']:,} / "
+                                                          f"{s['migrations']:,}"),
            ("lost / allocated GPU-hours", f"{s['lost_gpu_h']:,.2f} / {s['alloc_gpu_h']:,.1f} "
                                           f"(goodput {s['goodput_pct']:.3f} %)"),
            ("requeue wait mean / max", f"{secs(s['requeue_wait_mean_s'])} / {secs(s['requeue_wait_max_s'])}")]
@@ -109,7 +112,8 @@ def write_replay(out: Path, results: Sequence[ReplayResult]) -> list[Path]:
             "pod": names, "status": np.asarray(STATUS_NAMES, dtype=object)[r.pods.status],
             "arrival": r.pods.arrival, "placed": r.pods.placed, "departed": r.pods.departed,
             "node": r.pods.node, "wait_s": r.pods.wait,
-            **({"interruptions": r.ledger.interruptions} if r.ledger is not None else {}),
+            **({"interruptions": r.ledger.interruptions, "migrations": r.ledger.migrations}
+               if r.ledger is not None else {}),
         }).to_csv(pods, index=False)
         paths += [events, pods]
     paths.append(plot_timeline(out / "replay.png", results))

@@ -7,11 +7,23 @@ The default ``rate = 2e-5`` is the first figure: the 0.587 share is *not* folded
 unexpected interruption (host, network and software ones kill the job too) is modelled as
 the failure of one GPU device.
 
-Heterogeneity. Failures are not uniform: both Meta and Alibaba report that a few hosts fail
-again and again. A share ``flaky_share`` of the nodes (drawn once per ``seed``) fails
-``flaky_factor`` times as often as the others; the base rate is scaled so that the mean over
-all GPUs is still ``rate``. Without this (``flaky_share=0``) no placement can change a job's
-failure odds, and a health-aware policy cannot save anything.
+Heterogeneity (observed, sizes assumed). Failures are not uniform: Meta's study of its
+research clusters (Kokolis et al., HPCA 2025) finds "lemon nodes" that fail again and again
+and removes them; Llama 3's report and Alibaba's describe the same. A share ``flaky_share``
+of the nodes (drawn once per ``seed``) fails ``flaky_factor`` times as often as the others;
+the base rate is scaled so that the mean over all GPUs is still ``rate``. The defaults (5 %,
+20×) are assumptions, not fitted to any data.
+
+Precursors (observed, sizes assumed). GPUs report non-fatal errors before some fatal ones:
+pending row remaps (Xid 63/64) and rising corrected-ECC rates (Xid 92) precede memory
+failures, and NVIDIA's Xid catalog tells operators to drain or reset on them. Here a share
+``precursor_share`` of the fatal failures is preceded by a *warning* on the same device, an
+exponential ``precursor_lead_h`` hours earlier (at most ``chunk_days``; never before the
+trace starts), and ``false_warnings`` warnings per true one come before nothing (a Poisson
+process on every device, in proportion to its rate). A warning kills nothing: it goes to the
+error log. No published figure gives the share, lead or false-alarm ratio: all three are
+assumptions, and the default 0 turns precursors off. With neither flaky nodes nor precursors
+no placement can change a job's failure odds, and health-awareness cannot save anything.
 
 Process. Each GPU device fails as a Poisson process at its rate, independently of what runs
 on it, drawn in ``chunk_days`` windows from the trace start with ``default_rng([seed, 1, k])``
@@ -27,18 +39,31 @@ last checkpoint (every ``checkpoint_min`` minutes of progress within a run, coun
 end of its restart overhead); it re-enters the scheduler at once and, when placed, runs for
 ``restart_min`` (reloading, counted as lost) plus the work left. Lost GPU-hours = Σ GPUs ×
 (work thrown away + restart overheads); goodput = 1 − lost / allocated GPU-hours.
+
+Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
+(failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
+new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
+migrate (``kubectl drain`` with a checkpoint). *Migrate*: right after an error, the pods on
+the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
+re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
+(writing the checkpoint) plus the restart overhead.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from itertools import count
+from typing import Iterable, Iterator, Literal, NamedTuple
 
 import numpy as np
 
 from quasched.metrics.power import SECONDS_PER_HOUR
 from quasched.model.workload import FULL_GPU_MILLI
+
+MigrateScope = Literal["off", "device", "node"]
+#: what :meth:`DeviceFaults.pop` returns: a failure, a warning, a device back, a drained node back
+FaultKind = Literal["fail", "warn", "back", "uncordon"]
 
 
 @dataclass(frozen=True)
@@ -55,19 +80,31 @@ class FailureConfig:
     checkpoint_min: float = 30.0
     restart_min: float = 0.0
     chunk_days: float = 7.0
+    precursor_share: float = 0.0
+    precursor_lead_h: float = 24.0
+    false_warnings: float = 1.0
+    drain_errors: int = 0
+    drain_window_h: float = 168.0
+    drain_h: float = 72.0
+    migrate: MigrateScope = "off"
+    evict: bool = False
+    checkpoint_cost_min: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("rate", "reset_min", "repair_h", "restart_min"):
+        for name in ("rate", "reset_min", "repair_h", "restart_min", "precursor_lead_h", "false_warnings",
+                     "drain_errors", "drain_window_h", "drain_h", "checkpoint_cost_min"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be at least 0")
         for name in ("checkpoint_min", "chunk_days"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be positive")
-        for name in ("transient_share", "flaky_share"):
+        for name in ("transient_share", "flaky_share", "precursor_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
         if self.flaky_factor < 1:
             raise ValueError(f"failure option flaky_factor={self.flaky_factor} must be at least 1")
+        if self.migrate not in ("off", "device", "node"):
+            raise ValueError(f"failure option migrate={self.migrate!r}: choose from off, device, node")
 
 
 class DeviceFailure(NamedTuple):
@@ -78,6 +115,8 @@ class DeviceFailure(NamedTuple):
     device: int
     fatal: bool
     down_s: float
+    #: a non-fatal error (e.g. a pending row remap): logged, the device stays up, nothing is killed
+    warning: bool = False
 
 
 def device_rates(config: FailureConfig, num_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,33 +128,59 @@ def device_rates(config: FailureConfig, num_gpus: np.ndarray) -> tuple[np.ndarra
 
 
 def failure_stream(config: FailureConfig, num_gpus: np.ndarray, start: float) -> Iterator[DeviceFailure]:
-    """Every device's failures from ``start`` on, in time order (endless; module docstring)."""
+    """Every device's failures and warnings from ``start`` on, in time order (endless; module docstring)."""
     rates, _ = device_rates(config, num_gpus)
     if not rates.sum() > 0:
         return
+    window = config.chunk_days * 24 * SECONDS_PER_HOUR
+    pending: list[tuple[float, int, DeviceFailure]] = []
+    seq = count()
+    for k in count():
+        for event in _window(config, rates, num_gpus, start, k):
+            heapq.heappush(pending, (event.time, next(seq), event))
+        # later windows add nothing before this one's start (a warning leads by one window at most)
+        while pending and pending[0][0] < start + k * window:
+            yield heapq.heappop(pending)[2]
+
+
+def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, start: float,
+            k: int) -> list[DeviceFailure]:
+    """Window ``k``'s failures in time order, then the warnings drawn with them (``default_rng([seed, 2, k])``)."""
+    window = config.chunk_days * 24 * SECONDS_PER_HOUR
+    t0 = start + k * window
     node_of = np.repeat(np.arange(len(num_gpus)), num_gpus)
     device_of = np.arange(len(node_of)) - np.repeat(np.cumsum(num_gpus) - num_gpus, num_gpus)
-    window = config.chunk_days * 24 * SECONDS_PER_HOUR
-    for k in range(np.iinfo(np.int64).max):
-        rng = np.random.default_rng([config.seed, 1, k])
-        dev = np.repeat(np.arange(len(rates)), rng.poisson(rates * window))
-        times = start + k * window + rng.uniform(0, window, len(dev))
-        fatal = rng.random(len(dev)) >= config.transient_share
-        down = np.where(fatal, rng.exponential(config.repair_h * SECONDS_PER_HOUR, len(dev)), config.reset_min * 60)
-        for i in np.argsort(times, kind="stable").tolist():
-            yield DeviceFailure(float(times[i]), int(node_of[dev[i]]), int(device_of[dev[i]]), bool(fatal[i]),
-                                float(down[i]))
+    rng = np.random.default_rng([config.seed, 1, k])
+    dev = np.repeat(np.arange(len(rates)), rng.poisson(rates * window))
+    times = t0 + rng.uniform(0, window, len(dev))
+    fatal = rng.random(len(dev)) >= config.transient_share
+    down = np.where(fatal, rng.exponential(config.repair_h * SECONDS_PER_HOUR, len(dev)), config.reset_min * 60)
+    order = np.argsort(times, kind="stable").tolist()
+    events = [DeviceFailure(float(times[i]), int(node_of[dev[i]]), int(device_of[dev[i]]), bool(fatal[i]),
+                            float(down[i])) for i in order]
+    if config.precursor_share > 0:
+        wrng = np.random.default_rng([config.seed, 2, k])
+        warned = fatal & (wrng.random(len(dev)) < config.precursor_share)
+        lead = np.minimum(wrng.exponential(config.precursor_lead_h * SECONDS_PER_HOUR, len(dev)), window)
+        false_rate = rates * window * (1 - config.transient_share) * config.precursor_share * config.false_warnings
+        false_dev = np.repeat(np.arange(len(rates)), wrng.poisson(false_rate))
+        w_dev = np.r_[dev[warned], false_dev]
+        w_time = np.r_[times[warned] - lead[warned], t0 + wrng.uniform(0, window, len(false_dev))]
+        events += [DeviceFailure(float(w_time[i]), int(node_of[w_dev[i]]), int(device_of[w_dev[i]]), False, 0.0,
+                                 True) for i in np.argsort(w_time, kind="stable").tolist() if w_time[i] >= start]
+    return events
 
 
 class DeviceFaults:
-    """Failures and recoveries of devices in time order (a recovery first on equal times)."""
+    """Failures, warnings, recoveries and ends of drains in time order (a recovery first on equal times)."""
 
     def __init__(self, failures: Iterable[DeviceFailure]) -> None:
         self._failures = iter(failures)
         self._next = next(self._failures, None)
+        #: ``(time, node, device)`` of devices coming back; device -1: a drained node
         self._back: list[tuple[float, int, int]] = []
         self.down: set[tuple[int, int]] = set()
-        self.failed = 0
+        self.failed = self.warned = self.drained = 0
 
     @property
     def recovering(self) -> bool:
@@ -126,21 +191,29 @@ class DeviceFaults:
         back = self._back[0][0] if self._back else np.inf
         return min(back, self._next.time) if failures and self._next is not None else back
 
-    def pop(self, failures: bool = True) -> tuple[float, int, int, bool] | None:
-        """The next event ``(time, node, device, failed)``; None for a failure that is dropped
-        (its device is already down, or ``failures=False``: only recoveries are wanted)."""
+    def hold(self, node: int, until: float) -> None:
+        """``node`` is drained until ``until`` (then :meth:`pop` returns its ``"uncordon"``)."""
+        heapq.heappush(self._back, (until, node, -1))
+        self.drained += 1
+
+    def pop(self, failures: bool = True) -> tuple[float, int, int, FaultKind] | None:
+        """The next event ``(time, node, device, kind)``; None for a failure or warning that is dropped
+        (its device is down, or ``failures=False``: only recoveries are wanted)."""
         nxt = self._next
         if nxt is not None and (not self._back or nxt.time < self._back[0][0]):
             self._next = next(self._failures, None)
             if not failures or (nxt.node, nxt.device) in self.down:
                 return None
+            if nxt.warning:
+                self.warned += 1
+                return nxt.time, nxt.node, nxt.device, "warn"
             self.down.add((nxt.node, nxt.device))
             heapq.heappush(self._back, (nxt.time + nxt.down_s, nxt.node, nxt.device))
             self.failed += 1
-            return nxt.time, nxt.node, nxt.device, True
+            return nxt.time, nxt.node, nxt.device, "fail"
         t, node, device = heapq.heappop(self._back)
         self.down.discard((node, device))
-        return t, node, device, False
+        return t, node, device, "back" if device >= 0 else "uncordon"
 
 
 class WorkLedger:
@@ -157,15 +230,18 @@ class WorkLedger:
         n = len(self.left)
         self.run_start, self.overhead = np.full(n, np.nan), np.zeros(n)
         self.killed_at = np.full(n, np.nan)
+        self.restarting = np.zeros(n, dtype=bool)
         self.interruptions = np.zeros(n, dtype=np.int64)
+        self.migrations = np.zeros(n, dtype=np.int64)
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
-        #: ``(time, lost GPU-seconds)``: a restart's overhead when it starts, the rest of a kill's loss at the kill
+        #: ``(time, lost GPU-seconds)``: a restart's overhead when it starts, the rest of a stop's loss at the stop
         self.losses: list[tuple[float, float]] = []
 
     def begin(self, uid: int, t: float) -> float:
         """A run of ``uid`` starts at ``t``; returns its length (restart overhead + work left; NaN = open-ended)."""
-        self.overhead[uid] = self.restart_s if self.interruptions[uid] else 0.0
+        self.overhead[uid] = self.restart_s if self.restarting[uid] else 0.0
+        self.restarting[uid] = False
         self.run_start[uid] = t
         self._lose(t, self.overhead[uid] * self.gpus[uid])
         if np.isfinite(self.killed_at[uid]):
@@ -179,15 +255,25 @@ class WorkLedger:
 
     def kill(self, uid: int, t: float) -> float:
         """The run is killed at ``t``: keep the progress up to the last checkpoint; returns the seconds lost."""
+        self.interruptions[uid] += 1
+        return self._stop(uid, t, periodic=True, extra_s=0.0)
+
+    def migrate(self, uid: int, t: float, cost_s: float) -> float:
+        """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and stops; returns the seconds lost."""
+        self.migrations[uid] += 1
+        return self._stop(uid, t, periodic=False, extra_s=cost_s)
+
+    def _stop(self, uid: int, t: float, periodic: bool, extra_s: float) -> float:
+        """Keep the progress up to the last (``periodic``) checkpoint or all of it; ``extra_s`` more is held, lost."""
         ran = t - self.run_start[uid]
         progress = max(ran - self.overhead[uid], 0.0)
-        saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s
+        saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s if periodic else progress
         self.left[uid] -= saved
-        self.alloc_gpu_s += ran * self.gpus[uid]
-        self._lose(t, (ran - saved - self.overhead[uid]) * self.gpus[uid])  # < 0 if killed while reloading
-        self.interruptions[uid] += 1
+        self.alloc_gpu_s += (ran + extra_s) * self.gpus[uid]
+        self._lose(t, (ran + extra_s - saved - self.overhead[uid]) * self.gpus[uid])  # < 0 if stopped while reloading
+        self.restarting[uid] = True
         self.killed_at[uid] = t
-        return ran - saved
+        return ran + extra_s - saved
 
     def _lose(self, t: float, gpu_s: float) -> None:
         if gpu_s != 0:
@@ -195,11 +281,12 @@ class WorkLedger:
             self.losses.append((t, float(gpu_s)))
 
     def summary(self) -> dict[str, float | int]:
-        """Interruptions, lost and allocated GPU-hours, goodput (%) and requeue waits (s)."""
+        """Interruptions, migrations, lost and allocated GPU-hours, goodput (%) and requeue waits (s)."""
         waits = np.asarray(self.requeue_waits)
         return {
             "interruptions": int(self.interruptions.sum()),
             "pods_interrupted": int(np.count_nonzero(self.interruptions)),
+            "migrations": int(self.migrations.sum()),
             "lost_gpu_h": float(self.lost_gpu_s) / SECONDS_PER_HOUR,
             "alloc_gpu_h": float(self.alloc_gpu_s) / SECONDS_PER_HOUR,
             "goodput_pct": float(100 * (1 - self.lost_gpu_s / self.alloc_gpu_s)) if self.alloc_gpu_s else float("nan"),

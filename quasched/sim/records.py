@@ -35,13 +35,14 @@ from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI
 
 #: Event kinds (``EventRecords.kind``).
-ARRIVE, QUEUE, START, DEPART, WITHDRAW, FAIL, KILL, DOWN, UP = range(9)
-KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw", "fail", "kill", "down", "up")
+ARRIVE, QUEUE, START, DEPART, WITHDRAW, FAIL, KILL, DOWN, UP, MIGRATE = range(10)
+KIND_NAMES = ("arrive", "queue", "start", "depart", "withdraw", "fail", "kill", "down", "up", "migrate")
 """arrive: placed on arrival; queue: arrived (or killed), nothing fits, queued; start: a
 queued or killed pod placed; depart: a running pod left; withdraw: a queued pod left
 unplaced; fail: arrived, nothing fits, dropped (the arrival experiment); kill: a running pod
 killed by a GPU failure (replay with failures); down / up: a GPU device failed / is back
-(``pod`` = -1, ``node`` = its node)."""
+(``pod`` = -1, ``node`` = its node); migrate: a running pod checkpointed and taken off its node
+after a GPU error (proactive migration), placed again by the next rows."""
 
 _INTS = ("pod", "node", "queue_len", "arrived_gpu_milli", "used_gpu_milli", "used_gpus", "used_nodes",
          "gpus_on_used_nodes")

@@ -53,8 +53,13 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     placed if a node fits (``start``), else queued at the back. A recovered device lets the
     queue retry. At equal times, device events come before departures and arrivals. Once
     nothing runs and nothing is left to arrive, only recoveries are awaited (for queued pods)
-    and failures in between are dropped. Every failure is appended to the cluster's
-    :class:`~quasched.model.health.ErrorLog`, whose clock follows the events.
+    and failures in between are dropped. Every failure and warning is appended to the cluster's
+    :class:`~quasched.model.health.ErrorLog`, whose clock follows the events. Remediation: after
+    an error, a node with enough recent errors is cordoned for a while (a drain: its running pods
+    finish, unless ``evict``: then they all migrate), then pods on the erring device or node
+    checkpoint and re-arrive (``migrate`` events,
+    then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
+    retry.
 
 Energy and carbon
     :meth:`ReplayResult.energy_kwh` integrates the recorded power from the first to the
@@ -81,7 +86,7 @@ from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
 from quasched.sim.failures import DeviceFailure, DeviceFaults, FailureConfig, WorkLedger, failure_stream, gpu_share
-from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, QUEUE, START, UP, WITHDRAW, EventRecords
+from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP, WITHDRAW, EventRecords
 from quasched.traces.carbon import CarbonIntensity
 
 DepartureMode = Literal["trace", "duration"]
@@ -154,6 +159,9 @@ class ReplayResult:
     pue: float = 1.0
     #: lost and allocated work of a run with failures (None = no failures)
     ledger: WorkLedger | None = None
+    #: GPU warnings seen and nodes drained (runs with failures)
+    warnings: int = 0
+    drains: int = 0
 
     @property
     def wait(self) -> np.ndarray:
@@ -192,7 +200,7 @@ class ReplayResult:
         assert self.ledger is not None, "the replay ran without failures"
         kinds = self.events.kind
         return {"device_failures": int(np.sum(kinds == DOWN)), "device_recoveries": int(np.sum(kinds == UP)),
-                **self.ledger.summary()}
+                "warnings": self.warnings, "drains": self.drains, **self.ledger.summary()}
 
     def time_average(self, values: np.ndarray) -> float:
         """Time average of a per-event step series from the first to the last event."""
@@ -353,33 +361,67 @@ class _Replay:
             self.enqueue(t, uid)
 
     def device_event(self, failures: bool) -> None:
-        """The next device failure (kill its pods, which re-arrive at once) or recovery (retry the queue)."""
-        assert self.faults is not None and self.ledger is not None
+        """The next device event: a failure kills its pods, a failure or warning may drain its node and
+        migrate pods (all re-arrive at once); a device or a drained node back lets the queue retry."""
+        assert self.faults is not None and self.ledger is not None and self.config.failures is not None
         event = self.faults.pop(failures)
         if event is None:
             return
-        t, node, device, failed = event
-        self.cluster.set_device_health(node, device, not failed)
-        if not failed:
+        t, node, device, kind = event
+        if kind == "uncordon":
+            self.cluster.uncordon(node)
+        elif kind == "back":
+            self.cluster.set_device_health(node, device, True)
             self.record(t, UP, -1, node)
+        if kind in ("uncordon", "back"):
             if len(self.queue):
                 self.retry(t)
             return
         self.cluster.errors.record(t, node, device)
-        on_node = np.flatnonzero((self.outcome.node == node) & (self.status == RUNNING)).tolist()
-        hit = [uid for uid in on_node if device in self.outcome.devices[uid]]
-        for uid in hit:
-            self.cluster.remove(uid)
-            self.ledger.kill(uid, t)
-            self.due[uid] = np.nan
-            self.status[uid] = PENDING
-        self.record(t, DOWN, -1, node)
-        for uid in hit:
-            self.record(t, KILL, uid, node)
-        for uid in hit:
+        hit = self.running_on(node, device) if kind == "fail" else []
+        if kind == "fail":
+            self.cluster.set_device_health(node, device, False)
+            for uid in hit:
+                self.stop(uid)
+                self.ledger.kill(uid, t)
+            self.record(t, DOWN, -1, node)
+            for uid in hit:
+                self.record(t, KILL, uid, node)
+        fc = self.config.failures
+        evict = self.drain(t, node) and fc.evict
+        scope = "node" if evict else fc.migrate
+        moved = [] if scope == "off" else self.running_on(node, device if scope == "device" else None)
+        for uid in moved:
+            self.stop(uid)
+            self.ledger.migrate(uid, t, fc.checkpoint_cost_min * 60)
+            self.record(t, MIGRATE, uid, node)
+        for uid in hit + moved:
             self.arrive(t, uid, START)
-        if hit and len(self.queue):
+        if (hit or moved) and len(self.queue):
             self.retry(t)
+
+    def running_on(self, node: int, device: int | None) -> list[int]:
+        """Pods running on ``node`` (on its GPU ``device`` unless None), in row order."""
+        on_node = np.flatnonzero((self.outcome.node == node) & (self.status == RUNNING)).tolist()
+        return on_node if device is None else [uid for uid in on_node if device in self.outcome.devices[uid]]
+
+    def stop(self, uid: int) -> None:
+        """Take a running pod off its node before it re-arrives (killed or migrated)."""
+        self.cluster.remove(uid)
+        self.due[uid] = np.nan
+        self.status[uid] = PENDING
+
+    def drain(self, t: float, node: int) -> bool:
+        """Cordon ``node`` for ``drain_h`` after ``drain_errors`` errors within ``drain_window_h`` (0 = never);
+        whether it was drained now."""
+        fc = self.config.failures
+        assert fc is not None and self.faults is not None
+        if fc.drain_errors and not self.cluster.cordoned[node] and \
+                self.cluster.errors.count(node, t - fc.drain_window_h * SECONDS_PER_HOUR) >= fc.drain_errors:
+            self.cluster.cordon(node)
+            self.faults.hold(node, t + fc.drain_h * SECONDS_PER_HOUR)
+            return True
+        return False
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
@@ -471,6 +513,8 @@ def replay(
         carbon_start=carbon_start,
         pue=pue,
         ledger=run.ledger,
+        warnings=run.faults.warned if run.faults is not None else 0,
+        drains=run.faults.drained if run.faults is not None else 0,
     )
 
 
