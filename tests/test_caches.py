@@ -54,11 +54,11 @@ def test_fgd_scores_survive_nodes_joining_with_more_devices_and_new_models():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.sampled_from([100, 250, 500, 1000]),
-                          st.booleans()), min_size=1, max_size=40))
-def test_incremental_fragmentation_total_equals_a_full_recomputation(steps):
-    """The prefix-sum refold is bit-identical to folding every node's vector in slot order, whatever changed."""
+                          st.booleans()), min_size=1, max_size=40), st.integers(1, 7))
+def test_incremental_fragmentation_total_equals_a_full_recomputation(steps, block):
+    """The block-wise refold is bit-identical to folding every node's vector in slot order, whatever changed."""
     cluster = Cluster(nodes(*[(64000, 1 << 20, 4, "T4")] * 3, *[(32000, 1 << 20, 2, "A100")] * 3))
-    table = StateTable(cluster, TYPICAL)
+    table = StateTable(cluster, TYPICAL, fold_block=block)
     placed: list[int] = []
     for uid, (node, device, milli, remove) in enumerate(steps):
         if remove and placed:

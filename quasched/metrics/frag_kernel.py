@@ -103,11 +103,14 @@ def deltas(cpu, gpu, model, before, milli, count, sharing,
 
 
 @njit(cache=True, nogil=True)
-def refold(prefix, vectors, ids, first):  # pragma: no cover - compiled
-    """``prefix[i] = prefix[i - 1] + vectors[ids[i]]`` for ``i >= first`` (``prefix[-1]`` = 0), in place."""
-    acc = prefix[first - 1].copy() if first > 0 else np.zeros(7)
-    for i in range(first, len(ids)):
-        row = vectors[ids[i]]
-        for k in range(7):
-            acc[k] += row[k]
-        prefix[i] = acc
+def refold(blocks, vectors, ids, first, size):  # pragma: no cover - compiled
+    """Folds ``vectors[ids[i]]`` in slot order, restarting at the block of ``size`` slots that holds
+    ``first``; ``blocks[b]`` = the fold of slots ``[0, (b + 1) size)`` (the last: of all), in place."""
+    start = first // size
+    acc = blocks[start - 1].copy() if start > 0 else np.zeros(7)
+    for b in range(start, len(blocks)):
+        for i in range(b * size, min(len(ids), (b + 1) * size)):
+            row = vectors[ids[i]]
+            for k in range(7):
+                acc[k] += row[k]
+        blocks[b] = acc

@@ -263,8 +263,9 @@ def grow(values: np.ndarray, rows: int) -> np.ndarray:
 class StateTable(NodeStates):
     """:class:`NodeStates` (without memory) plus each state's fragmentation vector and amount."""
 
-    def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18) -> None:
+    def __init__(self, cluster: Cluster, typical: TypicalPods, max_states: int = 1 << 18, fold_block: int = 64) -> None:
         self.typical = typical
+        self.fold_block = fold_block
         super().__init__(cluster, with_memory=False, max_states=max_states)
 
     def _reset(self) -> None:
@@ -272,7 +273,7 @@ class StateTable(NodeStates):
         self.model = FragmentationModel(self.typical, tuple(self.cluster.models))
         self._vectors = np.zeros((0, 7))
         self._amount = np.zeros(0)
-        self._prefix_key: tuple[int, int] | None = None  # (generation, slots) the prefix sums belong to
+        self._blocks_key: tuple[int, int] | None = None  # (generation, slots) the block folds belong to
         self._fold_mark = -1  # the cluster's change mark at the last fold
 
     @property
@@ -285,19 +286,21 @@ class StateTable(NodeStates):
 
     def category_totals(self) -> np.ndarray:
         """Sum of every node slot's vector, folded node by node in slot order (the reference's
-        float order). Keeps the running prefix sums and refolds only from the first slot
-        changed since the last call, so one placement costs half a fold on average."""
+        float order). Keeps the running fold at every ``fold_block``-th slot and refolds only from
+        the block of the first slot changed since the last call, so one placement costs half a
+        fold of adds on average and a store per block, not per slot."""
         ids = self.ids()  # may grow the table, so before reading its arrays
         if not len(ids):
             return np.zeros(7)
-        changed = self.cluster.changes_since(self._fold_mark) if self._prefix_key == (self.generation, len(ids)) else None
+        changed = self.cluster.changes_since(self._fold_mark) if self._blocks_key == (self.generation, len(ids)) else None
         self._fold_mark = self.cluster.change_mark
         if changed is None:
-            self._prefix_key, self._prefix = (self.generation, len(ids)), np.zeros((len(ids), 7))
+            self._blocks_key = (self.generation, len(ids))
+            self._blocks = np.zeros((-(-len(ids) // self.fold_block), 7))
         elif not changed:
-            return self._prefix[-1]
-        kernels().refold(self._prefix, self._vectors, ids, changed[0] if changed else 0)
-        return self._prefix[-1]
+            return self._blocks[-1]
+        kernels().refold(self._blocks, self._vectors, ids, changed[0] if changed else 0, self.fold_block)
+        return self._blocks[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:
         if len(self) > len(self._vectors):
