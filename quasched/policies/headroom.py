@@ -130,10 +130,15 @@ class HeadroomScore(ScorePlugin):
         shapes = [(c, 0, m, k, s) for c, m, k, s in self.typical.shapes]
         self._set_model(shapes, list(self.typical.counts), int(sum(self.typical.counts)))
 
+    def weigh(self, shapes: list[Shape], counts: list[int], total: int) -> tuple[list[int], int]:
+        """The weight ``count_t`` of every shape and the pod total ``N`` that scales ``ΔH``."""
+        return counts, total
+
     def _set_model(self, shapes: list[Shape], counts: list[int], total: int) -> None:
         self._shapes = (shapes, counts, total)
         self._layout = self.cluster.layout  # the model knows the cluster's GPU models of now
-        self.model = HeadroomModel(shapes, counts, tuple(self.cluster.models))
+        weights, total = self.weigh(shapes, counts, total)
+        self.model = HeadroomModel(shapes, weights, tuple(self.cluster.models))
         self.total = max(total, 1)
         self._h = np.zeros(0, dtype=np.int64)
         self._h_generation = self.states.generation
