@@ -40,7 +40,8 @@ Measured (BENCHMARKS.md, "Our policy", seeds 42–51): above FGD on 13 of the
 paper's 17 openb traces (+0.2 to +1.3 points of allocation at column 130),
 fewer failed pods on 16; it is 0.05–0.22 points below FGD on multigpu30/40/50,
 where it gives the only nodes able to take 120-core 8-GPU pods (G3) to
-CPU-heavy 1-GPU pods.
+CPU-heavy 1-GPU pods; :mod:`quasched.policies.home_headroom` re-weighs the
+shapes (:meth:`HeadroomScore.weigh`) so that those nodes are kept.
 
 Everything depends only on the node state (GPU model, free CPU, free memory,
 sorted free GPU milli), so scores are memoised per (pod shape, node state),
