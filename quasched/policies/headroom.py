@@ -40,7 +40,8 @@ Measured (BENCHMARKS.md, "Our policy", seeds 42–51): above FGD on 13 of the
 paper's 17 openb traces (+0.2 to +1.3 points of allocation at column 130),
 fewer failed pods on 16; it is 0.05–0.22 points below FGD on multigpu30/40/50,
 where it gives the only nodes able to take 120-core 8-GPU pods (G3) to
-CPU-heavy 1-GPU pods.
+CPU-heavy 1-GPU pods; :mod:`quasched.policies.home_headroom` re-weighs the
+shapes (:meth:`HeadroomScore.weigh`) so that those nodes are kept.
 
 Everything depends only on the node state (GPU model, free CPU, free memory,
 sorted free GPU milli), so scores are memoised per (pod shape, node state),
@@ -130,10 +131,15 @@ class HeadroomScore(ScorePlugin):
         shapes = [(c, 0, m, k, s) for c, m, k, s in self.typical.shapes]
         self._set_model(shapes, list(self.typical.counts), int(sum(self.typical.counts)))
 
+    def weigh(self, shapes: list[Shape], counts: list[int], total: int) -> tuple[list[int], int]:
+        """The weight ``count_t`` of every shape and the pod total ``N`` that scales ``ΔH``."""
+        return counts, total
+
     def _set_model(self, shapes: list[Shape], counts: list[int], total: int) -> None:
         self._shapes = (shapes, counts, total)
         self._layout = self.cluster.layout  # the model knows the cluster's GPU models of now
-        self.model = HeadroomModel(shapes, counts, tuple(self.cluster.models))
+        weights, total = self.weigh(shapes, counts, total)
+        self.model = HeadroomModel(shapes, weights, tuple(self.cluster.models))
         self.total = max(total, 1)
         self._h = np.zeros(0, dtype=np.int64)
         self._h_generation = self.states.generation

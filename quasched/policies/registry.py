@@ -180,11 +180,12 @@ def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
     return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0)], "best-score", name="fgd")
 
 
-def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str) -> Policy:
-    """FGD on ``scale`` + ``beta`` x the headroom term; the best combined device, tightest on ties."""
+def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str,
+                  term: str = "headroom:HeadroomScore") -> Policy:
+    """FGD on ``scale`` + ``beta`` x the headroom ``term``; the best combined device, tightest on ties."""
     from quasched.policies.framework import Policy
 
-    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin("headroom:HeadroomScore")(typical, learn), beta)],
+    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(typical, learn), beta)],
                   "best-score-tightest", name=name)
 
 
@@ -199,6 +200,12 @@ def _ours(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Policy
     its rank tie-break (packing); the headroom term orders nodes within and across them.
     """
     return _fgd_headroom(typical, "sigmoid", beta, learn, "ours")
+
+
+def _ourshome(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Policy:
+    """``ours`` with the headroom term's shapes weighted by 1 / the GPU share of their homes
+    (:mod:`quasched.policies.home_headroom`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N))``."""
+    return _fgd_headroom(typical, "sigmoid", beta, learn, "ourshome", "home_headroom:HomeHeadroomScore")
 
 
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
@@ -272,6 +279,10 @@ def _register_builtins() -> None:
         PolicyInfo("ours", "Ours", "ours: FGD (its sigmoid scale) + beta x typical-pod headroom destroyed", _ours,
                    (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours"),
+        PolicyInfo("ourshome", "Ours+Home",
+                   "ours, each shape's headroom weighted by 1 / the GPU share of the nodes that can hold it", _ourshome,
+                   (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+                    Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours+Home"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
