@@ -133,10 +133,6 @@ class FragmentationModel:
                                   np.asarray(before, dtype=np.float64), pod.gpu_milli, pod.num_gpu, pod.is_sharing,
                                   *self._tables)
 
-    def amount(self, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
-        """Fragment milli-GPU (all categories but ``q3_satisfied``) per node state."""
-        return frag_amount(self.vectors(cpu, gpu, model))
-
 
 @cache
 def kernels() -> ModuleType:

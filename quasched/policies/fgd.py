@@ -22,7 +22,7 @@ seen are evaluated, in one compiled batch per cycle
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -77,16 +77,18 @@ class FGD(ScorePlugin):
             scores = hypothetical_scores(np.sort(cluster.gpu_free[nodes], axis=1), pod,
                                          lambda rows, after: np.full(len(after), 50.0))
             return scores if pod.is_sharing else scores[:, 0]
-        ids = self.table.ids()[nodes]
-        width = self.table.gpu.shape[1] if pod.is_sharing else 1
-        return self._memo.lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
+        return self._memoised(self._memo.lookup, pod, nodes)
 
     def best(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if not self._sync():
             return super().best(cluster, pod, nodes, state)
-        ids = self.table.ids()[nodes]
+        return self._memoised(self._memo.lookup_best, pod, nodes)
+
+    def _memoised(self, lookup: Callable[..., np.ndarray], pod: Pod, nodes: np.ndarray) -> np.ndarray:
+        """``lookup`` (a :class:`StateScoreMemo` method) of the nodes' states for ``pod``'s shape."""
+        ids = self.table.ids()[nodes]  # may start a new table (wider devices), so before reading its width
         width = self.table.gpu.shape[1] if pod.is_sharing else 1
-        return self._memo.lookup_best(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
+        return lookup(pod.shape, ids, width, lambda missing: self._state_scores(pod, missing))
 
     def _state_scores(self, pod: Pod, states: np.ndarray) -> np.ndarray:
         """Scores of node ``states`` per sorted device column (-inf where the pod cannot go)."""
