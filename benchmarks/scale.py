@@ -76,6 +76,7 @@ def plot(path: Path, rows: list[dict]) -> None:
     for key, label in (("cpu_s", "CPU time"), ("peak_rss_mib", "peak RSS"), ("run_rss_mib", "RSS added by the run")):
         ax.plot(k, [r[key] / base[key] for r in rows], marker="o", label=label)
     ax.plot(k, k, ls=":", color="grey", label="linear")
+    ax.plot(k, 1.2 * k, ls="--", color="red", lw=1, label="time goal (1.2 × factor)")
     ax.set_xlabel("scale factor (nodes and pods)")
     ax.set_ylabel(f"ratio to factor {base['factor']}")
     ax.grid(alpha=0.3)
