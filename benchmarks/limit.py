@@ -7,7 +7,9 @@ For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng 
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
 HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
 and to :func:`quasched.sim.offline.ffd_packing` (largest first, or most GPU per CPU first; the best of
-those orders × the ``--offline`` policies placing them). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
+those orders × the ``--offline`` policies placing them), then to
+:func:`quasched.optimize.patterns.pattern_packing` (column generation over node patterns from those
+packings, ``--pattern-seconds``; its Lagrangian bound, and its integer packing topped up by FFD). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
 alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
 Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
 """
@@ -27,7 +29,9 @@ import numpy as np  # noqa: E402
 
 from issue12_report import save_trace_axes  # noqa: E402  (benchmarks/ is on sys.path)
 from own_policy import DEFAULT_TRACES, sweep_arguments  # noqa: E402
+from quasched.model.cluster import Cluster  # noqa: E402
 from quasched.optimize.bound import gpu_bound  # noqa: E402
+from quasched.optimize.patterns import pattern_packing  # noqa: E402
 from quasched.sim.arrival import ExperimentConfig  # noqa: E402
 from quasched.sim.offline import arrival_prefix, ffd_packing  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
@@ -38,6 +42,8 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
     parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
+    parser.add_argument("--pattern-seconds", type=float, default=120.0,
+                        help="column generation over node patterns per instance (0 = skip)")
     parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
@@ -46,21 +52,26 @@ def main() -> None:
     for row in rows:
         row.update({p: _alloc(runs, row["trace"], p, int(row["seed"])) for p in args.policies})
     print(f"seeds {args.seeds[0]}..{args.seeds[-1]}; MILP bound on seed {args.seeds[0]}\n")
-    print("| trace | LP bound | MILP bound | offline FFD | " + " | ".join(args.policies) + " | "
-          + " | ".join(f"{p}: bound − alloc" for p in args.policies) + " |")
-    print("|---" * (4 + 2 * len(args.policies)) + "|")
+    print("| trace | LP bound | MILP bound | pattern bound | best bound | offline FFD | patterns | "
+          + " | ".join(args.policies) + " | " + " | ".join(f"{p}: bound − alloc" for p in args.policies) + " |")
+    print("|---" * (7 + 2 * len(args.policies)) + "|")
     for trace in args.traces:
         mine = [r for r in rows if r["trace"] == trace]
-        lp, milp, ffd = (np.nanmean([float(r[c]) for r in mine if r[c] != ""]) for c in ("lp_bound", "milp_bound", "ffd"))
+        lp, milp, pattern, ffd, packing = (np.nanmean([float(r.get(c) or "nan") for r in mine])
+                                           for c in ("lp_bound", "milp_bound", "pattern_bound", "ffd", "patterns"))
+        best = np.nanmean([np.nanmin([float(r.get(c) or "nan") for c in ("lp_bound", "milp_bound", "pattern_bound")])
+                           for r in mine])
         means = {p: np.nanmean([r[p] for r in mine]) for p in args.policies}
-        print(f"| {trace} | {lp:.2f} | {milp:.2f} | {ffd:.2f} | " + " | ".join(f"{means[p]:.2f}" for p in args.policies)
-              + " | " + " | ".join(f"{lp - means[p]:.2f}" for p in args.policies) + " |", flush=True)
+        print(f"| {trace} | {lp:.2f} | {milp:.2f} | {pattern:.2f} | {best:.2f} | {ffd:.2f} | {packing:.2f} | "
+              + " | ".join(f"{means[p]:.2f}" for p in args.policies)
+              + " | " + " | ".join(f"{best - means[p]:.2f}" for p in args.policies) + " |", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.with_suffix(".csv").open("w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=list(rows[0]))
         out.writeheader()
         out.writerows(rows)
-    plot(args.out.with_suffix(".png"), rows, args.traces, ["lp_bound", "ffd", *args.policies])
+    plot(args.out.with_suffix(".png"), rows, args.traces,
+         [c for c in ("lp_bound", "pattern_bound", "patterns", "ffd") if c in rows[0]] + list(args.policies))
 
 
 def bounds(args, trace: str) -> list[dict]:
@@ -71,16 +82,22 @@ def bounds(args, trace: str) -> list[dict]:
         start = time.perf_counter()
         prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
         bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
-        packed = {f"ffd_{p}_{key}": bound.pct(ffd_packing(nodes, prefix, p, key))
-                  for p in args.offline for key in ("size", "density")}
-        rows.append({"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
-                     "ffd": max(packed.values()), **packed, "solve_s": round(time.perf_counter() - start, 1)})
+        clusters = {(p, key): Cluster(nodes) for p in args.offline for key in ("size", "density")}
+        packed = {f"ffd_{p}_{key}": bound.pct(ffd_packing(nodes, prefix, p, key, cluster=c)) for (p, key), c in clusters.items()}
+        row = {"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
+               "ffd": max(packed.values()), **packed}
+        if args.pattern_seconds > 0:
+            solution, cluster = pattern_packing(nodes, prefix, list(clusters.values()), seconds=args.pattern_seconds)
+            row.update(pattern_bound=bound.pct(solution.bound), pattern_lp=bound.pct(solution.lp),
+                       patterns=bound.pct(ffd_packing(nodes, prefix, cluster=cluster)), pattern_rounds=solution.rounds,
+                       pattern_converged=solution.converged)
+        rows.append({**row, "solve_s": round(time.perf_counter() - start, 1)})
     return rows
 
 
 def _read(path: Path) -> list[dict]:
     with path.open() as f:
-        return [{k: v for k, v in row.items() if k == "trace" or k == "seed" or k.startswith(("lp", "milp", "ffd", "solve"))}
+        return [{k: v for k, v in row.items() if k == "trace" or k == "seed" or k.startswith(("lp", "milp", "ffd", "pattern", "solve"))}
                 for row in csv.DictReader(f)]
 
 

@@ -11,6 +11,7 @@ from quasched.model import Cluster, NodeSpec
 from quasched.model.random import NumpyStream
 from quasched.model.workload import Workload
 from quasched.optimize.bound import gpu_bound
+from quasched.optimize.patterns import pattern_packing
 from quasched.policies import Scheduler, make_policy
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.offline import arrival_prefix, ffd_order, ffd_packing
@@ -107,3 +108,43 @@ def test_density_order_packs_more_where_cpu_binds():
     workload = pods((16000, 1, 1, 1000), (4000, 1, 1, 1000), (4000, 1, 1, 1000))
     assert ffd_packing(cluster, workload, key="size") == 1000
     assert ffd_packing(cluster, workload, key="density") == 2000 == gpu_bound(cluster, workload).lp_milli
+
+
+def test_patterns_pack_what_online_policies_cannot():
+    # 300+700 on each device: the configuration LP finds it from nothing and proves it optimal
+    solution, cluster = pattern_packing(TWO_SINGLE_GPU_NODES, SMALL_FIRST)
+    assert solution.converged and solution.bound == solution.lp == solution.packing_milli == 2000
+    assert cluster.used_gpu_milli == 2000 and len(cluster.placements) == 4
+
+
+def test_pattern_pricing_respects_devices_and_node_cpu():
+    two_600 = pattern_packing(nodes((8000, 8192, 1, "T4")), pods((1000, 100, 1, 600), (1000, 100, 1, 600)))[0]
+    assert two_600.converged and two_600.bound == two_600.packing_milli == 600
+    half_cpu = pattern_packing(nodes((96000, 1 << 20, 8, "G2")), pods((64000, 100, 4, 1000), (64000, 100, 4, 1000)))[0]
+    assert half_cpu.converged and half_cpu.bound == half_cpu.packing_milli == 4000
+
+
+def test_patterns_are_tighter_than_the_aggregated_rows():
+    # two 16-core 2-GPU nodes; 1-GPU pods: three of 7 cores, three of 10. A node holds 7+7 cores, or one pod
+    # (7+10, 10+10 > 16): integer optimum 3 pods. Configuration LP: 1.5 nodes of {7, 7} + 0.5 of {10} = 3.5.
+    # Pooled CPU (7+7+7+10 = 31 ≤ 32 cores) and the cuts (≤ 1 pod > 8 cores, ≤ 2 > 5.3 per node) allow 4.
+    cluster = nodes((16000, 8192, 2, "T4"), (16000, 8192, 2, "T4"))
+    workload = pods(*[(7000, 1, 1, 1000)] * 3, *[(10000, 1, 1, 1000)] * 3)
+    solution = pattern_packing(cluster, workload)[0]
+    assert solution.converged and solution.bound == solution.lp == 3500 and solution.packing_milli == 3000
+    assert gpu_bound(cluster, workload).lp_milli == 4000
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), n_nodes=st.integers(1, 4), n_pods=st.integers(1, 25))
+def test_pattern_packing_is_feasible_and_between_ffd_and_the_bounds(seed, n_nodes, n_pods):
+    cluster = synthetic_cluster(n_nodes, seed=seed)
+    workload = synthetic_workload(n_pods, seed=seed)
+    start = Cluster(cluster)
+    ffd = ffd_packing(cluster, workload, cluster=start)
+    solution, packed = pattern_packing(cluster, workload, [start])
+    assert packed.used_gpu_milli == solution.packing_milli  # every pattern bound on the real model
+    assert ffd <= solution.packing_milli <= solution.bound + 1e-6
+    assert solution.packing_milli <= gpu_bound(cluster, workload, None).lp_milli + 1e-6
+    if solution.converged:
+        assert solution.bound <= gpu_bound(cluster, workload, None).lp_milli + 1e-6

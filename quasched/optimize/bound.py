@@ -23,14 +23,14 @@ placement; achievable packings come from :mod:`quasched.sim.offline`.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec, accessible
+from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.optimize.highs import LinearModel
+from quasched.optimize.shapes import NodeGroups, Shapes
 
 DEVICE_CUTS = 4
 NODE_CUTS = 3
@@ -57,37 +57,20 @@ class GpuBound:
         return self.pct(self.milp_milli)
 
 
-def _groups(nodes: NodeSpec) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Node groups: capacities ``(G, 3)`` (CPU, memory, GPUs), sizes ``(G,)``, GPU models."""
-    keys = Counter(zip(nodes.cpu_milli.tolist(), nodes.memory_mib.tolist(), nodes.num_gpus.tolist(),
-                       [str(m) for m in nodes.gpu_model]))
-    ordered = sorted(keys)
-    return (np.array([k[:3] for k in ordered], dtype=np.int64).reshape(-1, 3),
-            np.array([keys[k] for k in ordered], dtype=np.int64), [k[3] for k in ordered])
-
-
 def gpu_bound(nodes: NodeSpec, workload: Workload, milp_seconds: float | None = 10.0) -> GpuBound:
     """LP and MILP upper bounds of the relaxation in the module docstring (``milp_seconds=None``: LP only)."""
-    gpu = workload.gpu_milli > 0
-    shapes = Counter(zip(workload.cpu_milli[gpu].tolist(), workload.memory_mib[gpu].tolist(),
-                         workload.num_gpu[gpu].tolist(), workload.gpu_milli[gpu].tolist(),
-                         [str(s) for s in workload.gpu_spec[gpu]]))
-    keys = sorted(shapes)
-    cap, size, models = _groups(nodes)
+    shapes, groups = Shapes.of(workload), NodeGroups.of(nodes)
     capacity = FULL_GPU_MILLI * nodes.total_gpus
-    if not keys:
+    if not len(shapes):
         return GpuBound(0.0, 0.0, capacity, "optimal")
-    cpu, mem, k, m = (np.array([s[i] for s in keys], dtype=np.int64) for i in range(4))
-    fits = ((cpu[:, None] <= cap[None, :, 0]) & (mem[:, None] <= cap[None, :, 1]) & (k[:, None] <= cap[None, :, 2])
-            & np.array([[accessible(model, s[4]) for model in models] for s in keys], dtype=bool))
-    pairs = np.argwhere(fits)  # (P, 2): shape, group
-    count = np.array([shapes[s] for s in keys], dtype=np.int64)
+    pairs = np.argwhere(groups.fits(shapes))  # (P, 2): shape, group
+    count = shapes.count
     bounds: list[tuple[float, str]] = []
     for integer in (False, True)[:1 if milp_seconds is None else 2]:
         lm = LinearModel()
-        x = lm.add_vars(len(pairs), ub=count[pairs[:, 0]].astype(float), cost=(k * m)[pairs[:, 0]].astype(float),
+        x = lm.add_vars(len(pairs), ub=count[pairs[:, 0]].astype(float), cost=shapes.value[pairs[:, 0]].astype(float),
                         integer=integer)
-        _rows(lm, x, pairs, count, cap, size, cpu, mem, k, m)
+        _rows(lm, x, pairs, count, groups.cap, groups.size, shapes.cpu, shapes.mem, shapes.k, shapes.m)
         solution = lm.solve(time_limit=milp_seconds or 60.0, rel_gap=1e-5)
         bounds.append((solution.bound, solution.status))
     milp, status = bounds[-1]

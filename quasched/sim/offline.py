@@ -46,11 +46,15 @@ def ffd_order(workload: Workload, key: Order = "size") -> np.ndarray:
 
 
 def ffd_packing(nodes: NodeSpec, workload: Workload, policy: str = "bestfit", key: Order = "size",
-                typical: TypicalPods | None = None) -> int:
-    """GPU milli placed by ``policy`` when the GPU pods arrive in :func:`ffd_order` (ties to node order)."""
+                typical: TypicalPods | None = None, cluster: Cluster | None = None) -> int:
+    """GPU milli placed by ``policy`` when the GPU pods arrive in :func:`ffd_order` (ties to node order).
+
+    ``cluster``: fill this partly packed cluster of ``nodes`` (pods keyed by workload row; those on it are skipped).
+    """
     typical = typical or TypicalPods.from_workload(workload)
-    cluster = Cluster(nodes)
+    cluster = cluster or Cluster(nodes)
     scheduler = Scheduler(cluster, make_policy(policy, typical), np.arange(len(nodes)), NumpyStream(0))
     for i in ffd_order(workload, key).tolist():
-        scheduler.schedule(workload.pod(i))
+        if i not in cluster.placements:
+            scheduler.schedule(workload.pod(i))
     return cluster.used_gpu_milli
