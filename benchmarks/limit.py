@@ -6,8 +6,8 @@
 For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
 HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the first seed)
-and to :func:`quasched.sim.offline.ffd_packing` (largest first, or most GPU per CPU first; the best of
-those orders × the ``--offline`` policies placing them), then to
+and to :func:`quasched.sim.offline.ffd_packing` (largest first, most GPU per CPU first, or in arrival
+order; the best of those orders × the ``--offline`` policies placing them), then to
 :func:`quasched.optimize.patterns.pattern_packing` (column generation over node patterns from those
 packings, ``--pattern-seconds``; its Lagrangian bound, and its integer packing topped up by FFD). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
 alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
@@ -47,20 +47,22 @@ def main() -> None:
     parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
     parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
     args = parser.parse_args()
-    runs = {k: v for path in args.runs for k, v in json.loads(path.read_text()).items()}
+    runs: dict[str, dict] = {}
+    for path in args.runs:  # later files add policies to a trace's runs
+        for trace, by_policy in json.loads(path.read_text()).items():
+            runs.setdefault(trace, {}).update(by_policy)
     rows = _read(args.bounds) if args.bounds else [row for t in args.traces for row in bounds(args, t)]
     for row in rows:
         row.update({p: _alloc(runs, row["trace"], p, int(row["seed"])) for p in args.policies})
+        row["best_bound"] = min(float(row[c]) for c in ("lp_bound", "milp_bound", "pattern_bound") if row.get(c, "") != "")
     print(f"seeds {args.seeds[0]}..{args.seeds[-1]}; MILP bound on seed {args.seeds[0]}\n")
-    print("| trace | LP bound | MILP bound | pattern bound | best bound | offline FFD | patterns | "
+    print("| trace | LP bound | MILP bound | pattern bound | best bound | offline greedy | patterns | "
           + " | ".join(args.policies) + " | " + " | ".join(f"{p}: bound − alloc" for p in args.policies) + " |")
     print("|---" * (7 + 2 * len(args.policies)) + "|")
     for trace in args.traces:
         mine = [r for r in rows if r["trace"] == trace]
-        lp, milp, pattern, ffd, packing = (np.nanmean([float(r.get(c) or "nan") for r in mine])
-                                           for c in ("lp_bound", "milp_bound", "pattern_bound", "ffd", "patterns"))
-        best = np.nanmean([np.nanmin([float(r.get(c) or "nan") for c in ("lp_bound", "milp_bound", "pattern_bound")])
-                           for r in mine])
+        lp, milp, pattern, best, ffd, packing = (np.nanmean([float(r.get(c) or "nan") for r in mine]) for c in
+                                                 ("lp_bound", "milp_bound", "pattern_bound", "best_bound", "ffd", "patterns"))
         means = {p: np.nanmean([r[p] for r in mine]) for p in args.policies}
         print(f"| {trace} | {lp:.2f} | {milp:.2f} | {pattern:.2f} | {best:.2f} | {ffd:.2f} | {packing:.2f} | "
               + " | ".join(f"{means[p]:.2f}" for p in args.policies)
@@ -71,7 +73,7 @@ def main() -> None:
         out.writeheader()
         out.writerows(rows)
     plot(args.out.with_suffix(".png"), rows, args.traces,
-         [c for c in ("lp_bound", "pattern_bound", "patterns", "ffd") if c in rows[0]] + list(args.policies))
+         [c for c in ("best_bound", "patterns", "ffd") if c in rows[0]] + list(args.policies))
 
 
 def bounds(args, trace: str) -> list[dict]:
@@ -82,7 +84,7 @@ def bounds(args, trace: str) -> list[dict]:
         start = time.perf_counter()
         prefix = arrival_prefix(nodes, workload, ExperimentConfig(seed=seed, rng="go"))
         bound = gpu_bound(nodes, prefix, args.milp_seconds if i == 0 else None)
-        clusters = {(p, key): Cluster(nodes) for p in args.offline for key in ("size", "density")}
+        clusters = {(p, key): Cluster(nodes) for p in args.offline for key in ("size", "density", "arrival")}
         packed = {f"ffd_{p}_{key}": bound.pct(ffd_packing(nodes, prefix, p, key, cluster=c)) for (p, key), c in clusters.items()}
         row = {"trace": trace, "seed": seed, "lp_bound": bound.lp_pct, "milp_bound": bound.milp_pct if i == 0 else "",
                "ffd": max(packed.values()), **packed}

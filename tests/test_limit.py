@@ -74,6 +74,7 @@ def test_gpu_model_cpu_only_pods_and_capacity():
 def test_ffd_order_puts_large_gpu_pods_first_and_skips_cpu_only():
     workload = pods((1000, 1, 1, 500), (1000, 1, 0, 0), (2000, 1, 2, 1000), (3000, 1, 2, 1000))
     assert ffd_order(workload).tolist() == [3, 2, 0]
+    assert ffd_order(workload, "arrival").tolist() == [0, 2, 3]
 
 
 def test_arrival_prefix_is_the_tuned_workload(data_dir):

@@ -3,8 +3,9 @@
 :func:`arrival_prefix` rebuilds the pods a run of the arrival experiment
 (:mod:`quasched.sim.arrival`) receives for a seed; :func:`ffd_packing` places
 its GPU pods *largest first* (GPU request, then CPU, then memory, descending;
-the first-fit-decreasing order) or *densest first* (GPU milli per CPU milli: where
-CPU binds, the pods that bring most GPU for their CPU) with a registered policy choosing the node, on
+the first-fit-decreasing order), *densest first* (GPU milli per CPU milli: where
+CPU binds, the pods that bring most GPU for their CPU) or as they arrive (an online
+run without the CPU-only pods) with a registered policy choosing the node, on
 the real cluster model, so every placement is feasible. CPU-only pods are left
 out: they add no GPU allocation and only take room. The result is an
 achievable allocation, a lower bound on the offline optimum; the upper bound
@@ -25,7 +26,7 @@ from quasched.policies import Scheduler, make_policy
 from quasched.sim.arrival import ExperimentConfig, tune_workload
 from quasched.sim.engine import make_stream
 
-Order = Literal["size", "density"]
+Order = Literal["size", "density", "arrival"]
 
 
 def arrival_prefix(nodes: NodeSpec, workload: Workload, config: ExperimentConfig) -> Workload:
@@ -36,10 +37,12 @@ def arrival_prefix(nodes: NodeSpec, workload: Workload, config: ExperimentConfig
 
 
 def ffd_order(workload: Workload, key: Order = "size") -> np.ndarray:
-    """Indices of the GPU pods, largest GPU request first (``size``; then CPU, then memory; stable)
-    or most GPU milli per CPU milli first (``density``; then largest GPU request)."""
+    """Indices of the GPU pods, largest GPU request first (``size``; then CPU, then memory; stable),
+    most GPU milli per CPU milli first (``density``; then largest GPU request) or as they arrive (``arrival``)."""
     gpu = np.flatnonzero(workload.gpu_request > 0)
     request, cpu = workload.gpu_request[gpu], workload.cpu_milli[gpu]
+    if key == "arrival":
+        return gpu
     if key == "density":
         return gpu[np.lexsort((-request, -request / np.maximum(cpu, 1)))]
     return gpu[np.lexsort((-workload.memory_mib[gpu], -cpu, -request))]
