@@ -74,8 +74,8 @@ def main() -> None:
     print(f"seeds {args.seeds[0]}..{args.seeds[-1]} ({len(args.seeds)}), --rng go, tune 1.3; "
           f"saving = 1 - P/P_FGD (same seed) averaged over {SAVING_FROM}..{SAVING_TO} % arrived\n")
     print("| trace | policy | alloc@100 (alloc/arrived) | alloc@130 % | Δ alloc@130 vs FGD | "
-          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | saving @100 % step | P@50 % kW step | s/run |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | linear floor | saving @100 % step | P@50 % kW step | s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for trace in args.traces:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
         total = nodes.total_gpus
