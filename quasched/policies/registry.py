@@ -253,14 +253,6 @@ def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168
                   "best-score", name="healthfgd")
 
 
-def _healthrate(typical: TypicalPods, weight: float = 2.0, prior: float = 1.0) -> Policy:
-    """Ours: FGD (sigmoid scale) + ``weight`` x rate health (nodes with a higher estimated failure rate score less)."""
-    from quasched.policies.framework import Policy
-
-    return Policy([(_plugin("fgd:FGD")(typical, "sigmoid"), 1.0), (_plugin("health_rate:RateHealthScore")(prior), weight)],
-                  "best-score", name="healthrate")
-
-
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -312,12 +304,6 @@ def _register_builtins() -> None:
                                 Param("half_life", float, 168.0, "hours for an error's weight to halve",
                                       minimum=1e-3)),
                    artifact_label="Health+FGD"),
-        PolicyInfo("healthrate", "RateHealth+FGD",
-                   "ours: FGD + weight x rate health (every error kept; nodes scored by estimated failure rate)",
-                   _healthrate, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
-                                 Param("prior", float, 1.0, "pseudo-errors at the mean rate shrinking each node's count",
-                                       minimum=1e-6)),
-                   artifact_label="RateHealth+FGD"),
     ):
         register(info)
 
