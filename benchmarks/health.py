@@ -10,10 +10,10 @@ options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the fail
 options are the same for all setups. ``--repeat N`` replays N copies of the trace back to back
 (a longer horizon at the same rate). For every trace, failure rate, setup and seed: one replay
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
-every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded: lost GPU-hours (work since the
-last checkpoint + restart overheads + on-demand checkpoints, and each part), interruptions and how
-many of them hit a node without any earlier error (no health signal could have avoided those), goodput, the time-average GPU allocation
-and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
+every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
+lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
+each part), interruptions and how many of them hit a node without any earlier error (no health
+signal could have avoided those), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
 were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``

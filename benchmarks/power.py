@@ -23,10 +23,10 @@ import pandas as pd
 
 from quasched.metrics.curves import arrival_bins
 from quasched.metrics.power import WATTS_PER_KW
+from quasched.model.cluster import NodeSpec
 from quasched.policies.pwr_bound import linear_power_floor
 from quasched.policies.registry import parse_spec
 from quasched.sim.arrival import ExperimentConfig
-from quasched.model.cluster import NodeSpec
 from quasched.sim.records import EventRecords
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
@@ -131,19 +131,25 @@ def main() -> None:
 
 
 def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: dict, wall: float) -> None:
-    """Power (step) vs arrived load, its ratio to FGD, and allocation; means over the seeds."""
+    """Power (step) vs arrived load, its ratio to FGD (solid; linear model dotted, with the linear floor
+    dashed), and allocation; means over the seeds."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4), dpi=110)
     power, ratio, alloc = fig.subplots(1, 3)
     x = np.arange(MAX_PERCENT + 1)
-    base = np.mean([curves[("fgd", s)]["power_kw"] for s in seeds], axis=0)
+    def mean(policy: str, key: str) -> np.ndarray:
+        return np.mean([curves[(policy, s)][key] for s in seeds], axis=0)
+
+    base, base_linear = mean("fgd", "power_kw"), mean("fgd", "power_linear_kw")
     for policy in policies:
-        p = np.mean([curves[(policy, s)]["power_kw"] for s in seeds], axis=0)
-        a = np.mean([curves[(policy, s)]["alloc_pct"] for s in seeds], axis=0)
-        power.plot(x, p, lw=1.2, label=label(policy))
-        ratio.plot(x, p / base, lw=1.2, label=label(policy))
-        alloc.plot(x, a, lw=1.2, label=label(policy))
+        p = mean(policy, "power_kw")
+        line, = power.plot(x, p, lw=1.2, label=label(policy))
+        ratio.plot(x, p / base, lw=1.2, color=line.get_color())
+        ratio.plot(x, mean(policy, "power_linear_kw") / base_linear, lw=1.0, ls=":", color=line.get_color())
+        alloc.plot(x, mean(policy, "alloc_pct"), lw=1.2, label=label(policy))
+    ratio.plot(x, mean("fgd", "floor_kw") / base_linear, lw=1.0, ls="--", color="black", label="linear floor")
+    ratio.legend(fontsize=7)
     power.set_ylabel("modelled power, step model (kW)")
     ratio.set_ylabel("power / FGD's at the same arrived load")
     ratio.axvspan(SAVING_FROM, SAVING_TO, color="0.9")
@@ -152,7 +158,7 @@ def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: 
         ax.set_xlabel("arrived GPU request (% of capacity)")
         ax.grid(alpha=0.3)
     alloc.legend(fontsize=7)
-    fig.suptitle(f"{trace}, seeds {seeds[0]}..{seeds[-1]}, tune 1.3 ({wall:.0f} s wall)")
+    fig.suptitle(f"{trace}, seeds {seeds[0]}..{seeds[-1]}, tune 1.3" + (f" ({wall:.0f} s wall)" if wall == wall else ""))
     fig.tight_layout()
     fig.savefig(path)
 
