@@ -10,9 +10,10 @@ options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the fail
 options are the same for all setups. ``--repeat N`` replays N copies of the trace back to back
 (a longer horizon at the same rate). For every trace, failure rate, setup and seed: one replay
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
-every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded: lost GPU-hours (work since the
-last checkpoint + restart overheads), interruptions, goodput, the time-average GPU allocation
-and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
+every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
+lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
+each part), interruptions and how many of them hit a node without any earlier error (no health
+signal could have avoided those), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
 were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``
@@ -32,7 +33,8 @@ import pandas as pd
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
 from quasched.sim.failures import FailureConfig
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.records import KILL
+from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
 
 from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
@@ -40,7 +42,8 @@ from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
 DEFAULT_POLICIES = ("fgd", "healthfgd")
 DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
-KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "alloc_gpu_h",
+KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "lost_work_gpu_h",
+        "lost_reload_gpu_h", "lost_checkpoint_gpu_h", "alloc_gpu_h",
         "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
@@ -76,9 +79,18 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
     policy, remedies = setup_options(setup)
     config = ReplayConfig(policy=policy, seed=seed, failures=FailureConfig(rate=rate, seed=seed, **options, **remedies))
     start = time.process_time()
-    s = replay(nodes, workload, config).summary()
+    result = replay(nodes, workload, config)
+    s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
-            "cpu_s": time.process_time() - start}
+            "unsignalled_kills": unsignalled_kills(result), "cpu_s": time.process_time() - start}
+
+
+def unsignalled_kills(result: ReplayResult) -> int:
+    """Kills on nodes without any earlier error (failure or warning): no health signal could have avoided them."""
+    log, events = result.cluster.errors, result.events
+    node, when = np.asarray(log.node), np.asarray(log.time)
+    kills = events.kind == KILL
+    return int(sum(not np.any((node == n) & (when < t)) for t, n in zip(events.time[kills], events.node[kills])))
 
 
 def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
@@ -93,6 +105,8 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "trace": trace, "rate": rate, "policy": policy, "split": split, "seeds": len(g),
             "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
             "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
+            **{k: g[k].mean() for k in ("unsignalled_kills", "lost_work_gpu_h", "lost_reload_gpu_h",
+                                        "lost_checkpoint_gpu_h") if k in g},
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
@@ -100,6 +114,12 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "wait_mean_s": g.wait_mean_s.mean(), "cpu_s": g.cpu_s.mean(),
         })
     return pd.DataFrame(rows)
+
+
+def breakdown(s) -> str:
+    """``work / reload / checkpoint`` lost GPU-hours of a summary row (blank for runs from before the split)."""
+    parts = [getattr(s, f"lost_{cause}_gpu_h", np.nan) for cause in ("work", "reload", "checkpoint")]
+    return "" if np.isnan(parts[0]) else " / ".join(f"{p:.2f}" for p in parts)
 
 
 def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
@@ -166,13 +186,15 @@ def main() -> None:
     summary.to_csv(args.out / "health_summary.csv", index=False)
     print("" if args.from_csv else f"options {options}, repeat {args.repeat}; ", end="")
     print("saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU allocation, points\n")
-    print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed | lost GPU-h "
-          "| saving vs FGD (seeds better) | goodput % | GPU alloc % | Δ alloc | mean wait s | CPU s/run |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed (no earlier error "
+          "on node) | lost GPU-h | work / reload / checkpoint | saving vs FGD (seeds better) | goodput % | GPU alloc % "
+          "| Δ alloc | mean wait s | CPU s/run |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for s in summary.itertuples():
         saving = "" if s.policy == "fgd" else f"{s.saving_pct:.1f} % ({s.seeds_better}/{s.seeds})"
         print(f"| {s.trace} | {s.rate:g} | {label(s.policy)} | {s.split} | {s.failures:,.0f} | {s.warnings:,.0f} "
-              f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} | {s.lost_gpu_h:,.2f} | {saving} "
+              f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
+              f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
     for trace in args.traces:
         plot(args.out / f"health_{trace}.png", trace, runs[runs.trace == trace])

@@ -7,7 +7,9 @@ For every trace, policy and seed (``--rng go``, tune 1.3): modelled cluster powe
 model and the linear fractional model, :mod:`quasched.metrics.power`) per arrived-GPU-request
 bin 0..130 % (bin means, as the allocation curves), the allocation at 100 % and 130 % arrived,
 and the power saving against FGD of the same seed (same arrivals and node ranks) averaged over
-the 20..80 % bins. Writes ``power_curves.csv`` (one row per trace, policy, seed and bin),
+the 20..80 % bins. "linear floor": the saving the least linear-model power any placement of the
+same allocated GPU and CPU would reach (:mod:`quasched.policies.pwr_bound`, a relaxation), against
+FGD's linear power. Writes ``power_curves.csv`` (one row per trace, policy, seed and bin),
 ``power_summary.csv`` and ``power_<trace>.png`` to ``--out`` and prints a markdown table.
 """
 
@@ -21,9 +23,12 @@ import pandas as pd
 
 from quasched.metrics.curves import arrival_bins
 from quasched.metrics.power import WATTS_PER_KW
+from quasched.model.cluster import NodeSpec
+from quasched.policies.pwr_bound import linear_power_floor
 from quasched.policies.registry import parse_spec
 from quasched.sim.arrival import ExperimentConfig
-from quasched.sim.sweep import RunSummary, run_sweep
+from quasched.sim.records import EventRecords
+from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
 from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
@@ -44,14 +49,17 @@ def label(policy: str) -> str:
     return spec.label
 
 
-def binned(run: RunSummary, column: str, total_gpus: int) -> np.ndarray:
-    """Bin means of a per-event column over arrived GPU request (``nan`` where no event)."""
-    assert run.log is not None
-    values = getattr(run.log, column)
+def binned(log: EventRecords, values: np.ndarray, total_gpus: int) -> np.ndarray:
+    """Bin means of per-event ``values`` over arrived GPU request (``nan`` where no event)."""
     out = np.full(MAX_PERCENT + 1, np.nan)
-    for k, members in arrival_bins(run.log.arrived_gpu_milli, total_gpus, MAX_PERCENT):
+    for k, members in arrival_bins(log.arrived_gpu_milli, total_gpus, MAX_PERCENT):
         out[k] = values[members].mean()
     return out
+
+
+def floor_w(log: EventRecords, nodes: NodeSpec) -> np.ndarray:
+    """The linear-model power floor of each event's allocated GPU and CPU (:mod:`quasched.policies.pwr_bound`)."""
+    return linear_power_floor(nodes, log.used_gpu_milli, log.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli)))
 
 
 def main() -> None:
@@ -66,8 +74,8 @@ def main() -> None:
     print(f"seeds {args.seeds[0]}..{args.seeds[-1]} ({len(args.seeds)}), --rng go, tune 1.3; "
           f"saving = 1 - P/P_FGD (same seed) averaged over {SAVING_FROM}..{SAVING_TO} % arrived\n")
     print("| trace | policy | alloc@100 (alloc/arrived) | alloc@130 % | Δ alloc@130 vs FGD | "
-          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | saving @100 % step | P@50 % kW step | s/run |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | linear floor | saving @100 % step | P@50 % kW step | s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for trace in args.traces:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
         total = nodes.total_gpus
@@ -77,10 +85,14 @@ def main() -> None:
         wall = time.perf_counter() - start
         curves: dict[tuple[str, int], dict[str, np.ndarray]] = {}
         for run in runs:
-            c = {name: binned(run, column, total) for name, column in
-                 (("power_kw", "power_w"), ("power_linear_kw", "power_linear_w"), ("alloc_pct", "used_gpu_milli"))}
+            log = run.log
+            assert log is not None
+            c = {name: binned(log, values, total) for name, values in
+                 (("power_kw", log.power_w), ("power_linear_kw", log.power_linear_w),
+                  ("floor_kw", floor_w(log, nodes)), ("alloc_pct", log.used_gpu_milli))}
             c["power_kw"] /= WATTS_PER_KW
             c["power_linear_kw"] /= WATTS_PER_KW
+            c["floor_kw"] /= WATTS_PER_KW
             c["alloc_pct"] /= 10 * total  # milli → % of capacity
             curves[(run.policy, run.seed)] = c
             for k in range(MAX_PERCENT + 1):
@@ -91,8 +103,8 @@ def main() -> None:
             per_seed = [curves[(policy, s)] for s in args.seeds]
             base = [curves[("fgd", s)] for s in args.seeds]
             saving = np.array([np.nanmean(1 - c["power_kw"][window] / b["power_kw"][window]) for c, b in zip(per_seed, base)])
-            saving_lin = np.array([np.nanmean(1 - c["power_linear_kw"][window] / b["power_linear_kw"][window])
-                                   for c, b in zip(per_seed, base)])
+            saving_lin, floor = (np.array([np.nanmean(1 - c[key][window] / b["power_linear_kw"][window])
+                                           for c, b in zip(per_seed, base)]) for key in ("power_linear_kw", "floor_kw"))
             saving100 = np.array([1 - c["power_kw"][100] / b["power_kw"][100] for c, b in zip(per_seed, base)])
             a100 = np.array([c["alloc_pct"][100] for c in per_seed])
             a130 = np.array([c["alloc_pct"][MAX_PERCENT] for c in per_seed])
@@ -103,12 +115,14 @@ def main() -> None:
                             "alloc100_ratio": a100.mean() / 100, "alloc100_std": a100.std() / 100,
                             "alloc130_pct": a130.mean(), "alloc130_std": a130.std(), "d_alloc130": d130.mean(),
                             "saving_step_pct": 100 * saving.mean(), "saving_step_std": 100 * saving.std(),
-                            "saving_linear_pct": 100 * saving_lin.mean(), "saving100_step_pct": 100 * saving100.mean(),
+                            "saving_linear_pct": 100 * saving_lin.mean(),
+                            "floor_linear_pct": 100 * floor.mean(), "saving100_step_pct": 100 * saving100.mean(),
                             "power50_kw": p50.mean(), "run_s": run_s})
             s = summary[-1]
             print(f"| {trace.removeprefix('openb-')} | {s['label']} | {s['alloc100_ratio']:.3f} ± {s['alloc100_std']:.3f} "
                   f"| {s['alloc130_pct']:.2f} ± {s['alloc130_std']:.2f} | {s['d_alloc130']:+.2f} "
                   f"| {s['saving_step_pct']:.1f} ± {s['saving_step_std']:.1f} % | {s['saving_linear_pct']:.1f} % "
+                  f"| {s['floor_linear_pct']:.1f} % "
                   f"| {s['saving100_step_pct']:.1f} % | {s['power50_kw']:.0f} | {s['run_s']:.1f} |", flush=True)
         plot(args.out / f"power_{trace}.png", trace, args.policies, args.seeds, curves, wall)
     pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
@@ -117,19 +131,25 @@ def main() -> None:
 
 
 def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: dict, wall: float) -> None:
-    """Power (step) vs arrived load, its ratio to FGD, and allocation; means over the seeds."""
+    """Power (step) vs arrived load, its ratio to FGD (solid; linear model dotted, with the linear floor
+    dashed), and allocation; means over the seeds."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4), dpi=110)
     power, ratio, alloc = fig.subplots(1, 3)
     x = np.arange(MAX_PERCENT + 1)
-    base = np.mean([curves[("fgd", s)]["power_kw"] for s in seeds], axis=0)
+    def mean(policy: str, key: str) -> np.ndarray:
+        return np.mean([curves[(policy, s)][key] for s in seeds], axis=0)
+
+    base, base_linear = mean("fgd", "power_kw"), mean("fgd", "power_linear_kw")
     for policy in policies:
-        p = np.mean([curves[(policy, s)]["power_kw"] for s in seeds], axis=0)
-        a = np.mean([curves[(policy, s)]["alloc_pct"] for s in seeds], axis=0)
-        power.plot(x, p, lw=1.2, label=label(policy))
-        ratio.plot(x, p / base, lw=1.2, label=label(policy))
-        alloc.plot(x, a, lw=1.2, label=label(policy))
+        p = mean(policy, "power_kw")
+        line, = power.plot(x, p, lw=1.2, label=label(policy))
+        ratio.plot(x, p / base, lw=1.2, color=line.get_color())
+        ratio.plot(x, mean(policy, "power_linear_kw") / base_linear, lw=1.0, ls=":", color=line.get_color())
+        alloc.plot(x, mean(policy, "alloc_pct"), lw=1.2, label=label(policy))
+    ratio.plot(x, mean("fgd", "floor_kw") / base_linear, lw=1.0, ls="--", color="black", label="linear floor")
+    ratio.legend(fontsize=7)
     power.set_ylabel("modelled power, step model (kW)")
     ratio.set_ylabel("power / FGD's at the same arrived load")
     ratio.axvspan(SAVING_FROM, SAVING_TO, color="0.9")
@@ -138,7 +158,7 @@ def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: 
         ax.set_xlabel("arrived GPU request (% of capacity)")
         ax.grid(alpha=0.3)
     alloc.legend(fontsize=7)
-    fig.suptitle(f"{trace}, seeds {seeds[0]}..{seeds[-1]}, tune 1.3 ({wall:.0f} s wall)")
+    fig.suptitle(f"{trace}, seeds {seeds[0]}..{seeds[-1]}, tune 1.3" + (f" ({wall:.0f} s wall)" if wall == wall else ""))
     fig.tight_layout()
     fig.savefig(path)
 

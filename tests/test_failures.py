@@ -46,6 +46,7 @@ def test_killed_job_restarts_on_the_other_device_from_its_checkpoint():
     assert s["alloc_gpu_h"] == pytest.approx(37_520 / HOUR)
     assert s["goodput_pct"] == pytest.approx(100 * 36_000 / 37_520)
     assert r.ledger is not None and r.ledger.losses == [(5000, 1400), (5000, 120)]  # the kill, then the reload
+    assert (s["lost_work_gpu_h"], s["lost_reload_gpu_h"], s["lost_checkpoint_gpu_h"]) == pytest.approx((1400 / HOUR, 120 / HOUR, 0))
     assert (s["interruptions"], s["device_failures"], s["device_recoveries"], s["requeue_wait_mean_s"]) == (1, 1, 1, 0)
 
 
@@ -182,6 +183,7 @@ def assert_work_adds_up(r, jobs) -> None:
     assert s["interruptions"] == int(np.sum(r.events.kind == KILL))
     assert s["migrations"] == int(np.sum(r.events.kind == MIGRATE))
     assert r.ledger is not None and sum(g for _, g in r.ledger.losses) / HOUR == pytest.approx(s["lost_gpu_h"])
+    assert sum(s[f"lost_{cause}_gpu_h"] for cause in ("work", "reload", "checkpoint")) == pytest.approx(s["lost_gpu_h"])
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ def test_warning_drains_the_node_and_migrates_the_job_before_its_device_fails():
     s = r.summary()
     assert (s["warnings"], s["drains"], s["migrations"], s["interruptions"]) == (1, 1, 1, 0)
     assert s["lost_gpu_h"] == pytest.approx((60 + 120) / HOUR)
+    assert (s["lost_work_gpu_h"], s["lost_reload_gpu_h"], s["lost_checkpoint_gpu_h"]) == pytest.approx((0, 120 / HOUR, 60 / HOUR))
     assert s["alloc_gpu_h"] == pytest.approx((5000 + 60 + 120 + 31_000) / HOUR)
     assert s["goodput_pct"] == pytest.approx(100 * 36_000 / 36_180)
     blind = run(SMALL_BIG, JOB, fails).summary()  # the same failures, no drain, no migration

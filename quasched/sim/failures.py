@@ -235,6 +235,8 @@ class WorkLedger:
         self.migrations = np.zeros(n, dtype=np.int64)
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
+        #: the lost GPU-seconds by cause: work since the last checkpoint, restart overheads, on-demand checkpoints
+        self.lost_by = {"work": 0.0, "reload": 0.0, "checkpoint": 0.0}
         #: ``(time, lost GPU-seconds)``: a restart's overhead when it starts, the rest of a stop's loss at the stop
         self.losses: list[tuple[float, float]] = []
 
@@ -243,7 +245,7 @@ class WorkLedger:
         self.overhead[uid] = self.restart_s if self.restarting[uid] else 0.0
         self.restarting[uid] = False
         self.run_start[uid] = t
-        self._lose(t, self.overhead[uid] * self.gpus[uid])
+        self._lose(t, self.overhead[uid] * self.gpus[uid], "reload")
         if np.isfinite(self.killed_at[uid]):
             self.requeue_waits.append(t - self.killed_at[uid])
             self.killed_at[uid] = np.nan
@@ -270,14 +272,16 @@ class WorkLedger:
         saved = np.floor(progress / self.checkpoint_s) * self.checkpoint_s if periodic else progress
         self.left[uid] -= saved
         self.alloc_gpu_s += (ran + extra_s) * self.gpus[uid]
-        self._lose(t, (ran + extra_s - saved - self.overhead[uid]) * self.gpus[uid])  # < 0 if stopped while reloading
+        self._lose(t, extra_s * self.gpus[uid], "checkpoint")
+        self._lose(t, (ran - saved - self.overhead[uid]) * self.gpus[uid], "work")  # < 0 if stopped while reloading
         self.restarting[uid] = True
         self.killed_at[uid] = t
         return ran + extra_s - saved
 
-    def _lose(self, t: float, gpu_s: float) -> None:
+    def _lose(self, t: float, gpu_s: float, cause: str) -> None:
         if gpu_s != 0:
             self.lost_gpu_s += gpu_s
+            self.lost_by[cause] += gpu_s
             self.losses.append((t, float(gpu_s)))
 
     def summary(self) -> dict[str, float | int]:
@@ -288,6 +292,7 @@ class WorkLedger:
             "pods_interrupted": int(np.count_nonzero(self.interruptions)),
             "migrations": int(self.migrations.sum()),
             "lost_gpu_h": float(self.lost_gpu_s) / SECONDS_PER_HOUR,
+            **{f"lost_{cause}_gpu_h": float(v) / SECONDS_PER_HOUR for cause, v in self.lost_by.items()},
             "alloc_gpu_h": float(self.alloc_gpu_s) / SECONDS_PER_HOUR,
             "goodput_pct": float(100 * (1 - self.lost_gpu_s / self.alloc_gpu_s)) if self.alloc_gpu_s else float("nan"),
             "requeue_wait_mean_s": float(waits.mean()) if len(waits) else float("nan"),
