@@ -210,7 +210,7 @@ def _ourshome(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Po
     return _fgd_headroom(typical, "sigmoid", beta, learn, "ourshome", "home_headroom:HomeHeadroomScore")
 
 
-def _oursbalance(typical: TypicalPods, beta: float = 8.0, gamma: float = 4.0, learn: bool = True) -> Policy:
+def _oursbalance(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, learn: bool = True) -> Policy:
     """``ourshome`` + ``gamma`` x the CPU-starved GPUs a placement adds (:mod:`quasched.policies.cpu_balance`):
     ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS / 160)``."""
     return _fgd_headroom(typical, "sigmoid", beta, learn, "oursbalance", "home_headroom:HomeHeadroomScore",
@@ -295,7 +295,7 @@ def _register_builtins() -> None:
         PolicyInfo("oursbalance", "Ours+Balance",
                    "ourshome + gamma x the GPUs a placement leaves short of the typical pods' CPU per GPU",
                    _oursbalance, (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
-                                  Param("gamma", float, 4.0, "weight of the CPU-balance term", minimum=0.0),
+                                  Param("gamma", float, 16.0, "weight of the CPU-balance term", minimum=0.0),
                                   Param("learn", bool, True, "learn the pod mix online")),
                    artifact_label="Ours+Balance"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
