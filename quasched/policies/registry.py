@@ -181,11 +181,13 @@ def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
 
 
 def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str,
-                  term: str = "headroom:HeadroomScore") -> Policy:
-    """FGD on ``scale`` + ``beta`` x the headroom ``term``; the best combined device, tightest on ties."""
+                  term: str = "headroom:HeadroomScore", extra: tuple[tuple[str, float], ...] = ()) -> Policy:
+    """FGD on ``scale`` + ``beta`` x the headroom ``term`` (+ ``extra`` plugins ``(module:Class, weight)``
+    built from the typical pods); the best combined device, tightest on ties."""
     from quasched.policies.framework import Policy
 
-    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(typical, learn), beta)],
+    plugins = [(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(typical, learn), beta)]
+    return Policy(plugins + [(_plugin(path)(typical), weight) for path, weight in extra],
                   "best-score-tightest", name=name)
 
 
@@ -206,6 +208,13 @@ def _ourshome(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Po
     """``ours`` with the headroom term's shapes weighted by 1 / the GPU share of their homes
     (:mod:`quasched.policies.home_headroom`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N))``."""
     return _fgd_headroom(typical, "sigmoid", beta, learn, "ourshome", "home_headroom:HomeHeadroomScore")
+
+
+def _oursbalance(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, learn: bool = True) -> Policy:
+    """``ourshome`` + ``gamma`` x the CPU-starved GPUs a placement adds (:mod:`quasched.policies.cpu_balance`):
+    ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS / 160)``."""
+    return _fgd_headroom(typical, "sigmoid", beta, learn, "oursbalance", "home_headroom:HomeHeadroomScore",
+                         (("cpu_balance:CpuBalanceScore", gamma),))
 
 
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
@@ -283,6 +292,12 @@ def _register_builtins() -> None:
                    "ours, each shape's headroom weighted by 1 / the GPU share of the nodes that can hold it", _ourshome,
                    (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours+Home"),
+        PolicyInfo("oursbalance", "Ours+Balance",
+                   "ourshome + gamma x the GPUs a placement leaves short of the typical pods' CPU per GPU",
+                   _oursbalance, (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+                                  Param("gamma", float, 16.0, "weight of the CPU-balance term", minimum=0.0),
+                                  Param("learn", bool, True, "learn the pod mix online")),
+                   artifact_label="Ours+Balance"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
