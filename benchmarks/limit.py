@@ -108,6 +108,9 @@ def _alloc(runs: dict, trace: str, policy: str, seed: int) -> float:
     return rec["alloc"][rec["seeds"].index(seed)] if rec and seed in rec["seeds"] else float("nan")
 
 
+LABELS = {"best_bound": "best upper bound", "patterns": "pattern packing (achievable)", "ffd": "offline greedy (best order)"}
+
+
 def plot(path: Path, rows: list[dict], traces: list[str], columns: list[str]) -> None:
     """Per trace, the mean of each column, as allocation points below 100 %."""
     fig, ax = plt.subplots(figsize=(12, 4))
@@ -115,7 +118,7 @@ def plot(path: Path, rows: list[dict], traces: list[str], columns: list[str]) ->
     for col in columns:
         values = [[float(r[col]) for r in rows if r["trace"] == t] for t in traces]
         means = [np.mean(v) if np.isfinite(v).any() else np.nan for v in values]
-        ax.plot(x, means, marker="o", label=col)
+        ax.plot(x, means, marker="o", label=LABELS.get(col, col))
     save_trace_axes(fig, ax, traces, "GPU allocation at 130 % arrived (%)", path)
 
 
