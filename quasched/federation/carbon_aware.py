@@ -29,8 +29,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
+from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
+from quasched.federation.forecast import DAY_H, Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
+
+DAY_SLOTS = DAY_H * SLOTS_PER_HOUR
 
 
 def candidate_starts(now: float, latest: float) -> np.ndarray:
@@ -53,19 +56,47 @@ class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
     def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
-                 toward: float = 1.0) -> None:
-        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
-            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
-                             f"{price}, {power}, {fill}, {delay}, {toward}")
+                 toward: float = 1.0, reserve: float = 0.0, perfect: bool = False) -> None:
+        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1 or reserve < 0:
+            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1, reserve >= 0; "
+                             f"got {price}, {power}, {fill}, {delay}, {toward}, {reserve}")
         self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
+        self.reserve, self.perfect = reserve, bool(perfect)
 
     def reset(self, view: View) -> None:
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
-        self.rate = view.per_slot(view.intensity)
-        mean, worst = view.intensity.mean(axis=0), view.intensity.max(axis=0)
-        self.gap = view.per_slot(np.clip(mean + self.toward * (worst - mean) - view.intensity, 0, None))
+        self.inflexible = np.zeros((2, view.slots))
+        self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
+
+    def priced(self, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per slot of ``index``: the intensity expected at ``now`` (module docstring) and its gap."""
+        hour = min(int(now // SECONDS_PER_HOUR), self.view.intensity.shape[1] - 1)
+        hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
+        if self.perfect:
+            expected = self.view.intensity[:, np.minimum(hours, self.view.intensity.shape[1] - 1)]
+        else:
+            expected = self.forecast.at(hour, np.maximum(hours, hour))
+        mean, worst = expected.mean(axis=0), expected.max(axis=0)
+        gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
+        at = index // SLOTS_PER_HOUR - hours[0]
+        return expected[:, at], gap[:, at]
+
+    def reserved(self, index: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        """``(2, clusters, slots of index)``: room kept for inflexible jobs yet to arrive, ``reserve`` × their
+        mean load over the past day minus the inflexible load already planned, filled into the clusters
+        in order of ``rate`` (greenest first, as those jobs will want)."""
+        past = self.inflexible[:, max(0, index[0] - DAY_SLOTS):index[0]]
+        expected = self.reserve * past.mean(axis=1, keepdims=True) if past.shape[1] else np.zeros((2, 1))
+        coming = np.clip(expected - self.inflexible[:, index], 0, None)[:, None, :]
+        room = np.clip(self.capacity[:, :, 0, None] - self.ledger[:, :, index], 0, None)
+        order = np.broadcast_to(np.argsort(rate, axis=0, kind="stable"), room.shape)
+        ranked = np.take_along_axis(room, order, axis=1)
+        kept = np.clip(coming - (np.cumsum(ranked, axis=1) - ranked), 0, ranked)
+        out = np.empty_like(kept)
+        np.put_along_axis(out, order, kept, axis=1)
+        return out
 
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
@@ -75,9 +106,12 @@ class CarbonAware(Dispatcher):
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
+        expected, gap = self.priced(now, index)
         ledger = self.ledger[:, :, index]
+        if len(starts) > 1 and self.reserve > 0:
+            ledger = ledger + self.reserved(index, expected)
         after = ((ledger + demand) / self.capacity).max(axis=0)
-        rate = self.rate[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
+        rate = expected + self.price * gap * np.minimum(after, 1) ** self.power
         full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
@@ -88,6 +122,7 @@ class CarbonAware(Dispatcher):
             cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
             blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
         blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
+        blocked[~v.placeable[job]] = True
         cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
         if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
             load = v.load_after(job)
@@ -99,5 +134,8 @@ class CarbonAware(Dispatcher):
         slot, used = occupancy(pick.start, duration)
         stop = min(slot + len(used), slots)
         if slot < slots:
-            self.ledger[:, pick.cluster, slot:stop] += v.demand[:, job, None] * used[:stop - slot]
+            run = v.demand[:, job, None] * used[:stop - slot]
+            self.ledger[:, pick.cluster, slot:stop] += run
+            if len(starts) == 1:
+                self.inflexible[:, slot:stop] += run
         return pick
