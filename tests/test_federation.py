@@ -16,6 +16,7 @@ from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occu
 from quasched.federation.cli import DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
 from quasched.federation.evaluate import evaluate
+from quasched.federation.forecast import HISTORY_H, Forecast
 from quasched.federation.metrics import job_carbon_kg, missed, summarize
 from quasched.federation.oracle import DERATE, OraclePlan, at_most, replay_plans, solve_oracle
 from quasched.federation.registry import DISPATCHERS, make_dispatcher
@@ -124,6 +125,52 @@ def test_waiting_inflexible_job_misses_its_deadline():
     sc = Scenario((one_gpu_member("a", zone("A", 100, 100, 100)),), w, np.zeros(2), np.full(2, H), np.zeros(2), T0)
     run = run_federation(sc, make_dispatcher("proportional"))
     assert run.placed.tolist() == [0.0, H] and missed(run).tolist() == [False, True]
+
+
+def test_unplaceable_job_is_dropped_and_blocks_nobody():
+    """Cluster a: one 1-GPU node; b: one 2-GPU node. Job 0 (3 GPUs) fits no node anywhere, job 1 (2 GPUs)
+    only b, job 2 (1 GPU, at 10 s) both. Job 0 is dropped (never placed, a miss) instead of waiting in a's
+    queue for ever, so greedy still starts job 2 at once on the greener a; every dispatcher and the
+    oracle send job 1 to b."""
+    w = jobs([3, 2, 1], [0, 0, 10], [H, H, H])
+    members = (one_gpu_member("a", zone("A", *[100] * 4)), Member("b", nodes((4000, 1 << 20, 2, "A100")),
+                                                                  zone("B", *[400] * 4)))
+    sc = Scenario(members, w, np.array([0, 0, 10.0]), np.full(3, H), np.zeros(3), T0)
+    assert sc.placeable.tolist() == [[False, False], [False, True], [True, True]]
+    for name in DISPATCHERS:
+        run = run_federation(sc, make_dispatcher(name))
+        assert np.isnan(run.placed[0]) and run.cluster[1] == 1 and missed(run).tolist() == [True, False, False], name
+    greedy = run_federation(sc, make_dispatcher("greedy"))
+    assert greedy.cluster[2] == 0 and greedy.placed[2] == 10
+    assert solve_oracle(make_view(sc), sc.arrival).plan[1].cluster == 1
+
+
+def test_forecast_by_hand():
+    """A week of hour-of-day values (0..23), then 10 at hour 0: the departure from the week's profile is
+    10 − 10/7 (hour 0's profile now averages six 0s and the 10); only hours of day 0 depart from the
+    profile and no two of them are neighbours, so ρ = 0: the forecast is the profile from the next hour on."""
+    history = np.tile(np.arange(24.0), 7)[None, :]
+    observed = np.array([[10.0, 99.0, 99.0]])
+    f = Forecast(history, observed)
+    assert f.at(0, np.array([0, 1, 5, 24]))[0] == pytest.approx([10, 1, 5, 10 / 7])
+    assert f.rho == pytest.approx([0.0]) and f.departure == pytest.approx([10 - 10 / 7])
+    with pytest.raises(ValueError, match="history"):
+        Forecast(history[:, 1:], observed)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_forecast_reads_only_the_past_and_a_daily_cycle_exactly(hour, clusters, seed):
+    rng = np.random.default_rng(seed)
+    history, observed = rng.uniform(0, 500, (clusters, HISTORY_H)), rng.uniform(0, 500, (clusters, 240))
+    ahead = np.arange(hour, hour + 40)
+    other = observed.copy()
+    other[:, hour + 1:] = rng.uniform(0, 500, (clusters, 240 - hour - 1))  # another future
+    assert np.array_equal(Forecast(history, observed).at(hour, ahead), Forecast(history, other).at(hour, ahead))
+    day = rng.uniform(0, 500, (clusters, 24))
+    cycle = np.tile(day, 20)
+    exact = Forecast(cycle[:, :HISTORY_H], cycle[:, HISTORY_H:])
+    np.testing.assert_allclose(exact.at(hour, ahead), day[:, ahead % 24], rtol=1e-9, atol=1e-9)
 
 
 def test_occupancy_and_candidate_starts():

@@ -56,12 +56,12 @@ class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
     def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
-                 toward: float = 1.0, reserve: float = 0.0, perfect: bool = False) -> None:
+                 toward: float = 1.0, reserve: float = 0.0, perfect: bool = False, repair: float = 0.0) -> None:
         if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1 or reserve < 0:
             raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1, reserve >= 0; "
                              f"got {price}, {power}, {fill}, {delay}, {toward}, {reserve}")
         self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
-        self.reserve, self.perfect = reserve, bool(perfect)
+        self.reserve, self.perfect, self.repair = reserve, bool(perfect), repair
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -139,3 +139,13 @@ class CarbonAware(Dispatcher):
             if len(starts) == 1:
                 self.inflexible[:, slot:stop] += run
         return pick
+
+    def reroute(self, job: int, now: float, cluster: int) -> list[int]:
+        v = self.view
+        if self.repair == 0 or (self.repair == 1 and now < v.latest_start[job] - 1e-9):
+            return []
+        others = np.flatnonzero(v.placeable[job] & (np.arange(v.clusters) != cluster))
+        first, share = occupancy(now, float(v.duration[job]))
+        index = np.minimum(first + np.arange(len(share)), self.ledger.shape[2] - 1)
+        cost = self.priced(now, index)[0][others] @ share
+        return others[np.argsort(cost, kind="stable")].tolist()
