@@ -7,7 +7,11 @@ latest start (arrival + slack; inflexible jobs: now only). Each costs the job's 
 
     rate[c, k] = I[c, k] + price × gap[c, k] × min(1, u[c, k]) ** power
     gap[c, k]  = max(0, ref[k] − I[c, k])        ref = mean + toward × (max − mean) over clusters of I[., k]
-                                                 (I = intensity × PUE of slot k's hour)
+
+``I[c, k]`` is intensity × PUE of slot ``k``'s hour *as known at dispatch*: the observed value for
+the current hour, the :class:`~.forecast.Forecast` (past week's daily profile + today's departure,
+fading) for later hours; never the future itself (``perfect=True`` reads the true series instead, to
+measure what forecasting costs).
 
 ``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
 ``k`` once this job is added: the mean use of the runs already dispatched (planned start to planned
@@ -19,9 +23,10 @@ zones (measured in BENCHMARKS.md).
 Feasible candidates keep the ledger within ``fill`` × capacity in every slot of the run (room
 for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
 aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
-it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
-none, the job starts now on the cheapest cluster where it fits with nobody waiting, else on the
-least-loaded one. The chosen run is added to the ledger.
+it, e.g. FGD); a cluster where no node could ever hold the job is never a candidate. The cheapest
+feasible candidate wins (ties: earliest, then cluster order); with none, the job starts now on the
+cheapest cluster where it fits with nobody waiting, else on the least-loaded one. The chosen run is
+added to the ledger.
 """
 
 from __future__ import annotations
@@ -30,10 +35,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
-from quasched.federation.forecast import DAY_H, Forecast
+from quasched.federation.forecast import Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
-
-DAY_SLOTS = DAY_H * SLOTS_PER_HOUR
 
 
 def candidate_starts(now: float, latest: float) -> np.ndarray:
@@ -56,17 +59,16 @@ class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
     def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
-                 toward: float = 1.0, reserve: float = 0.0, perfect: bool = False, repair: float = 0.0) -> None:
-        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1 or reserve < 0:
-            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1, reserve >= 0; "
-                             f"got {price}, {power}, {fill}, {delay}, {toward}, {reserve}")
+                 toward: float = 1.0, perfect: bool = False) -> None:
+        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
+            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
+                             f"{price}, {power}, {fill}, {delay}, {toward}")
         self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
-        self.reserve, self.perfect, self.repair = reserve, bool(perfect), repair
+        self.perfect = bool(perfect)
 
     def reset(self, view: View) -> None:
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
-        self.inflexible = np.zeros((2, view.slots))
         self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
 
@@ -83,21 +85,6 @@ class CarbonAware(Dispatcher):
         at = index // SLOTS_PER_HOUR - hours[0]
         return expected[:, at], gap[:, at]
 
-    def reserved(self, index: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        """``(2, clusters, slots of index)``: room kept for inflexible jobs yet to arrive, ``reserve`` × their
-        mean load over the past day minus the inflexible load already planned, filled into the clusters
-        in order of ``rate`` (greenest first, as those jobs will want)."""
-        past = self.inflexible[:, max(0, index[0] - DAY_SLOTS):index[0]]
-        expected = self.reserve * past.mean(axis=1, keepdims=True) if past.shape[1] else np.zeros((2, 1))
-        coming = np.clip(expected - self.inflexible[:, index], 0, None)[:, None, :]
-        room = np.clip(self.capacity[:, :, 0, None] - self.ledger[:, :, index], 0, None)
-        order = np.broadcast_to(np.argsort(rate, axis=0, kind="stable"), room.shape)
-        ranked = np.take_along_axis(room, order, axis=1)
-        kept = np.clip(coming - (np.cumsum(ranked, axis=1) - ranked), 0, ranked)
-        out = np.empty_like(kept)
-        np.put_along_axis(out, order, kept, axis=1)
-        return out
-
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
         slots = self.ledger.shape[2]
@@ -108,8 +95,6 @@ class CarbonAware(Dispatcher):
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
         expected, gap = self.priced(now, index)
         ledger = self.ledger[:, :, index]
-        if len(starts) > 1 and self.reserve > 0:
-            ledger = ledger + self.reserved(index, expected)
         after = ((ledger + demand) / self.capacity).max(axis=0)
         rate = expected + self.price * gap * np.minimum(after, 1) ** self.power
         full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
@@ -134,18 +119,5 @@ class CarbonAware(Dispatcher):
         slot, used = occupancy(pick.start, duration)
         stop = min(slot + len(used), slots)
         if slot < slots:
-            run = v.demand[:, job, None] * used[:stop - slot]
-            self.ledger[:, pick.cluster, slot:stop] += run
-            if len(starts) == 1:
-                self.inflexible[:, slot:stop] += run
+            self.ledger[:, pick.cluster, slot:stop] += v.demand[:, job, None] * used[:stop - slot]
         return pick
-
-    def reroute(self, job: int, now: float, cluster: int) -> list[int]:
-        v = self.view
-        if self.repair == 0 or (self.repair == 1 and now < v.latest_start[job] - 1e-9):
-            return []
-        others = np.flatnonzero(v.placeable[job] & (np.arange(v.clusters) != cluster))
-        first, share = occupancy(now, float(v.duration[job]))
-        index = np.minimum(first + np.arange(len(share)), self.ledger.shape[2] - 1)
-        cost = self.priced(now, index)[0][others] @ share
-        return others[np.argsort(cost, kind="stable")].tolist()
