@@ -61,7 +61,7 @@ def test_hand_timeline_carbon_aware_defers_greedy_spills():
     = 260 g/kWh, A from 1 h 60 + 170 = 230, B 400 -> A from 1 h; job 1 (inflexible): A at 0 (260) beats B."""
     sc = two_zone_scenario()
     assert sc.job_kw == pytest.approx(np.full((2, 2), KW))
-    ours = run_federation(sc, CarbonAware(price=0.5, perfect=True))
+    ours = run_federation(sc, CarbonAware(price=0.5, toward=1, perfect=True))
     assert ours.cluster.tolist() == [0, 0] and ours.placed.tolist() == [H, 0.0]
     s = summarize(ours)
     expected = (KW * 60 + KW * 120 / 2) / 1000  # job 0 in hour 1, job 1 in half of hour 0, kg
@@ -282,12 +282,13 @@ def test_synthetic_intensity_is_seeded_and_shape_of_recovers_it():
 
 def test_evaluate_rows_and_cli(data_dir, tmp_path):
     sc = two_zone_scenario()
-    rows = evaluate(sc, ["greedy", "carbon-aware:price=0.5,perfect=1"], seed=1)
+    ours = "carbon-aware:price=0.5,toward=1,perfect=1"
+    rows = evaluate(sc, ["greedy", ours], seed=1)
     by = {r["dispatcher"]: r for r in rows}
-    assert list(by) == ["proportional", "greedy", "carbon-aware:price=0.5,perfect=1", "oracle-bound", "oracle-plan", "oracle"]
-    assert by["carbon-aware:price=0.5,perfect=1"]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
+    assert list(by) == ["proportional", "greedy", ours, "oracle-bound", "oracle-plan", "oracle"]
+    assert by[ours]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
     assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
-    assert by["oracle"]["missed"] <= by["carbon-aware:price=0.5,perfect=1"]["missed"] and by["oracle"]["target_missed"] == 0
+    assert by["oracle"]["missed"] <= by[ours]["missed"] and by["oracle"]["target_missed"] == 0
     with pytest.raises(ValueError, match="equal_to='nope'"):
         evaluate(sc, ["greedy"], equal_to="nope")
     if not CARBON.exists():

@@ -58,8 +58,8 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
 class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
-    def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
-                 toward: float = 1.0, perfect: bool = False) -> None:
+    def __init__(self, price: float = 2.0, power: float = 8.0, fill: float = 1.0, delay: float = 0.002,
+                 toward: float = 0.5, perfect: bool = False) -> None:
         if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
             raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
                              f"{price}, {power}, {fill}, {delay}, {toward}")
