@@ -67,7 +67,8 @@ def _columns(view: View, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     job = np.repeat(np.arange(len(arrival)), sizes)
     cluster = np.concatenate([np.repeat(np.arange(view.clusters), len(s)) for s in starts])
     start = np.concatenate([np.tile(s, view.clusters) for s in starts])
-    keep = view.placeable[job, cluster] | ~view.placeable.any(axis=1)[job]
+    anywhere = np.asarray(view.placeable.any(axis=1))
+    keep = view.placeable[job, cluster] | ~anywhere[job]
     job, cluster, start = job[keep], cluster[keep], start[keep]
     return job, cluster, start, np.concatenate([[0], np.cumsum(np.bincount(job, minlength=len(arrival)))])
 

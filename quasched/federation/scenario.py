@@ -86,8 +86,9 @@ class Scenario:
         kind = np.array([kinds.setdefault(p.fit_key, len(kinds)) for p in pods], dtype=np.int64)
         first = np.unique(kind, return_index=True)[1]
         demand = Demand.of([pods[j] for j in first]) if len(first) else None
-        return np.stack([fit_matrix(Cluster(m.nodes), demand).any(axis=1)[kind] if demand else np.zeros(0, bool)
-                         for m in self.members], axis=1)
+        fits = [np.asarray(fit_matrix(Cluster(m.nodes), demand).any(axis=1)) if demand is not None
+                else np.zeros(0, bool) for m in self.members]
+        return np.stack([f[kind] for f in fits], axis=1)
 
     @cached_property
     def job_kw(self) -> np.ndarray:
