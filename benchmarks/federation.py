@@ -120,9 +120,10 @@ def main() -> None:
     rows = pd.read_csv(args.rows).drop(columns="attribution").to_dict("records") if args.rows else []
     todo = [] if args.rows else list(scenarios(args))
     run = partial(_evaluate, dispatchers, args.policy, args.ours)
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(args.workers) as pool:  # rows are written as scenarios finish (--rows re-summarises)
         for (name, seed, scenario), scenario_rows in zip(todo, pool.map(run, todo)):
             rows += scenario_rows
+            write_rows(args.out / "federation_rows.csv", rows)
             print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
     frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: OURS}})
     result = summary(frame, OURS)
