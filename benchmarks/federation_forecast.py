@@ -50,8 +50,10 @@ def main() -> None:
         rows += [{**r, "forecast_error_pct": error} for r in evaluate(scenario, DISPATCHERS, seed=seed, oracle=False,
                                                                        set=name)]
     frame = pd.DataFrame(rows)
-    table = frame.pivot_table(index="set", columns="dispatcher", values=["saving_pct", "missed"], sort=False)
-    table["forecast error %"] = frame.groupby("set", sort=False)["forecast_error_pct"].mean()
+    per = {f"{label} ": frame.pivot_table(index="set", columns="dispatcher", values=key, sort=False)[DISPATCHERS]
+           for label, key in (("saving %", "saving_pct"), ("missed", "missed"))}
+    table = pd.concat([t.add_prefix(label) for label, t in per.items()]
+                      + [frame.groupby("set", sort=False)["forecast_error_pct"].mean().rename("forecast error %")], axis=1)
     print(table.round(2).T.to_string())
     write_rows(args.out / "federation_forecast_rows.csv", rows)
     table.round(2).T.to_csv(args.out / "federation_forecast_summary.csv")
