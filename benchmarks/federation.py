@@ -20,6 +20,8 @@ replayed derated plan missing at most as many deadlines as ours (``oracle``). Wr
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -101,18 +103,28 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             yield name, seed, draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days)
 
 
+def _evaluate(dispatchers: list[str], policy: str, ours: str, item: tuple[str, int, Scenario]) -> list[dict]:
+    name, seed, scenario = item
+    return evaluate(scenario, dispatchers, policy, seed, equal_to=ours, set=name)
+
+
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
     parser.add_argument("--ours", default=OURS, help="spec of our dispatcher, e.g. carbon-aware:price=2")
     parser.add_argument("--policy", default="fgd")
     parser.add_argument("--rows", type=Path, help="summarise this federation_rows.csv instead of running")
+    parser.add_argument("--workers", type=int, default=1, help="scenarios evaluated in parallel (processes)")
     args = parser.parse_args()
     dispatchers = ["proportional", "least-loaded", "greenest", "greedy", args.ours]
     rows = pd.read_csv(args.rows).drop(columns="attribution").to_dict("records") if args.rows else []
-    for name, seed, scenario in [] if args.rows else scenarios(args):
-        rows += evaluate(scenario, dispatchers, args.policy, seed, equal_to=args.ours, set=name)
-        print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
+    todo = [] if args.rows else list(scenarios(args))
+    run = partial(_evaluate, dispatchers, args.policy, args.ours)
+    with ProcessPoolExecutor(args.workers) as pool:  # rows are written as scenarios finish (--rows re-summarises)
+        for (name, seed, scenario), scenario_rows in zip(todo, pool.map(run, todo)):
+            rows += scenario_rows
+            write_rows(args.out / "federation_rows.csv", rows)
+            print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
     frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: OURS}})
     result = summary(frame, OURS)
     Console(width=200).print(federation_table(frame.to_dict("records")))

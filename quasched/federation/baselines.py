@@ -1,10 +1,11 @@
 """The four baseline dispatchers: every job starts at once (no deferral).
 
 ``proportional``: smooth weighted round robin, weights = GPU capacity (CPU where no GPUs),
-so cluster ``c`` gets ``w_c / sum(w)`` of the jobs in every window of ``sum(w)`` picks.
+so cluster ``c`` gets ``w_c / sum(w)`` of the jobs in every window of ``sum(w)`` picks (among the
+clusters where the job is placeable).
 ``least-loaded``: the cluster minimising ``max_r (used + waiting + request)_r / capacity_r``.
-``greenest``: static order by mean intensity × PUE over the horizon; first cluster where the
-job fits now with nobody waiting, else the least loaded.
+``greenest``: static order by mean intensity × PUE over the week before ``t = 0`` (observed, not
+forecast); first cluster where the job fits now with nobody waiting, else the least loaded.
 ``greedy``: the same with the order of the current hour's intensity × PUE.
 """
 
@@ -28,7 +29,8 @@ class Proportional(Dispatcher):
 
     def dispatch(self, job: int, now: float) -> Decision:
         self.credit += self.weight
-        pick = int(np.argmax(self.credit))
+        ok = self.view.placeable[job]
+        pick = int(np.argmax(np.where(ok, self.credit, -np.inf) if ok.any() else self.credit))
         self.credit[pick] -= 1.0
         return Decision(pick, now)
 
@@ -45,7 +47,7 @@ class GreenestFirst(Dispatcher):
 
     def reset(self, view: View) -> None:
         super().reset(view)
-        self.order = np.argsort(view.intensity.mean(axis=1), kind="stable")
+        self.order = np.argsort(view.history.mean(axis=1), kind="stable")
 
     def dispatch(self, job: int, now: float) -> Decision:
         return Decision(self.first_with_room(job, self.order), now)

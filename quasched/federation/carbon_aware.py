@@ -7,7 +7,11 @@ latest start (arrival + slack; inflexible jobs: now only). Each costs the job's 
 
     rate[c, k] = I[c, k] + price × gap[c, k] × min(1, u[c, k]) ** power
     gap[c, k]  = max(0, ref[k] − I[c, k])        ref = mean + toward × (max − mean) over clusters of I[., k]
-                                                 (I = intensity × PUE of slot k's hour)
+
+``I[c, k]`` is intensity × PUE of slot ``k``'s hour *as known at dispatch*: the observed value for
+the current hour, the :class:`~.forecast.Forecast` (past week's daily profile + today's departure,
+fading) for later hours; never the future itself (``perfect=True`` reads the true series instead, to
+measure what forecasting costs).
 
 ``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
 ``k`` once this job is added: the mean use of the runs already dispatched (planned start to planned
@@ -19,9 +23,10 @@ zones (measured in BENCHMARKS.md).
 Feasible candidates keep the ledger within ``fill`` × capacity in every slot of the run (room
 for fragmentation when ``fill < 1``); a start now also needs the job to fit the cluster's current
 aggregate free capacity with nobody waiting in its queue (the cluster's own scheduler then packs
-it, e.g. FGD). The cheapest feasible candidate wins (ties: earliest, then cluster order); with
-none, the job starts now on the cheapest cluster where it fits with nobody waiting, else on the
-least-loaded one. The chosen run is added to the ledger.
+it, e.g. FGD); a cluster where no node could ever hold the job is never a candidate. The cheapest
+feasible candidate wins (ties: earliest, then cluster order); with none, the job starts now on the
+cheapest cluster where it fits with nobody waiting, else on the least-loaded one. The chosen run is
+added to the ledger.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
+from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
+from quasched.federation.forecast import Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
 
 
@@ -52,20 +58,32 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
 class CarbonAware(Dispatcher):
     name = "carbon-aware"
 
-    def __init__(self, price: float = 1.0, power: float = 4.0, fill: float = 1.0, delay: float = 0.002,
-                 toward: float = 1.0) -> None:
+    def __init__(self, price: float = 2.0, power: float = 8.0, fill: float = 1.0, delay: float = 0.002,
+                 toward: float = 0.5, perfect: bool = False) -> None:
         if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
             raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
                              f"{price}, {power}, {fill}, {delay}, {toward}")
         self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
+        self.perfect = bool(perfect)
 
     def reset(self, view: View) -> None:
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
-        self.rate = view.per_slot(view.intensity)
-        mean, worst = view.intensity.mean(axis=0), view.intensity.max(axis=0)
-        self.gap = view.per_slot(np.clip(mean + self.toward * (worst - mean) - view.intensity, 0, None))
+        self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
+
+    def priced(self, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per slot of ``index``: the intensity expected at ``now`` (module docstring) and its gap."""
+        hour = min(int(now // SECONDS_PER_HOUR), self.view.intensity.shape[1] - 1)
+        hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
+        if self.perfect:
+            expected = self.view.intensity[:, np.minimum(hours, self.view.intensity.shape[1] - 1)]
+        else:
+            expected = self.forecast.at(hour, np.maximum(hours, hour))
+        mean, worst = expected.mean(axis=0), expected.max(axis=0)
+        gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
+        at = index // SLOTS_PER_HOUR - hours[0]
+        return expected[:, at], gap[:, at]
 
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
@@ -75,9 +93,10 @@ class CarbonAware(Dispatcher):
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
+        expected, gap = self.priced(now, index)
         ledger = self.ledger[:, :, index]
         after = ((ledger + demand) / self.capacity).max(axis=0)
-        rate = self.rate[:, index] + self.price * self.gap[:, index] * np.minimum(after, 1) ** self.power
+        rate = expected + self.price * gap * np.minimum(after, 1) ** self.power
         full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
@@ -88,6 +107,7 @@ class CarbonAware(Dispatcher):
             cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
             blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
         blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
+        blocked[~v.placeable[job]] = True
         cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
         if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
             load = v.load_after(job)

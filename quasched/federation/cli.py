@@ -36,8 +36,9 @@ def federation(
 ) -> None:
     """Dispatch one job stream over clusters in different grid zones (with PUE): proportional split,
     least-loaded, static greenest-first, hourly carbon-greedy and ours (carbon-, fragmentation- and
-    queue-aware, deferring flexible jobs within their slack), against offline HiGHS oracles (a lower bound
-    and an executable plan at equal or fewer deadline misses than the last dispatcher).
+    queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
+    week only), against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
+    deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
     from quasched.cli import fail, load_inputs, parse_seeds
     from quasched.federation.evaluate import evaluate

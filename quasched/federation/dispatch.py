@@ -1,11 +1,12 @@
 """The dispatcher interface: which cluster runs a job, and from when it may start.
 
 A :class:`Dispatcher` sees the federation through a :class:`View` (capacities, what runs and
-waits where, the hourly intensity × PUE of every zone over the horizon, every job's request,
-duration, latest start and dynamic power per cluster) and answers each arrival with a
-:class:`Decision`. The engine releases the job to that cluster's own scheduler at ``start``;
-if it does not fit then, it waits in that cluster's FIFO queue. Dispatchers know durations
-and the intensity series in advance (a perfect forecast, as the oracle does).
+waits where, the hourly intensity × PUE of every zone over the horizon and the week before it,
+every job's request, duration, latest start and dynamic power per cluster) and answers each
+arrival with a :class:`Decision`. The engine releases the job to that cluster's own scheduler at
+``start``; if it does not fit then, it waits in that cluster's FIFO queue. Durations are known in
+advance (as for the oracle); which hours of intensity a dispatcher reads is its own contract:
+the online ones read the current hour and the past (:mod:`.forecast`), the offline oracle all of it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class Decision(NamedTuple):
 
 @dataclass
 class View:
-    """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays."""
+    """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays;
+    ``intensity``: ``(clusters, hours)`` from ``t = 0``, ``history``: the ``HISTORY_H`` hours before;
+    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty)."""
 
     capacity: np.ndarray
     demand: np.ndarray
@@ -39,6 +42,8 @@ class View:
     latest_start: np.ndarray
     kw: np.ndarray
     intensity: np.ndarray
+    history: np.ndarray
+    placeable: np.ndarray
     used: np.ndarray = field(init=False)
     waiting: np.ndarray = field(init=False)
     queued: np.ndarray = field(init=False)
@@ -76,11 +81,12 @@ class View:
         return self.kw[job, cluster] * (self.cumulative(cluster, end) - self.cumulative(cluster, start))
 
     def load_after(self, job: int) -> np.ndarray:
-        """Per cluster: the larger of GPU and CPU (running + waiting + this job) / capacity, now."""
+        """Per cluster: the larger of GPU and CPU (running + waiting + this job) / capacity, now; infinite
+        where the job is not placeable."""
         need = self.used + self.waiting + self.demand[:, job, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(self.capacity > 0, need / self.capacity, np.where(need > 0, np.inf, 0.0))
-        return ratio.max(axis=0)
+        return np.where(self.placeable[job], ratio.max(axis=0), np.inf)
 
 
 class Dispatcher(ABC):

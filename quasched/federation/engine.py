@@ -7,7 +7,8 @@ departures, then releases, then arrivals, each kind in job order:
 
 - arrival: the dispatcher returns ``(cluster, start)``; the job is released at ``start``;
 - release: the cluster's scheduler places the job; if it cannot, the clusters of the dispatcher's
-  :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue;
+  :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue,
+  unless no node of that cluster could ever hold it (``View.placeable``): then it is dropped, never placed;
 - departure (``duration`` after placement): the job leaves; after the departures of one time,
   each cluster that freed capacity retries its queue once, front to back.
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quasched.federation.dispatch import Dispatcher, View
+from quasched.federation.forecast import HISTORY_H
 from quasched.federation.scenario import Scenario
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import PowerMeter
@@ -62,13 +64,13 @@ class FederationRun:
 
 
 def make_view(scenario: Scenario) -> View:
-    """The dispatchers' :class:`View` of ``scenario`` (intensity × PUE over its horizon)."""
+    """The dispatchers' :class:`View` of ``scenario`` (intensity × PUE over its horizon and the week before)."""
     w = scenario.workload
     capacity = np.array([[m.nodes.num_gpus.sum() * 1000 for m in scenario.members],
                          [m.nodes.cpu_milli.sum() for m in scenario.members]], dtype=float)
     demand = np.vstack([w.gpu_request, w.cpu_milli]).astype(float)
     return View(capacity, demand, scenario.duration, scenario.arrival + scenario.slack, scenario.job_kw,
-                scenario.intensity(scenario.horizon_hours))
+                scenario.intensity(scenario.horizon_hours), scenario.intensity(HISTORY_H, -HISTORY_H), scenario.placeable)
 
 
 class _Site:
@@ -133,7 +135,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 cluster[j] = on
                 start(t, j)
                 sites[on].record(t)
-            else:
+            elif view.placeable[j, c]:
                 sites[c].queue.push(pod)
                 view.queued[c] += 1
                 view.waiting[:, c] += view.demand[:, j]

@@ -60,13 +60,17 @@ class OracleResult:
 
 
 def _columns(view: View, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per variable: job, cluster, start; and each job's first variable (plus the total)."""
+    """Per variable: job, cluster (where the job is placeable; all if nowhere), start; and each job's
+    first variable (plus the total)."""
     starts = [candidate_starts(now, float(view.latest_start[j])) for j, now in enumerate(arrival.tolist())]
     sizes = np.array([len(s) for s in starts]) * view.clusters
     job = np.repeat(np.arange(len(arrival)), sizes)
     cluster = np.concatenate([np.repeat(np.arange(view.clusters), len(s)) for s in starts])
     start = np.concatenate([np.tile(s, view.clusters) for s in starts])
-    return job, cluster, start, np.concatenate([[0], np.cumsum(sizes)])
+    anywhere = np.asarray(view.placeable.any(axis=1))
+    keep = view.placeable[job, cluster] | ~anywhere[job]
+    job, cluster, start = job[keep], cluster[keep], start[keep]
+    return job, cluster, start, np.concatenate([[0], np.cumsum(np.bincount(job, minlength=len(arrival)))])
 
 
 def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_limit: float = 120.0,

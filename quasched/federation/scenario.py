@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from quasched.metrics.power import PWR_MODEL, SECONDS_PER_HOUR, PowerModel
-from quasched.model.cluster import NodeSpec
+from quasched.model.cluster import Cluster, NodeSpec
+from quasched.model.fit import Demand, fit_matrix
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.sim.events import build_timeline
 from quasched.traces.carbon import CarbonIntensity
@@ -69,9 +70,25 @@ class Scenario:
         """Hours up to the last deadline: the accounting window of every dispatcher."""
         return int(np.ceil(float(self.deadline.max(initial=0.0)) / SECONDS_PER_HOUR)) + 1
 
-    def intensity(self, hours: int) -> np.ndarray:
-        """``(clusters, hours)`` grid intensity × PUE from ``start``, gCO2eq per kWh of IT energy."""
-        return np.vstack([m.pue * m.carbon.hours_from(self.start, hours) for m in self.members])
+    def intensity(self, hours: int, first: int = 0) -> np.ndarray:
+        """``(clusters, hours)`` grid intensity × PUE from hour ``first`` (negative: before ``start``),
+        gCO2eq per kWh of IT energy."""
+        when = self.start + np.timedelta64(first, "h")
+        return np.vstack([m.pue * m.carbon.hours_from(when, hours) for m in self.members])
+
+    @cached_property
+    def placeable(self) -> np.ndarray:
+        """``(jobs, clusters)``: can the job run on some node of the cluster when it is empty (the
+        cluster's own filter: resources, GPU model and devices; a job that fits no node there would
+        wait forever)."""
+        pods = [self.workload.pod(j) for j in range(len(self.workload))]
+        kinds: dict[tuple, int] = {}
+        kind = np.array([kinds.setdefault(p.fit_key, len(kinds)) for p in pods], dtype=np.int64)
+        first = np.unique(kind, return_index=True)[1]
+        demand = Demand.of([pods[j] for j in first]) if len(first) else None
+        fits = [np.asarray(fit_matrix(Cluster(m.nodes), demand).any(axis=1)) if demand is not None
+                else np.zeros(0, bool) for m in self.members]
+        return np.stack([f[kind] for f in fits], axis=1)
 
     @cached_property
     def job_kw(self) -> np.ndarray:
