@@ -51,3 +51,4 @@ def assert_consistent(cluster: Cluster) -> None:
     assert cluster.gpu_allocated == alloc.sum() and cluster.devices_in_use == np.count_nonzero(alloc)
     assert cluster.nodes_in_use == cluster.in_use.sum() == (alloc.any(axis=1) | (free[:, 0] < cluster.capacity[:, 0])).sum()
     assert cluster.gpus_on_used_nodes == cluster.num_gpus[cluster.in_use].sum()
+    assert cluster.total_gpus == cluster.num_gpus.sum()

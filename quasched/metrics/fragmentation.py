@@ -271,6 +271,7 @@ class StateTable(NodeStates):
         self._amount = np.zeros(0)
         self._blocks_key: tuple[int, int] | None = None  # (generation, slots) the block folds belong to
         self._fold_mark = -1  # the cluster's change mark at the last fold
+        self._slot_vectors = np.zeros((0, 7))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -284,7 +285,8 @@ class StateTable(NodeStates):
         """Sum of every node slot's vector, folded node by node in slot order (the reference's
         float order). Keeps the running fold at every ``fold_block``-th slot and refolds only from
         the block of the first slot changed since the last call, so one placement costs half a
-        fold of adds on average and a store per block, not per slot."""
+        fold of adds on average and a store per block, not per slot; the fold reads a copy of the
+        slots' vectors in slot order, refreshed at the changed slots only."""
         ids = self.ids()  # may grow the table, so before reading its arrays
         if not len(ids):
             return np.zeros(7)
@@ -293,9 +295,12 @@ class StateTable(NodeStates):
         if changed is None:
             self._blocks_key = (self.generation, len(ids))
             self._blocks = np.zeros((-(-len(ids) // self.fold_block), 7))
+            self._slot_vectors = self._vectors[ids]  # each slot's vector, in slot order: the fold reads it in a stream
         elif not changed:
             return self._blocks[-1]
-        kernels().refold(self._blocks, self._vectors, ids, changed[0] if changed else 0, self.fold_block)
+        else:
+            self._slot_vectors[changed] = self._vectors[ids[changed]]
+        kernels().refold(self._blocks, self._slot_vectors, changed[0] if changed else 0, self.fold_block)
         return self._blocks[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:
