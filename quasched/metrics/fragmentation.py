@@ -13,6 +13,8 @@ evaluated once per run.
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cache
@@ -21,6 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
+from quasched.metrics import frag_aot
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Pod, Workload, shape_keys
@@ -109,7 +112,7 @@ class FragmentationModel:
         self.t_cpu = np.array([s[0] for s in shapes], dtype=np.int64)
         self.t_milli = np.array([s[1] for s in shapes], dtype=np.int64)
         self.t_count = np.array([s[2] for s in shapes], dtype=np.int64)
-        self.freq = typical.freq
+        self.freq = np.ascontiguousarray(typical.freq, dtype=np.float64)
         self.access = np.array([[accessible(m, s[3]) for s in shapes] for m in models], dtype=bool)
         self._tables = (self.t_cpu, self.t_milli, self.t_count, self.freq, self.access)
 
@@ -136,8 +139,15 @@ class FragmentationModel:
 
 @cache
 def kernels() -> ModuleType:
-    """:mod:`quasched.metrics.frag_kernel`, imported on first use: numba loads only when a run needs it
-    (and compiles the kernels once per installation; ``cache=True`` keeps them in ``__pycache__``)."""
+    """The compiled kernels: the ahead-of-time module built for this source when there is one
+    (:mod:`quasched.metrics.frag_aot`: no numba at run time) unless ``QUASCHED_JIT=1``, else
+    :mod:`quasched.metrics.frag_kernel`, imported on first use so numba loads only when a run
+    needs it (and compiles the kernels once per installation, cached in ``__pycache__``)."""
+    if os.environ.get("QUASCHED_JIT", "") in ("", "0"):
+        try:
+            return importlib.import_module(f"quasched.metrics.{frag_aot.module_name()}")
+        except ImportError:
+            pass
     from quasched.metrics import frag_kernel
 
     return frag_kernel
