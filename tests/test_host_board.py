@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import nodes, pod
+from builders import change_node, nodes, pod
 from quasched.metrics.fragmentation import TypicalPods, TypicalWindow
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
@@ -54,20 +54,14 @@ def test_board_host_equals_scoring_every_feasible_node(steps, rank, window):
                 typical.observe(p)
             if scheduler.schedule(p).placed:
                 placed.append(uid)
-        elif op == "remove" and placed:
-            cluster.remove(placed.pop(node % len(placed)))
-        elif op in ("cordon", "uncordon"):
-            getattr(cluster, op)(target)
-        elif op in ("fail", "heal") and device < cluster.num_gpus[target]:
-            cluster.set_device_health(target, device, op == "heal")
-        elif op == "add":
-            cluster.add_node(f"n{uid}", {"cpu": 8000 * (device + 1), "memory": 1 << 14}, num_gpus=device,
-                             gpu_model="A100" if device else "")
+        elif op == "churn":  # more changes than a board may be stale by
         elif op == "churn":  # more changes than a board may be stale by
             first, second = ("uncordon", "cordon") if cluster.cordoned[target] else ("cordon", "uncordon")
             for _ in range(40):
                 getattr(cluster, first)(target)
                 getattr(cluster, second)(target)
+        else:
+            change_node(cluster, op, target, device, uid, placed)
         current = typical.current if isinstance(typical, TypicalWindow) else typical
         for d in DEMANDS[which:] + DEMANDS[:which]:
             decision = scheduler.decide(d)
