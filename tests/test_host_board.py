@@ -55,7 +55,6 @@ def test_board_host_equals_scoring_every_feasible_node(steps, rank, window):
             if scheduler.schedule(p).placed:
                 placed.append(uid)
         elif op == "churn":  # more changes than a board may be stale by
-        elif op == "churn":  # more changes than a board may be stale by
             first, second = ("uncordon", "cordon") if cluster.cordoned[target] else ("cordon", "uncordon")
             for _ in range(40):
                 getattr(cluster, first)(target)
