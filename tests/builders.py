@@ -51,3 +51,18 @@ def assert_consistent(cluster: Cluster) -> None:
     assert cluster.gpu_allocated == alloc.sum() and cluster.devices_in_use == np.count_nonzero(alloc)
     assert cluster.nodes_in_use == cluster.in_use.sum() == (alloc.any(axis=1) | (free[:, 0] < cluster.capacity[:, 0])).sum()
     assert cluster.gpus_on_used_nodes == cluster.num_gpus[cluster.in_use].sum()
+    assert cluster.total_gpus == cluster.num_gpus.sum()
+
+
+def change_node(cluster: Cluster, op: str, target: int, device: int, uid: int, placed: list[int]) -> None:
+    """One random cluster change of the property tests: ``remove`` (one of ``placed``), ``cordon``,
+    ``uncordon``, ``fail``/``heal`` (device ``device`` of ``target``), ``add`` (a node of ``device`` GPUs)."""
+    if op == "remove" and placed:
+        cluster.remove(placed.pop(target % len(placed)))
+    elif op in ("cordon", "uncordon"):
+        getattr(cluster, op)(target)
+    elif op in ("fail", "heal") and device < cluster.num_gpus[target]:
+        cluster.set_device_health(target, device, op == "heal")
+    elif op == "add":
+        cluster.add_node(f"n{uid}", {"cpu": 8000 * (device + 1), "memory": 1 << 14}, num_gpus=device,
+                         gpu_model="A100" if device else "")

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import nodes, pod
+from builders import change_node, nodes, pod
 from quasched.metrics.fragmentation import NodeStates, StateTable, TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
@@ -121,15 +121,8 @@ def test_incremental_feasibility_equals_filtering_from_scratch(steps):
                 free = np.flatnonzero(cluster.gpu_free[n] >= p.gpu_milli)[: p.num_gpu] if p.is_gpu else []
                 cluster.place(p, n, tuple(free.tolist()) if p.is_gpu else ())
                 placed.append(uid)
-        elif op == "remove" and placed:
-            cluster.remove(placed.pop(node % len(placed)))
-        elif op in ("cordon", "uncordon"):
-            getattr(cluster, op)(target)
-        elif op in ("fail", "heal") and device < cluster.num_gpus[target]:
-            cluster.set_device_health(target, device, op == "heal")
-        elif op == "add":
-            cluster.add_node(f"n{uid}", {"cpu": 8000 * (device + 1), "memory": 1 << 14}, num_gpus=device,
-                             gpu_model="A100" if device else "")
+        else:
+            change_node(cluster, op, target, device, uid, placed)
         for d in demands[which:] + demands[:which]:
             assert feasibility.nodes(d).tolist() == feasible_nodes(cluster, d).tolist()
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import pod
+from quasched.metrics import frag_aot, frag_kernel
 from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, TypicalPods, frag_amount, kernels
 from quasched.policies.fgd import sigmoid_score
 
@@ -89,3 +93,31 @@ def test_worked_example_deltas():
                        pod(cpu=2000, k=1, m=200))
     assert got[0, 1] == pytest.approx(100)
     assert sigmoid_score(got[0]).tolist() == [54, 52]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="building the extension needs a C compiler")
+def test_ahead_of_time_module_computes_what_the_jit_kernels_compute(tmp_path):
+    """The pycc build of the same functions: every kernel's output bytes equal the JIT's (random states)."""
+    path = frag_aot.build(tmp_path)
+    spec = importlib.util.spec_from_file_location(frag_aot.module_name(), path)
+    assert spec is not None and spec.loader is not None
+    aot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(aot)
+    rng = np.random.default_rng(7)
+    cpu, model_id = rng.integers(0, 16000, 400), rng.integers(0, 3, 400)
+    gpu = np.sort(rng.choice([0, 50, 100, 250, 500, 750, 1000], (400, 8)), axis=1)
+    model = FragmentationModel(typical_of([(1000, 500, 1, ""), (2000, 1000, 2, "A100"), (500, 0, 0, "")]), MODELS)
+    tables = (model.t_cpu, model.t_milli, model.t_count, model.freq, model.access)
+    vectors = frag_kernel.vectors(cpu, gpu, model_id, *tables)
+    assert aot.vectors(cpu, gpu, model_id, *tables).tobytes() == vectors.tobytes()
+    before = frag_kernel.amounts(vectors)
+    assert aot.amounts(vectors).tobytes() == before.tobytes()
+    for milli, count, sharing in ((300, 1, True), (1000, 2, False), (0, 0, False)):
+        args = (cpu - 500, gpu, model_id, before, milli, count, sharing, *tables)
+        assert aot.deltas(*args).tobytes() == frag_kernel.deltas(*args).tobytes()
+    jit_blocks, aot_blocks = np.zeros((7, 7)), np.zeros((7, 7))
+    for first in (0, 130):  # from scratch, then from the third block after rows from 130 on changed
+        vectors[first:] = vectors[first:][::-1]
+        frag_kernel.refold(jit_blocks, vectors, first, 64)
+        aot.refold(aot_blocks, vectors, first, 64)
+        assert aot_blocks.tobytes() == jit_blocks.tobytes()

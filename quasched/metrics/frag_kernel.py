@@ -103,14 +103,22 @@ def deltas(cpu, gpu, model, before, milli, count, sharing,
 
 
 @njit(cache=True, nogil=True)
-def refold(blocks, vectors, ids, first, size):  # pragma: no cover - compiled
-    """Folds ``vectors[ids[i]]`` in slot order, restarting at the block of ``size`` slots that holds
-    ``first``; ``blocks[b]`` = the fold of slots ``[0, (b + 1) size)`` (the last: of all), in place."""
+def refold(blocks, rows, first, size):  # pragma: no cover - compiled
+    """Folds ``rows`` (one 7-vector per node slot) in slot order, restarting at the block of ``size``
+    slots that holds ``first``; ``blocks[b]`` = the fold of slots ``[0, (b + 1) size)`` (the last:
+    of all), in place. Seven scalar accumulators: the same adds, in registers."""
     start = first // size
-    acc = blocks[start - 1].copy() if start > 0 else np.zeros(7)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = 0.0
+    if start > 0:
+        a0, a1, a2, a3, a4, a5, a6 = blocks[start - 1]
     for b in range(start, len(blocks)):
-        for i in range(b * size, min(len(ids), (b + 1) * size)):
-            row = vectors[ids[i]]
-            for k in range(7):
-                acc[k] += row[k]
-        blocks[b] = acc
+        for i in range(b * size, min(len(rows), (b + 1) * size)):
+            a0 += rows[i, 0]
+            a1 += rows[i, 1]
+            a2 += rows[i, 2]
+            a3 += rows[i, 3]
+            a4 += rows[i, 4]
+            a5 += rows[i, 5]
+            a6 += rows[i, 6]
+        blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3] = a0, a1, a2, a3
+        blocks[b, 4], blocks[b, 5], blocks[b, 6] = a4, a5, a6

@@ -13,6 +13,8 @@ evaluated once per run.
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cache
@@ -21,6 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
+from quasched.metrics import frag_aot
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Pod, Workload, shape_keys
@@ -109,7 +112,7 @@ class FragmentationModel:
         self.t_cpu = np.array([s[0] for s in shapes], dtype=np.int64)
         self.t_milli = np.array([s[1] for s in shapes], dtype=np.int64)
         self.t_count = np.array([s[2] for s in shapes], dtype=np.int64)
-        self.freq = typical.freq
+        self.freq = np.ascontiguousarray(typical.freq, dtype=np.float64)
         self.access = np.array([[accessible(m, s[3]) for s in shapes] for m in models], dtype=bool)
         self._tables = (self.t_cpu, self.t_milli, self.t_count, self.freq, self.access)
 
@@ -136,8 +139,15 @@ class FragmentationModel:
 
 @cache
 def kernels() -> ModuleType:
-    """:mod:`quasched.metrics.frag_kernel`, imported on first use: numba loads only when a run needs it
-    (and compiles the kernels once per installation; ``cache=True`` keeps them in ``__pycache__``)."""
+    """The compiled kernels: the ahead-of-time module built for this source when there is one
+    (:mod:`quasched.metrics.frag_aot`: no numba at run time) unless ``QUASCHED_JIT=1``, else
+    :mod:`quasched.metrics.frag_kernel`, imported on first use so numba loads only when a run
+    needs it (and compiles the kernels once per installation, cached in ``__pycache__``)."""
+    if os.environ.get("QUASCHED_JIT", "") in ("", "0"):
+        try:
+            return importlib.import_module(f"quasched.metrics.{frag_aot.module_name()}")
+        except ImportError:
+            pass
     from quasched.metrics import frag_kernel
 
     return frag_kernel
@@ -271,6 +281,7 @@ class StateTable(NodeStates):
         self._amount = np.zeros(0)
         self._blocks_key: tuple[int, int] | None = None  # (generation, slots) the block folds belong to
         self._fold_mark = -1  # the cluster's change mark at the last fold
+        self._slot_vectors = np.zeros((0, 7))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -284,7 +295,8 @@ class StateTable(NodeStates):
         """Sum of every node slot's vector, folded node by node in slot order (the reference's
         float order). Keeps the running fold at every ``fold_block``-th slot and refolds only from
         the block of the first slot changed since the last call, so one placement costs half a
-        fold of adds on average and a store per block, not per slot."""
+        fold of adds on average and a store per block, not per slot; the fold reads a copy of the
+        slots' vectors in slot order, refreshed at the changed slots only."""
         ids = self.ids()  # may grow the table, so before reading its arrays
         if not len(ids):
             return np.zeros(7)
@@ -293,9 +305,12 @@ class StateTable(NodeStates):
         if changed is None:
             self._blocks_key = (self.generation, len(ids))
             self._blocks = np.zeros((-(-len(ids) // self.fold_block), 7))
+            self._slot_vectors = self._vectors[ids]  # each slot's vector, in slot order: the fold reads it in a stream
         elif not changed:
             return self._blocks[-1]
-        kernels().refold(self._blocks, self._vectors, ids, changed[0] if changed else 0, self.fold_block)
+        else:
+            self._slot_vectors[changed] = self._vectors[ids[changed]]
+        kernels().refold(self._blocks, self._slot_vectors, changed[0] if changed else 0, self.fold_block)
         return self._blocks[-1]
 
     def _on_new(self, keys: np.ndarray) -> None:

@@ -13,7 +13,7 @@ A :class:`Cluster` holds node slots and their allocation state:
   GPU or CPU allocation;
 - running totals ``allocated`` / ``capacity_total`` (``(R,)``),
   ``gpu_allocated`` (milli), ``devices_in_use``, ``nodes_in_use`` and
-  ``gpus_on_used_nodes``, kept by every change;
+  ``gpus_on_used_nodes`` and ``total_gpus``, kept by every change;
 - ``errors``: the GPU errors so far (:class:`~quasched.model.health.ErrorLog`);
 - ``version``: bumped on every change of a node, so caches keyed by node
   state know what to refresh; :meth:`changes_since` lists the nodes changed
@@ -172,6 +172,7 @@ class Cluster:
         self.devices_in_use = 0
         self.nodes_in_use = 0
         self.gpus_on_used_nodes = 0
+        self._total_gpus = 0
 
     _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
                     "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
@@ -235,6 +236,7 @@ class Cluster:
         self.names[slots] = nodes.name
         self.model_id[slots] = [self.models.index(m) for m in nodes.gpu_model.tolist()]
         self.num_gpus[slots] = nodes.num_gpus
+        self._total_gpus += int(nodes.num_gpus.sum())
         self.capacity[slots] = capacity
         self.free[slots] = capacity
         self.capacity_total += capacity.sum(axis=0)
@@ -259,6 +261,7 @@ class Cluster:
         self.capacity_total -= self.capacity[node]
         self.capacity[node] = 0
         self.free[node] = 0
+        self._total_gpus -= int(self.num_gpus[node])
         self.num_gpus[node] = 0
         self.gpu_healthy[node] = False
         self.names[node] = ""
@@ -367,7 +370,8 @@ class Cluster:
 
     @property
     def total_gpus(self) -> int:
-        return int(self.num_gpus.sum())
+        """GPU devices of the present nodes (a running total)."""
+        return self._total_gpus
 
     @property
     def used_gpu_milli(self) -> int:

@@ -57,6 +57,12 @@ class ScorePlugin(ABC):
         scores = self.score(cluster, pod, nodes, state)
         return scores.max(axis=1) if scores.ndim == 2 else scores
 
+    def epoch(self) -> object | None:
+        """None unless :meth:`best` of a node depends only on that node and the pod's demand; then a
+        token that changes whenever those scores may change otherwise (e.g. new typical pods), so
+        the scheduler may keep them between cycles (:mod:`quasched.policies.host_board`)."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -84,6 +84,10 @@ class FGD(ScorePlugin):
             return super().best(cluster, pod, nodes, state)
         return self._memoised(self._memo.lookup_best, pod, nodes)
 
+    def epoch(self) -> object | None:
+        """The typical pods the scores follow (None while there are none)."""
+        return self._known if self._sync() else None
+
     def _memoised(self, lookup: Callable[..., np.ndarray], pod: Pod, nodes: np.ndarray) -> np.ndarray:
         """``lookup`` (a :class:`StateScoreMemo` method) of the nodes' states for ``pod``'s shape."""
         ids = self.table.ids()[nodes]  # may start a new table (wider devices), so before reading its width

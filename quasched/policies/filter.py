@@ -21,6 +21,12 @@ def feasible_nodes(cluster: Cluster, pod: Pod) -> np.ndarray:
     return np.flatnonzero(fit_mask(cluster, pod))
 
 
+def demand_key(pod: Pod) -> tuple:
+    """What the fit rule reads of ``pod``: pods with equal keys fit the same nodes and have the same shape."""
+    return (pod.request.tobytes(), pod.num_gpu, pod.gpu_milli, pod.gpu_spec,
+            pod.app if pod.limited else "", pod.max_per_node if pod.limited else 0)
+
+
 class Feasibility:
     """:func:`feasible_nodes` with a fit mask per pod demand, refreshed incrementally.
 
@@ -36,12 +42,14 @@ class Feasibility:
 
     def nodes(self, pod: Pod) -> np.ndarray:
         """Indices of the nodes that can host ``pod``, ascending."""
+        return np.flatnonzero(self.mask(pod, demand_key(pod)))
+
+    def mask(self, pod: Pod, key: tuple) -> np.ndarray:
+        """Fit mask ``(N,)`` of ``pod`` (whose :func:`demand_key` is ``key``); read-only, valid until the cluster changes."""
         c = self.cluster
         if c.layout != self._layout or len(self._masks) > self.max_keys:
             self._masks.clear()
             self._layout = c.layout
-        key = (pod.request.tobytes(), pod.num_gpu, pod.gpu_milli, pod.gpu_spec,
-               pod.app if pod.limited else "", pod.max_per_node if pod.limited else 0)
         entry = self._masks.get(key)
         changed = None if entry is None else c.changes_since(entry[2], limit=max(64, c.n_nodes // 8))
         if entry is None or changed is None:
@@ -53,4 +61,4 @@ class Feasibility:
                 rows = np.array(changed)
                 mask[rows] = fit_matrix(c, demand, rows)[0]
         self._masks[key] = (demand, mask, c.change_mark)
-        return np.flatnonzero(mask)
+        return mask

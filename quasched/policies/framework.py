@@ -23,7 +23,8 @@ from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
 from quasched.policies import devices
 from quasched.policies.base import CycleState, ScorePlugin
-from quasched.policies.filter import Feasibility
+from quasched.policies.filter import Feasibility, demand_key
+from quasched.policies.host_board import HostBoard
 
 UNSCHEDULED = -1
 DeviceRule = Literal["tightest", "uniform", "best-score", "best-score-tightest"]
@@ -46,7 +47,8 @@ class Policy:
         self.name = name or "+".join(p.name for p, _ in self.plugins)
         self._aware = [(p, w) for p, w in self.plugins if p.device_aware]
         alone = self.plugins[0][0] if len(self.plugins) == 1 and self.plugins[0][1] == 1 else None
-        self._alone = alone if alone is not None and type(alone).normalize is ScorePlugin.normalize else None
+        #: the one plugin of weight 1 without NormalizeScore (its best scores are the node scores), else None
+        self.alone = alone if alone is not None and type(alone).normalize is ScorePlugin.normalize else None
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         self.rng = rng
@@ -55,8 +57,8 @@ class Policy:
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         """Final score per feasible node (Score + NormalizeScore + weights)."""
-        if self._alone:  # one plugin, weight 1, no NormalizeScore: its best columns, Reserve re-scores one node
-            return self._alone.best(cluster, pod, nodes, state)
+        if self.alone:  # one plugin, weight 1, no NormalizeScore: its best columns, Reserve re-scores one node
+            return self.alone.best(cluster, pod, nodes, state)
         total = None
         for plugin, weight in self.plugins:
             part = plugin.normalize(plugin.score(cluster, pod, nodes, state))
@@ -128,21 +130,27 @@ class Scheduler:
         self.rank = np.asarray(rank, dtype=np.int64)
         self.rng = rng
         self.feasibility = Feasibility(cluster)
+        self.board = HostBoard(cluster)
         policy.attach(cluster, rng)
 
     def decide(self, pod: Pod) -> Decision:
-        """Pick a node and devices for ``pod`` without binding it."""
+        """Pick a node and devices for ``pod`` without binding it (from the :class:`HostBoard` when
+        the policy's one plugin allows it, the same node as :meth:`select` of all scores)."""
         self.rng.on_schedule_cycle()
-        nodes = self.feasibility.nodes(pod)
-        if len(nodes) == 0:
+        key = demand_key(pod)
+        mask = self.feasibility.mask(pod, key)
+        n_feasible = int(np.count_nonzero(mask))
+        if n_feasible == 0:
             return Decision(UNSCHEDULED)
         state = CycleState()
-        if len(nodes) == 1:
-            node = int(nodes[0])
-        else:
-            node = self.select(nodes, self.policy.score(self.cluster, pod, nodes, state))
+        alone, node = self.policy.alone, None
+        if alone is not None and (epoch := alone.epoch()) is not None:
+            node = self.board.pick(alone, epoch, pod, key, mask, self._ranks())
+        if node is None:
+            nodes = np.flatnonzero(mask)
+            node = int(nodes[0]) if n_feasible == 1 else self.select(nodes, self.policy.score(self.cluster, pod, nodes, state))
         picked = self.policy.reserve(self.cluster, pod, node, state) if pod.is_gpu else ()
-        return Decision(node, picked, len(nodes), int(self.cluster.version[node]))
+        return Decision(node, picked, n_feasible, int(self.cluster.version[node]))
 
     def select(self, nodes: np.ndarray, scores: np.ndarray) -> int:
         """The host among ``nodes`` (scored ``scores``): the highest score, ties to the smallest rank."""
