@@ -246,6 +246,17 @@ def test_oracles_lp_below_milp_and_replay_within_the_target(sc, target):
         assert np.all(t.run.released <= sc.arrival + sc.slack + 1e-9)
 
 
+def test_oracle_bound_is_exact_when_every_run_costs_micrograms():
+    # one 1-second GPU job with 3 h of slack (found by hypothesis): its cheapest start costs ~2.8e-5 kg and the
+    # next-cheapest 0.2 % more, below HiGHS's absolute tolerance in kg; costs in units of the dearest run fix it
+    sc = Scenario((one_gpu_member("m0", synthetic_intensity(IntensityShape(300, rho=0.5), 5, 48), 1.0, count=2),),
+                  jobs([1], [0], [1]), np.zeros(1), np.ones(1), np.array([3 * H]), T0)
+    view = make_view(sc)
+    starts = np.arange(0, 3 * H + 1, 900.0)
+    cheapest = view.run_grams(np.zeros(len(starts), dtype=np.int64), np.zeros(len(starts), dtype=np.int64), starts).min()
+    assert solve_oracle(view, sc.arrival).bound_kg == pytest.approx(cheapest / 1000, rel=1e-9)
+
+
 @settings(max_examples=25, deadline=None)
 @given(small_scenarios())
 def test_invariants_of_every_dispatcher(sc):

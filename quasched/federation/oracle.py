@@ -80,7 +80,8 @@ def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_l
     slots = view.slots
     model = LinearModel()
     grams = view.run_grams(job, cluster, start)
-    x = model.add_vars(len(job), 0.0, 1.0, -grams / GRAMS_PER_KG, integer=integral)
+    unit = max(float(grams.max(initial=0.0)), 1e-300)  # costs in units of the dearest run: HiGHS's tolerances are absolute
+    x = model.add_vars(len(job), 0.0, 1.0, -grams / unit, integer=integral)
     for a, b in zip(offset[:-1].tolist(), offset[1:].tolist()):
         model.add_row(x[a:b], 1.0, 1.0, 1.0)
     rows, cols, values = [], [], []
@@ -98,7 +99,7 @@ def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_l
         row, col, value = row[order], col[order], value[order]
         unique, begin = np.unique(row, return_index=True)
         capacity = np.repeat(view.capacity.reshape(-1), slots)[unique]
-        penalty = 1000 * float(grams.max(initial=0.0)) / GRAMS_PER_KG
+        penalty = 1000.0
         y = model.add_vars(len(unique), 0.0, 1.0 - derate, -penalty) if derate < 1 else None
         for i, (a, b) in enumerate(zip(begin.tolist(), np.append(begin[1:], len(row)).tolist())):
             extra = ([y[i]], [-capacity[i]]) if y is not None else ([], [])
@@ -109,7 +110,7 @@ def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_l
     best = np.array([a + int(np.argmax(share[a:b])) for a, b in zip(offset[:-1].tolist(), offset[1:].tolist())],
                     dtype=np.int64)
     plan = [Decision(int(cluster[k]), float(start[k])) for k in best]
-    return OracleResult(solution.status, -solution.bound, float(grams[best].sum() / GRAMS_PER_KG), plan,
+    return OracleResult(solution.status, -solution.bound * unit / GRAMS_PER_KG, float(grams[best].sum() / GRAMS_PER_KG), plan,
                         int((share[best] < 1 - 1e-6).sum()), solution.gap, len(job), solution.time)
 
 
