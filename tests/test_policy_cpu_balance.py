@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from builders import nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model import Cluster
+from quasched.model import Cluster, Pod
 from quasched.policies import Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
 from test_policy_headroom import scores
@@ -42,12 +42,20 @@ def test_needs_a_gpu_shape():
         CpuBalanceScore(TypicalPods(shapes=((4000, 0, 0, ""),), counts=(1,), freq=np.array([1.0])))
 
 
-@settings(max_examples=60, deadline=None)
-@given(cpu=st.integers(0, 64), k=st.integers(0, 2), used=st.integers(0, 60))
-def test_a_pod_below_rho_never_starves_and_a_cpu_only_pod_never_feeds(cpu, k, used):
+def loaded(cpu: int, k: int, used: int) -> tuple[Cluster, Pod]:
+    """:data:`TWO` with ``used`` cores taken on the 64-core node, and a pod of ``cpu`` cores and ``k`` GPUs."""
     cluster = Cluster(TWO)
     cluster.place(pod(cpu=used * 1000, uid=1), 1)
-    p = pod(cpu=cpu * 1000, k=k, m=1000 if k else 0)
+    return cluster, pod(cpu=cpu * 1000, k=k, m=1000 if k else 0)
+
+
+LOADED = dict(cpu=st.integers(0, 64), k=st.integers(0, 2), used=st.integers(0, 60))
+
+
+@settings(max_examples=60, deadline=None)
+@given(**LOADED)
+def test_a_pod_below_rho_never_starves_and_a_cpu_only_pod_never_feeds(cpu, k, used):
+    cluster, p = loaded(cpu, k, used)
     got = scores(Policy([(CpuBalanceScore(MIX), 1.0)]), cluster, p)
     term = CpuBalanceScore(MIX)
     if p.cpu_milli <= term.rho * p.gpu_request:

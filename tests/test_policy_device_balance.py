@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from builders import nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
@@ -13,7 +12,7 @@ from quasched.model import Cluster
 from quasched.policies import CycleState, Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
 from quasched.policies.device_balance import DeviceBalanceScore
-from test_policy_cpu_balance import MIX, TWO
+from test_policy_cpu_balance import LOADED, MIX, loaded
 from test_policy_headroom import scores
 
 #: 3 × 810 m at 3152 CPU, 1 × 160 m at 4000 CPU: ρ(f ≥ 810) = (3·3152 + 4000) / (3·810 + 160), ρ(160..809) = 25
@@ -41,10 +40,8 @@ def test_a_small_pod_scores_better_in_the_sliver_an_810_m_pod_left():
 
 
 @settings(max_examples=60, deadline=None)
-@given(cpu=st.integers(0, 64), k=st.integers(0, 2), used=st.integers(0, 60))
+@given(**LOADED)
 def test_on_whole_devices_it_is_the_cpu_balance_term(cpu, k, used):
-    cluster = Cluster(TWO)
-    cluster.place(pod(cpu=used * 1000, uid=1), 1)
-    p = pod(cpu=cpu * 1000, k=k, m=1000 if k else 0)
+    cluster, p = loaded(cpu, k, used)
     assert scores(Policy([(DeviceBalanceScore(MIX), 1.0)]), cluster, p) == \
         pytest.approx(scores(Policy([(CpuBalanceScore(MIX), 1.0)]), cluster, p))

@@ -269,6 +269,10 @@ def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168
                   "best-score", name="healthfgd")
 
 
+#: ``oursbalance`` and ``oursshare``: headroom weight, balance weight, learning
+_BALANCE_PARAMS = (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+                   Param("gamma", float, 16.0, "weight of the (device) CPU-balance term", minimum=0.0),
+                   Param("learn", bool, True, "learn the pod mix online"))
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -301,16 +305,10 @@ def _register_builtins() -> None:
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours+Home"),
         PolicyInfo("oursbalance", "Ours+Balance",
                    "ourshome + gamma x the GPUs a placement leaves short of the typical pods' CPU per GPU",
-                   _oursbalance, (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
-                                  Param("gamma", float, 16.0, "weight of the CPU-balance term", minimum=0.0),
-                                  Param("learn", bool, True, "learn the pod mix online")),
-                   artifact_label="Ours+Balance"),
+                   _oursbalance, _BALANCE_PARAMS, artifact_label="Ours+Balance"),
         PolicyInfo("oursshare", "Ours+Share",
                    "oursbalance with each device's free GPU priced by the CPU of the typical pods that fit in it",
-                   _oursshare, (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
-                                Param("gamma", float, 16.0, "weight of the device-balance term", minimum=0.0),
-                                Param("learn", bool, True, "learn the pod mix online")),
-                   artifact_label="Ours+Share"),
+                   _oursshare, _BALANCE_PARAMS, artifact_label="Ours+Share"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
