@@ -12,6 +12,7 @@ from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster, Pod
 from quasched.policies import Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
+from quasched.policies.device_balance import DeviceBalanceScore
 from test_policy_headroom import scores
 
 #: 3 × (8 cores, 1 GPU), 1 × (48 cores, 4 GPUs), CPU-only ignored: ρ = (3·8000 + 48000) / (3·1000 + 4000) = 72/7
@@ -37,9 +38,10 @@ def test_a_cpu_heavy_gpu_pod_scores_worse_on_the_cpu_short_node(cpu, expected):
         pytest.approx(expected)
 
 
-def test_needs_a_gpu_shape():
-    with pytest.raises(ValueError, match="GPU"):
-        CpuBalanceScore(TypicalPods(shapes=((4000, 0, 0, ""),), counts=(1,), freq=np.array([1.0])))
+@pytest.mark.parametrize("term", [CpuBalanceScore, DeviceBalanceScore])
+def test_without_a_typical_gpu_pod_the_term_is_neutral(term):
+    cpu_only = TypicalPods(shapes=((4000, 0, 0, ""),), counts=(1,), freq=np.array([1.0]))
+    assert scores(Policy([(term(cpu_only), 1.0)]), Cluster(TWO), pod(cpu=12000, k=1, m=500)) == [50.0, 50.0]
 
 
 def loaded(cpu: int, k: int, used: int) -> tuple[Cluster, Pod]:

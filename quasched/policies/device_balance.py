@@ -34,8 +34,9 @@ class DeviceBalanceScore(ScorePlugin):
     device_aware = True
 
     def __init__(self, typical: TypicalPods) -> None:
-        self.rho = CpuBalanceScore(typical).rho  # the whole-device ratio, and the check for a GPU shape
-        n, cpu, g, k = np.array([(n, *s[:3]) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]).T
+        self.rho = CpuBalanceScore(typical).rho or 1.0  # ρ(1000); no GPU shape: ρ(f) = 0, S = 0, score 50
+        gpu = [(n, *s[:3]) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]
+        n, cpu, g, k = np.array(gpu, dtype=np.int64).reshape(-1, 4).T
         fits = np.arange(FULL_GPU_MILLI + 1)[:, None] >= g
         self.ratio = fits @ (n * cpu) / np.maximum(fits @ (n * g * k), 1)  # ρ(f) for f = 0 .. 1000
 
