@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 from builders import nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model import Cluster
+from quasched.model import Cluster, Pod
 from quasched.policies import Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
+from quasched.policies.device_balance import DeviceBalanceScore
 from test_policy_headroom import scores
 
 #: 3 × (8 cores, 1 GPU), 1 × (48 cores, 4 GPUs), CPU-only ignored: ρ = (3·8000 + 48000) / (3·1000 + 4000) = 72/7
@@ -37,17 +38,26 @@ def test_a_cpu_heavy_gpu_pod_scores_worse_on_the_cpu_short_node(cpu, expected):
         pytest.approx(expected)
 
 
-def test_needs_a_gpu_shape():
-    with pytest.raises(ValueError, match="GPU"):
-        CpuBalanceScore(TypicalPods(shapes=((4000, 0, 0, ""),), counts=(1,), freq=np.array([1.0])))
+@pytest.mark.parametrize("term", [CpuBalanceScore, DeviceBalanceScore])
+def test_without_a_typical_gpu_pod_the_term_is_neutral(term):
+    cpu_only = TypicalPods(shapes=((4000, 0, 0, ""),), counts=(1,), freq=np.array([1.0]))
+    assert scores(Policy([(term(cpu_only), 1.0)]), Cluster(TWO), pod(cpu=12000, k=1, m=500)) == [50.0, 50.0]
+
+
+def loaded(cpu: int, k: int, used: int) -> tuple[Cluster, Pod]:
+    """:data:`TWO` with ``used`` cores taken on the 64-core node, and a pod of ``cpu`` cores and ``k`` GPUs."""
+    cluster = Cluster(TWO)
+    cluster.place(pod(cpu=used * 1000, uid=1), 1)
+    return cluster, pod(cpu=cpu * 1000, k=k, m=1000 if k else 0)
+
+
+LOADED = dict(cpu=st.integers(0, 64), k=st.integers(0, 2), used=st.integers(0, 60))
 
 
 @settings(max_examples=60, deadline=None)
-@given(cpu=st.integers(0, 64), k=st.integers(0, 2), used=st.integers(0, 60))
+@given(**LOADED)
 def test_a_pod_below_rho_never_starves_and_a_cpu_only_pod_never_feeds(cpu, k, used):
-    cluster = Cluster(TWO)
-    cluster.place(pod(cpu=used * 1000, uid=1), 1)
-    p = pod(cpu=cpu * 1000, k=k, m=1000 if k else 0)
+    cluster, p = loaded(cpu, k, used)
     got = scores(Policy([(CpuBalanceScore(MIX), 1.0)]), cluster, p)
     term = CpuBalanceScore(MIX)
     if p.cpu_milli <= term.rho * p.gpu_request:

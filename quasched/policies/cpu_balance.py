@@ -35,11 +35,12 @@ class CpuBalanceScore(ScorePlugin):
     def __init__(self, typical: TypicalPods) -> None:
         gpu = [(n, s) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]
         milli = sum(n * s[1] * s[2] for n, s in gpu)
-        if not milli:
-            raise ValueError("CPU balance needs at least one typical pod that requests a GPU")
-        self.rho = sum(n * s[0] for n, s in gpu) / milli
+        #: ρ; ``None`` without a typical GPU pod: no ratio to keep, the term is 50 everywhere
+        self.rho = sum(n * s[0] for n, s in gpu) / milli if milli else None
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if self.rho is None:
+            return np.full(len(nodes), 50.0)
         cpu, gpu = cluster.cpu_free[nodes], cluster.gpu_free[nodes].sum(axis=1)
         before = np.maximum(gpu - cpu / self.rho, 0)
         after = np.maximum(gpu - pod.gpu_request - (cpu - pod.cpu_milli) / self.rho, 0)

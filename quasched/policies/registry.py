@@ -217,6 +217,13 @@ def _oursbalance(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, l
                          (("cpu_balance:CpuBalanceScore", gamma),))
 
 
+
+def _oursshare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, learn: bool = True) -> Policy:
+    """``oursbalance`` with each device's free milli priced by the typical pods that fit in it
+    (:mod:`quasched.policies.device_balance`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS_dev / 160)``."""
+    return _fgd_headroom(typical, "sigmoid", beta, learn, "oursshare", "home_headroom:HomeHeadroomScore",
+                         (("device_balance:DeviceBalanceScore", gamma),))
+
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
 MIX_TOTAL = 1000
 
@@ -262,6 +269,10 @@ def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168
                   "best-score", name="healthfgd")
 
 
+#: ``oursbalance`` and ``oursshare``: headroom weight, balance weight, learning
+_BALANCE_PARAMS = (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+                   Param("gamma", float, 16.0, "weight of the (device) CPU-balance term", minimum=0.0),
+                   Param("learn", bool, True, "learn the pod mix online"))
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
 
 
@@ -294,10 +305,10 @@ def _register_builtins() -> None:
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours+Home"),
         PolicyInfo("oursbalance", "Ours+Balance",
                    "ourshome + gamma x the GPUs a placement leaves short of the typical pods' CPU per GPU",
-                   _oursbalance, (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
-                                  Param("gamma", float, 16.0, "weight of the CPU-balance term", minimum=0.0),
-                                  Param("learn", bool, True, "learn the pod mix online")),
-                   artifact_label="Ours+Balance"),
+                   _oursbalance, _BALANCE_PARAMS, artifact_label="Ours+Balance"),
+        PolicyInfo("oursshare", "Ours+Share",
+                   "oursbalance with each device's free GPU priced by the CPU of the typical pods that fit in it",
+                   _oursshare, _BALANCE_PARAMS, artifact_label="Ours+Share"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
