@@ -27,16 +27,21 @@ from quasched.policies.base import CycleState, ScorePlugin
 from quasched.policies.fgd import linear_score
 
 
+def cpu_per_gpu_milli(typical: TypicalPods) -> float | None:
+    """ρ of the module docstring (None without a typical GPU pod)."""
+    gpu = [(n, s) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]
+    milli = sum(n * s[1] * s[2] for n, s in gpu)
+    return sum(n * s[0] for n, s in gpu) / milli if milli else None
+
+
 class CpuBalanceScore(ScorePlugin):
     """``linear(−ΔS)`` of the CPU-starved GPU milli ``S`` (module docstring)."""
 
     name = "cpu-balance"
 
     def __init__(self, typical: TypicalPods) -> None:
-        gpu = [(n, s) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]
-        milli = sum(n * s[1] * s[2] for n, s in gpu)
         #: ρ; ``None`` without a typical GPU pod: no ratio to keep, the term is 50 everywhere
-        self.rho = sum(n * s[0] for n, s in gpu) / milli if milli else None
+        self.rho = cpu_per_gpu_milli(typical)
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if self.rho is None:

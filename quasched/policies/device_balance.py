@@ -23,7 +23,7 @@ from quasched.metrics.fragmentation import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies.base import CycleState, ScorePlugin, hypothetical_scores
-from quasched.policies.cpu_balance import CpuBalanceScore
+from quasched.policies.cpu_balance import cpu_per_gpu_milli
 from quasched.policies.fgd import linear_score
 
 
@@ -34,7 +34,7 @@ class DeviceBalanceScore(ScorePlugin):
     device_aware = True
 
     def __init__(self, typical: TypicalPods) -> None:
-        self.rho = CpuBalanceScore(typical).rho or 1.0  # ρ(1000); no GPU shape: ρ(f) = 0, S = 0, score 50
+        self.rho = cpu_per_gpu_milli(typical) or 1.0  # ρ(1000); no GPU shape: ρ(f) = 0, S = 0, score 50
         gpu = [(n, *s[:3]) for s, n in zip(typical.shapes, typical.counts) if s[1] * s[2] > 0]
         n, cpu, g, k = np.array(gpu, dtype=np.int64).reshape(-1, 4).T
         fits = np.arange(FULL_GPU_MILLI + 1)[:, None] >= g
