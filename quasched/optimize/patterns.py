@@ -91,7 +91,8 @@ def solve_patterns(groups: NodeGroups, shapes: Shapes, initial: Sequence[Pattern
             break
     patterns = list(columns.values())
     model, _ = _master(patterns, shapes, size, integer=True)
-    start = np.floor(_master(patterns, shapes, size, integer=False)[0].solve().x + TOLERANCE)
+    last = solution if converged else _master(patterns, shapes, size, integer=False)[0].solve()  # with the last columns
+    start = np.floor(last.x + TOLERANCE)
     packed = model.solve(time_limit=milp_seconds, rel_gap=1e-6, start=start)
     z = np.rint(packed.x if packed.x is not None else start).astype(np.int64)
     chosen = [(p, int(n)) for p, n in zip(patterns, z) if n > 0]
