@@ -14,6 +14,7 @@ import numpy as np
 from quasched.model.cluster import Cluster
 from quasched.model.fit import Demand, fit_mask, fit_matrix
 from quasched.model.workload import Pod
+from quasched.policies.demand_cache import DemandCache
 
 
 def feasible_nodes(cluster: Cluster, pod: Pod) -> np.ndarray:
@@ -27,18 +28,12 @@ def demand_key(pod: Pod) -> tuple:
             pod.app if pod.limited else "", pod.max_per_node if pod.limited else 0)
 
 
-class Feasibility:
-    """:func:`feasible_nodes` with a fit mask per pod demand, refreshed incrementally.
-
-    A demand whose mask is more than ``max(64, n_nodes / 8)`` node changes old is filtered from
-    scratch; past ``max_keys`` demands (or when the cluster's layout changes) all masks go.
-    """
+class Feasibility(DemandCache[tuple[Demand, np.ndarray]]):
+    """:func:`feasible_nodes` with a fit mask per pod demand, refreshed incrementally
+    (:class:`~quasched.policies.demand_cache.DemandCache`)."""
 
     def __init__(self, cluster: Cluster, max_keys: int = 1024) -> None:
-        self.cluster = cluster
-        self.max_keys = max_keys
-        self._layout = cluster.layout
-        self._masks: dict[tuple, tuple[Demand, np.ndarray, int]] = {}
+        super().__init__(cluster, max_keys)
 
     def nodes(self, pod: Pod) -> np.ndarray:
         """Indices of the nodes that can host ``pod``, ascending."""
@@ -46,19 +41,13 @@ class Feasibility:
 
     def mask(self, pod: Pod, key: tuple) -> np.ndarray:
         """Fit mask ``(N,)`` of ``pod`` (whose :func:`demand_key` is ``key``); read-only, valid until the cluster changes."""
-        c = self.cluster
-        if c.layout != self._layout or len(self._masks) > self.max_keys:
-            self._masks.clear()
-            self._layout = c.layout
-        entry = self._masks.get(key)
-        changed = None if entry is None else c.changes_since(entry[2], limit=max(64, c.n_nodes // 8))
+        entry, changed = self._lookup(key)
+        demand = entry[0] if entry else Demand.of([pod])
         if entry is None or changed is None:
-            demand = entry[0] if entry else Demand.of([pod])
-            mask = fit_matrix(c, demand)[0].copy()  # may be a view of a cluster array
+            mask = fit_matrix(self.cluster, demand)[0].copy()  # may be a view of a cluster array
         else:
-            demand, mask, _ = entry
-            if changed:
-                rows = np.array(changed)
-                mask[rows] = fit_matrix(c, demand, rows)[0]
-        self._masks[key] = (demand, mask, c.change_mark)
+            mask = entry[1]
+            if len(changed):
+                mask[changed] = fit_matrix(self.cluster, demand, changed)[0]
+        self._store(key, (demand, mask))
         return mask

@@ -18,20 +18,15 @@ import numpy as np
 from quasched.model.cluster import Cluster
 from quasched.model.workload import Pod
 from quasched.policies.base import CycleState, ScorePlugin
+from quasched.policies.demand_cache import DemandCache
 
 
-class HostBoard:
-    """Score boards per pod demand key (module docstring).
-
-    A board more than ``max(64, n_nodes / 8)`` node changes old, or of another epoch, is
-    rebuilt from scratch; past ``max_keys`` demands (or when the cluster's layout changes) all go.
-    """
+class HostBoard(DemandCache[tuple[np.ndarray, object]]):
+    """Score boards per pod demand key (module docstring), kept as a
+    :class:`~quasched.policies.demand_cache.DemandCache`; a board of another epoch is rebuilt."""
 
     def __init__(self, cluster: Cluster, max_keys: int = 256) -> None:
-        self.cluster = cluster
-        self.max_keys = max_keys
-        self._layout = cluster.layout
-        self._boards: dict[tuple, tuple[np.ndarray, int, object]] = {}
+        super().__init__(cluster, max_keys)
         self._rank = self._order = np.zeros(0, dtype=np.int64)
 
     def pick(self, plugin: ScorePlugin, epoch: object, pod: Pod, key: tuple, mask: np.ndarray,
@@ -39,23 +34,17 @@ class HostBoard:
         """The host among the nodes of ``mask`` (``pod``'s fit mask, demand ``key``), None when every
         score is ``-inf`` (the board cannot tell a fitting node from the others then)."""
         c = self.cluster
-        if c.layout != self._layout or len(self._boards) > self.max_keys:
-            self._boards.clear()
-            self._layout = c.layout
         if rank is not self._rank:
             self._rank, self._order = rank, np.argsort(rank)
-        entry = self._boards.get(key)
-        changed = None
-        if entry is not None and entry[2] is epoch:
-            changed = c.changes_since(entry[1], limit=max(64, c.n_nodes // 8))
-        if changed is None:
+        entry, changed = self._lookup(key)
+        if entry is None or changed is None or entry[1] is not epoch:
             board, rows = np.full(c.n_nodes, -np.inf), np.flatnonzero(mask)
         else:
-            board, rows = entry[0], np.array(changed, dtype=np.int64)  # type: ignore[index]
+            board, rows = entry[0], changed
             board[rank[rows]] = -np.inf
             rows = rows[mask[rows]]
         if len(rows):
             board[rank[rows]] = plugin.best(c, pod, rows, CycleState())
-        self._boards[key] = (board, c.change_mark, epoch)
+        self._store(key, (board, epoch))
         top = int(np.argmax(board))
         return int(self._order[top]) if board[top] > -np.inf else None
