@@ -47,13 +47,14 @@ def test_fluid_lp_leaves_room_for_the_expected_load_by_hand():
 def test_planner_defers_the_flexible_job_on_the_hand_timeline():
     """The timeline of ``test_federation``: A 120, 60, 360 g/kWh (PUE included), B 400. At 0 the LP holds job 0 (1 h,
     1 h of slack) for A's green hour (60 < 120 < 400); job 1 (inflexible) takes the rule: A at 0 (price 0.5:
-    120 + 0.5 × 280 = 260 < 400); at 1 h job 0 starts on A."""
+    120 + 0.5 × 280 = 260 < 400); at 1 h job 0 starts on A, as planned (re-planning every hour: the same)."""
     sc = two_zone_scenario()
-    planner = RollingPlanner(price=0.5, toward=1, perfect=True)
-    run = run_federation(sc, planner)
-    assert run.cluster.tolist() == [0, 0] and run.placed.tolist() == [H, 0.0] and missed(run).sum() == 0
-    assert job_carbon_kg(run) == pytest.approx((KW * 60 + KW * 120 / 2) / 1000)
-    assert planner.solves == 2 and planner.plan_cpu_s >= 0
+    for every, solves in ((2, 1), (1, 2)):
+        planner = RollingPlanner(every=every, price=0.5, toward=1, perfect=True)
+        run = run_federation(sc, planner)
+        assert run.cluster.tolist() == [0, 0] and run.placed.tolist() == [H, 0.0] and missed(run).sum() == 0
+        assert job_carbon_kg(run) == pytest.approx((KW * 60 + KW * 120 / 2) / 1000)
+        assert planner.solves == solves and planner.plan_cpu_s >= 0
 
 
 def test_occupancies_match_the_scalar_occupancy():

@@ -47,7 +47,7 @@ class Columns:
         job = np.repeat(np.arange(len(starts)), sizes)
         cluster = np.concatenate([np.repeat(np.arange(clusters), len(s)) for s in starts])
         start = np.concatenate([np.tile(s, clusters) for s in starts])
-        anywhere = placeable.any(axis=1)
+        anywhere = np.asarray(placeable.any(axis=1))
         keep = placeable[job, cluster] | ~anywhere[job]
         job, cluster, start = job[keep], cluster[keep], start[keep]
         return cls(job, cluster, start, np.concatenate([[0], np.cumsum(np.bincount(job, minlength=len(starts)))]))
