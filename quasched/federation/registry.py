@@ -10,7 +10,7 @@ from quasched.federation.dispatch import Dispatcher
 from quasched.federation.planner import RollingPlanner
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
-    d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, CarbonAware, RollingPlanner)
+    d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, CarbonAware)
 }
 
 
