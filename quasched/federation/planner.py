@@ -78,6 +78,7 @@ class RollingPlanner(CarbonAware):
         return self._follow(job, now) if job in self.held else Decision(cluster, now)
 
     def _follow(self, job: int, now: float) -> Decision:
+        """Re-plans if due, then starts, holds or hands over held ``job`` (module docstring)."""
         if now >= self.next_plan:
             self.plan(now)
         v, planned = self.view, self.held[job]
