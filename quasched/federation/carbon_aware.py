@@ -39,10 +39,10 @@ from quasched.federation.forecast import Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
 
 
-def candidate_starts(now: float, latest: float) -> np.ndarray:
-    """``now``, then every slot boundary up to ``latest``."""
-    slots = np.arange(np.floor(now / SLOT_S) + 1, np.floor(max(now, latest) / SLOT_S) + 1)
-    return np.concatenate([[now], slots[slots * SLOT_S <= latest] * SLOT_S])
+def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.ndarray:
+    """``now``, then every boundary of ``slot_s`` slots up to ``latest``."""
+    slots = np.arange(np.floor(now / slot_s) + 1, np.floor(max(now, latest) / slot_s) + 1)
+    return np.concatenate([[now], slots[slots * slot_s <= latest] * slot_s])
 
 
 def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
@@ -72,14 +72,17 @@ class CarbonAware(Dispatcher):
         self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
 
+    def expected(self, now: float, hours: np.ndarray) -> np.ndarray:
+        """``(clusters, len(hours))`` intensity × PUE of ``hours`` as known at ``now`` (module docstring)."""
+        hour = min(int(now // SECONDS_PER_HOUR), self.view.intensity.shape[1] - 1)
+        if self.perfect:
+            return self.view.intensity[:, np.minimum(hours, self.view.intensity.shape[1] - 1)]
+        return self.forecast.at(hour, np.maximum(hours, hour))
+
     def priced(self, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per slot of ``index``: the intensity expected at ``now`` (module docstring) and its gap."""
-        hour = min(int(now // SECONDS_PER_HOUR), self.view.intensity.shape[1] - 1)
         hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
-        if self.perfect:
-            expected = self.view.intensity[:, np.minimum(hours, self.view.intensity.shape[1] - 1)]
-        else:
-            expected = self.forecast.at(hour, np.maximum(hours, hour))
+        expected = self.expected(now, hours)
         mean, worst = expected.mean(axis=0), expected.max(axis=0)
         gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
         at = index // SLOTS_PER_HOUR - hours[0]
@@ -116,8 +119,18 @@ class CarbonAware(Dispatcher):
         else:
             s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
             pick = Decision(int(c), float(starts[s]))
-        slot, used = occupancy(pick.start, duration)
-        stop = min(slot + len(used), slots)
-        if slot < slots:
-            self.ledger[:, pick.cluster, slot:stop] += v.demand[:, job, None] * used[:stop - slot]
+        return self.book(job, pick)
+
+    def book(self, job: int, pick: Decision) -> Decision:
+        """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""
+        add_run(self.ledger, self.view, job, pick)
         return pick
+
+
+def add_run(ledger: np.ndarray, view: View, job: int, pick: Decision, sign: float = 1.0) -> None:
+    """Adds (``sign`` -1: removes) ``job``'s run from ``pick`` to a ``(2, clusters, slots)`` ledger of mean use per slot."""
+    slots = ledger.shape[2]
+    slot, used = occupancy(pick.start, float(view.duration[job]))
+    stop = min(slot + len(used), slots)
+    if slot < slots:
+        ledger[:, pick.cluster, slot:stop] += sign * view.demand[:, job, None] * used[:stop - slot]

@@ -25,6 +25,14 @@ SLOT_S = 900.0
 SLOTS_PER_HOUR = int(SECONDS_PER_HOUR // SLOT_S)
 
 
+def integral(hourly: np.ndarray, prefix: np.ndarray, clusters: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``hourly`` (``(clusters, hours)`` from ``t = 0``) integrated from 0 to ``t`` s on ``clusters`` (broadcast), ×
+    hours; ``prefix``: its cumulative sums with a leading 0; past the last hour its value continues."""
+    pos = np.asarray(t, dtype=float) / SECONDS_PER_HOUR
+    hour = np.clip(np.floor(pos), 0, hourly.shape[1] - 1).astype(np.int64)
+    return prefix[clusters, hour] + (pos - hour) * hourly[clusters, hour]
+
+
 class Decision(NamedTuple):
     cluster: int
     start: float
@@ -71,9 +79,7 @@ class View:
     def cumulative(self, clusters: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Intensity × PUE integrated from 0 to ``t`` s on ``clusters`` (broadcast), g/kWh × hours;
         past the horizon the last hour's value continues."""
-        pos = np.asarray(t, dtype=float) / SECONDS_PER_HOUR
-        hour = np.clip(np.floor(pos), 0, self.intensity.shape[1] - 1).astype(np.int64)
-        return self.prefix[clusters, hour] + (pos - hour) * self.intensity[clusters, hour]
+        return integral(self.intensity, self.prefix, clusters, t)
 
     def run_grams(self, job: np.ndarray, cluster: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Dynamic carbon of running ``job`` on ``cluster`` from ``start``, g (the job model of the oracle)."""
@@ -106,6 +112,11 @@ class Dispatcher(ABC):
         """Clusters to try, in order, when ``job`` released at ``now`` does not fit ``cluster`` (default: none,
         it queues there)."""
         return ()
+
+    def release(self, job: int, now: float, cluster: int) -> Decision:
+        """At ``job``'s release: where it starts and from when (default: ``cluster``, now); a later start releases
+        it again then (a dispatcher that holds jobs re-decides here)."""
+        return Decision(cluster, now)
 
     def first_with_room(self, job: int, order: np.ndarray) -> int:
         """The first cluster of ``order`` where ``job`` fits now with nobody waiting; else the least loaded."""

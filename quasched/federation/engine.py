@@ -6,7 +6,8 @@ and a :class:`~quasched.metrics.power.PowerMeter`. Events, in time order; at equ
 departures, then releases, then arrivals, each kind in job order:
 
 - arrival: the dispatcher returns ``(cluster, start)``; the job is released at ``start``;
-- release: the cluster's scheduler places the job; if it cannot, the clusters of the dispatcher's
+- release: the dispatcher may move or hold the job (:meth:`~.Dispatcher.release`; held: released again
+  later); else the cluster's scheduler places the job; if it cannot, the clusters of the dispatcher's
   :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue,
   unless no node of that cluster could ever hold it (``View.placeable``): then it is dropped, never placed;
 - departure (``duration`` after placement): the job leaves; after the departures of one time,
@@ -50,7 +51,8 @@ class PowerSeries:
 
 @dataclass
 class FederationRun:
-    """Per job: cluster, release and placement time (NaN: never placed); per cluster: power."""
+    """Per job: cluster, release and placement time (NaN: never placed); per cluster: power; wall and CPU
+    time of the replay (this process)."""
 
     scenario: Scenario
     dispatcher: str
@@ -61,6 +63,7 @@ class FederationRun:
     power: list[PowerSeries]
     view: View
     elapsed_s: float
+    cpu_s: float
 
 
 def make_view(scenario: Scenario) -> View:
@@ -100,7 +103,7 @@ class _Site:
 def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fgd", seed: int = 42,
                    typical: TypicalPods | None = None) -> FederationRun:
     """Replay ``scenario`` under ``dispatcher`` with ``policy`` in every cluster (module docstring)."""
-    began = _time.perf_counter()
+    began, cpu = _time.perf_counter(), _time.process_time()
     w = scenario.workload
     typical = typical or TypicalPods.from_workload(w)
     sites = [_Site(scenario, i, policy, seed, typical) for i in range(len(scenario.members))]
@@ -127,7 +130,11 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
             cluster[j] = c
             heapq.heappush(heap, (max(when, t), RELEASE, j))
         elif kind == RELEASE:
-            c = int(cluster[j])
+            c, when = dispatcher.release(j, t, int(cluster[j]))
+            cluster[j] = c
+            if when > t:
+                heapq.heappush(heap, (when, RELEASE, j))
+                continue
             released[j] = t
             pod = pods[j] = w.pod(j)
             on = next((k for k in (c, *dispatcher.reroute(j, t, c)) if sites[k].core.scheduler.schedule(pod).placed), None)
@@ -155,5 +162,6 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 site.record(t)
             dirty.clear()
     return FederationRun(scenario, dispatcher.name, policy, cluster, released, placed,
-                         [s.power() for s in sites], view, _time.perf_counter() - began)
+                         [s.power() for s in sites], view, _time.perf_counter() - began,
+                         _time.process_time() - cpu)
 

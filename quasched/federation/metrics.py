@@ -60,7 +60,7 @@ def summarize(run: FederationRun) -> dict[str, float | int | str]:
     for c, m in enumerate(sc.members):
         share = gpu_hours[ok & (run.cluster == c)].sum() / max(gpu_hours[ok].sum(), 1)
         out[f"gpu_share_{m.name}_pct"] = 100 * float(share)
-    out["elapsed_s"] = run.elapsed_s
+    out["elapsed_s"], out["cpu_s"] = run.elapsed_s, run.cpu_s
     return out
 
 

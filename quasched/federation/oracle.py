@@ -32,13 +32,13 @@ from typing import Sequence
 
 import numpy as np
 
-from quasched.federation.carbon_aware import candidate_starts, occupancy
+from quasched.federation.carbon_aware import candidate_starts
 from quasched.federation.dispatch import Decision, Dispatcher, View
 from quasched.federation.engine import FederationRun, make_view, run_federation
+from quasched.federation.fluid import Columns, solve_fluid
 from quasched.federation.metrics import job_carbon_kg, missed
 from quasched.federation.scenario import Scenario
 from quasched.metrics.power import GRAMS_PER_KG
-from quasched.optimize.highs import LinearModel
 
 #: capacity derating factors ``a`` tried by :func:`replay_plans`, in order
 DERATE = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
@@ -59,59 +59,18 @@ class OracleResult:
     time_s: float
 
 
-def _columns(view: View, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per variable: job, cluster (where the job is placeable; all if nowhere), start; and each job's
-    first variable (plus the total)."""
-    starts = [candidate_starts(now, float(view.latest_start[j])) for j, now in enumerate(arrival.tolist())]
-    sizes = np.array([len(s) for s in starts]) * view.clusters
-    job = np.repeat(np.arange(len(arrival)), sizes)
-    cluster = np.concatenate([np.repeat(np.arange(view.clusters), len(s)) for s in starts])
-    start = np.concatenate([np.tile(s, view.clusters) for s in starts])
-    anywhere = np.asarray(view.placeable.any(axis=1))
-    keep = view.placeable[job, cluster] | ~anywhere[job]
-    job, cluster, start = job[keep], cluster[keep], start[keep]
-    return job, cluster, start, np.concatenate([[0], np.cumsum(np.bincount(job, minlength=len(arrival)))])
-
-
 def solve_oracle(view: View, arrival: np.ndarray, integral: bool = False, time_limit: float = 120.0,
                  derate: float = 1.0) -> OracleResult:
     """The LP/MILP above over ``view``'s horizon with capacity rows derated to ``derate``."""
-    job, cluster, start, offset = _columns(view, arrival)
-    slots = view.slots
-    model = LinearModel()
-    grams = view.run_grams(job, cluster, start)
-    unit = max(float(grams.max(initial=0.0)), 1e-300)  # costs in units of the dearest run: HiGHS's tolerances are absolute
-    x = model.add_vars(len(job), 0.0, 1.0, -grams / unit, integer=integral)
-    for a, b in zip(offset[:-1].tolist(), offset[1:].tolist()):
-        model.add_row(x[a:b], 1.0, 1.0, 1.0)
-    rows, cols, values = [], [], []
-    for k, (j, c, s) in enumerate(zip(job.tolist(), cluster.tolist(), start.tolist())):
-        first, share = occupancy(s, float(view.duration[j]))
-        h = first + np.arange(len(share))
-        h, share = h[h < slots], share[h < slots]
-        for r in np.flatnonzero(view.demand[:, j] > 0).tolist():
-            rows.append((r * view.clusters + c) * slots + h)
-            cols.append(np.full(len(h), k))
-            values.append(view.demand[r, j] * share)
-    if rows:
-        row, col, value = (np.concatenate(a) for a in (rows, cols, values))
-        order = np.argsort(row, kind="stable")
-        row, col, value = row[order], col[order], value[order]
-        unique, begin = np.unique(row, return_index=True)
-        capacity = np.repeat(view.capacity.reshape(-1), slots)[unique]
-        penalty = 1000.0
-        y = model.add_vars(len(unique), 0.0, 1.0 - derate, -penalty) if derate < 1 else None
-        for i, (a, b) in enumerate(zip(begin.tolist(), np.append(begin[1:], len(row)).tolist())):
-            extra = ([y[i]], [-capacity[i]]) if y is not None else ([], [])
-            model.add_row(np.append(x[col[a:b]], extra[0]).astype(np.int64), np.append(value[a:b], extra[1]),
-                          hi=derate * float(capacity[i]))
-    solution = model.solve(time_limit=time_limit, rel_gap=1e-4)
-    share = solution.x[:len(job)] if solution.x is not None else np.zeros(len(job))
-    best = np.array([a + int(np.argmax(share[a:b])) for a, b in zip(offset[:-1].tolist(), offset[1:].tolist())],
-                    dtype=np.int64)
-    plan = [Decision(int(cluster[k]), float(start[k])) for k in best]
-    return OracleResult(solution.status, -solution.bound * unit / GRAMS_PER_KG, float(grams[best].sum() / GRAMS_PER_KG), plan,
-                        int((share[best] < 1 - 1e-6).sum()), solution.gap, len(job), solution.time)
+    starts = [candidate_starts(now, float(view.latest_start[j])) for j, now in enumerate(arrival.tolist())]
+    cols = Columns.of(starts, np.asarray(view.placeable))
+    grams = view.run_grams(cols.job, cols.cluster, cols.start)
+    fit = solve_fluid(cols, grams, view.duration, view.demand, view.capacity, view.slots, derate=derate,
+                      elastic=1.0 - derate, integral=integral, time_limit=time_limit)
+    solution, best = fit.solution, fit.best
+    plan = [Decision(int(cols.cluster[k]), float(cols.start[k])) for k in best]
+    return OracleResult(solution.status, -solution.bound * fit.unit / GRAMS_PER_KG, float(grams[best].sum() / GRAMS_PER_KG),
+                        plan, int((fit.share[best] < 1 - 1e-6).sum()), solution.gap, len(cols.job), solution.time)
 
 
 class OraclePlan(Dispatcher):

@@ -7,9 +7,10 @@ from typing import Callable
 from quasched.federation.baselines import GreenestFirst, HourlyGreedy, LeastLoaded, Proportional
 from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import Dispatcher
+from quasched.federation.planner import RollingPlanner
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
-    d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, CarbonAware)
+    d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, CarbonAware)
 }
 
 
