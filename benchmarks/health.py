@@ -32,7 +32,7 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig
+from quasched.sim.failures import FailureConfig, failure_stream, stay_losses
 from quasched.sim.records import KILL
 from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
@@ -45,6 +45,8 @@ DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
 KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "lost_work_gpu_h",
         "lost_reload_gpu_h", "lost_checkpoint_gpu_h", "alloc_gpu_h",
         "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
+#: what the migrations bought (:func:`what_moves_bought`)
+MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h")
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
@@ -82,7 +84,23 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
     result = replay(nodes, workload, config)
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
-            "unsignalled_kills": unsignalled_kills(result), "cpu_s": time.process_time() - start}
+            "unsignalled_kills": unsignalled_kills(result), **what_moves_bought(result),
+            "cpu_s": time.process_time() - start}
+
+
+def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
+    """The run's migrations against staying put on the same failures (:func:`stay_losses`): how many averted a
+    kill, the GPU-hours they averted, and what the moves cost in all and for nothing (no kill averted)."""
+    ledger, fc = result.ledger, result.config.failures
+    assert ledger is not None and fc is not None
+    tl = result.timeline
+    start = float(tl.arrival[tl.order[0]]) if len(tl.order) else 0.0
+    stream = failure_stream(fc, np.asarray(result.nodes.num_gpus), start)
+    stay = stay_losses(ledger.moves, stream, fc.checkpoint_min * 60, fc.restart_min * 60)
+    gpus = ledger.gpus[[m.uid for m in ledger.moves]]
+    cost = (np.array([m.cost_s for m in ledger.moves]) + fc.restart_min * 60) * gpus / 3600
+    return {"moves_averting": int(np.count_nonzero(stay)), "averted_gpu_h": float(stay @ gpus) / 3600,
+            "move_cost_gpu_h": float(cost.sum()), "wasted_move_gpu_h": float(cost[stay == 0].sum())}
 
 
 def unsignalled_kills(result: ReplayResult) -> int:
@@ -106,7 +124,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
             "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
             **{k: g[k].mean() for k in ("unsignalled_kills", "lost_work_gpu_h", "lost_reload_gpu_h",
-                                        "lost_checkpoint_gpu_h") if k in g},
+                                        "lost_checkpoint_gpu_h", *MOVE_KEYS) if k in g},
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
@@ -120,6 +138,13 @@ def breakdown(s) -> str:
     """``work / reload / checkpoint`` lost GPU-hours of a summary row (blank for runs from before the split)."""
     parts = [getattr(s, f"lost_{cause}_gpu_h", np.nan) for cause in ("work", "reload", "checkpoint")]
     return "" if np.isnan(parts[0]) else " / ".join(f"{p:.2f}" for p in parts)
+
+
+def moves(s) -> str:
+    """What a summary row's migrations bought: ``averting (GPU-h) | cost all / for nothing`` (blank: no moves)."""
+    if not getattr(s, "migrations", 0) or np.isnan(getattr(s, "moves_averting", np.nan)):
+        return " | "
+    return f"{s.moves_averting:.1f} ({s.averted_gpu_h:.2f}) | {s.move_cost_gpu_h:.2f} / {s.wasted_move_gpu_h:.2f}"
 
 
 def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
@@ -187,14 +212,15 @@ def main() -> None:
     print("" if args.from_csv else f"options {options}, repeat {args.repeat}; ", end="")
     print("saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU allocation, points\n")
     print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed (no earlier error "
-          "on node) | lost GPU-h | work / reload / checkpoint | saving vs FGD (seeds better) | goodput % | GPU alloc % "
-          "| Δ alloc | mean wait s | CPU s/run |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "on node) | lost GPU-h | work / reload / checkpoint | moves averting a kill (GPU-h averted) | cost of moves, "
+          "all / averting nothing GPU-h | saving vs FGD (seeds better) | goodput % | GPU alloc % | Δ alloc "
+          "| mean wait s | CPU s/run |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in summary.itertuples():
         saving = "" if s.policy == "fgd" else f"{s.saving_pct:.1f} % ({s.seeds_better}/{s.seeds})"
         print(f"| {s.trace} | {s.rate:g} | {label(s.policy)} | {s.split} | {s.failures:,.0f} | {s.warnings:,.0f} "
               f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
-              f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {saving} "
+              f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {moves(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
     for trace in args.traces:
         plot(args.out / f"health_{trace}.png", trace, runs[runs.trace == trace])

@@ -154,6 +154,20 @@ def plan_migration(config: FailureConfig, remaining_s: float, to_checkpoint_s: f
     return min(cost, key=lambda move: cost[move])
 
 
+class Migration(NamedTuple):
+    """A pod checkpointed at ``time`` and left ``devices`` of ``node`` with ``left_s`` seconds of work still to
+    do, ``since_s`` seconds of progress after its last periodic checkpoint (what staying would have risked)."""
+
+    time: float
+    uid: int
+    node: int
+    devices: tuple[int, ...]
+    left_s: float
+    since_s: float
+    #: the on-demand checkpoint's seconds (0 at a periodic checkpoint)
+    cost_s: float = 0.0
+
+
 class DeviceFailure(NamedTuple):
     """Device ``device`` of node ``node`` fails at ``time`` and is down for ``down_s`` seconds."""
 
@@ -288,6 +302,7 @@ class WorkLedger:
         self.restarting = np.zeros(n, dtype=bool)
         self.interruptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        self.moves: list[Migration] = []
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
         #: the lost GPU-seconds by cause: work since the last checkpoint, restart overheads, on-demand checkpoints
@@ -315,9 +330,12 @@ class WorkLedger:
         self.interruptions[uid] += 1
         return self._stop(uid, t, periodic=True, extra_s=0.0)
 
-    def migrate(self, uid: int, t: float, cost_s: float) -> float:
-        """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and stops; returns the seconds lost."""
+    def migrate(self, uid: int, t: float, cost_s: float, node: int = -1, devices: tuple[int, ...] = ()) -> float:
+        """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and leaves ``devices`` of ``node``
+        (kept in :attr:`moves`); returns the seconds lost."""
         self.migrations[uid] += 1
+        _, left, _, since = self.position(uid, t)
+        self.moves.append(Migration(t, uid, node, devices, left, since, cost_s))
         return self._stop(uid, t, periodic=False, extra_s=cost_s)
 
     def position(self, uid: int, t: float) -> tuple[float, float, float, float]:
@@ -363,6 +381,28 @@ class WorkLedger:
             "requeue_wait_mean_s": float(waits.mean()) if len(waits) else float("nan"),
             "requeue_wait_max_s": float(waits.max()) if len(waits) else float("nan"),
         }
+
+
+def stay_losses(moves: list[Migration], failures: Iterable[DeviceFailure], checkpoint_s: float,
+                restart_s: float) -> np.ndarray:
+    """Seconds each migrated pod would have lost per GPU had it stayed (what-if on the same failures): if one of
+    its devices failed before its work was done, the progress since its last checkpoint then + a reload; else 0."""
+    if not moves:
+        return np.zeros(0)
+    ends = [m.time + m.left_s if np.isfinite(m.left_s) else np.inf for m in moves]  # open-ended: to the horizon
+    horizon = max((e for e in ends if np.isfinite(e)), default=max(m.time for m in moves))
+    times_of: dict[tuple[int, int], list[float]] = {}
+    for f in failures:
+        if f.time > horizon:
+            break
+        if not f.warning:
+            times_of.setdefault((f.node, f.device), []).append(f.time)
+    lost = np.zeros(len(moves))
+    for i, (m, end) in enumerate(zip(moves, ends)):
+        hits = [t for d in m.devices for t in times_of.get((m.node, d), []) if m.time < t < end]
+        if hits:
+            lost[i] = (m.since_s + min(hits) - m.time) % checkpoint_s + restart_s
+    return lost
 
 
 def gpu_share(gpu_milli: np.ndarray, num_gpu: np.ndarray) -> np.ndarray:

@@ -435,8 +435,9 @@ class _Replay:
         """Checkpoint ``uids`` (``cost_s`` each on its GPUs) and take them off ``node``; they re-arrive after."""
         assert self.ledger is not None
         for uid in uids:
+            devices = self.outcome.devices[uid]
             self.stop(uid)
-            self.ledger.migrate(uid, t, cost_s)
+            self.ledger.migrate(uid, t, cost_s, node, devices)
             self.record(t, MIGRATE, uid, node)
 
     def running_on(self, node: int, device: int | None) -> list[int]:
