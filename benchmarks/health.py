@@ -3,7 +3,8 @@
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
     python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4
     python benchmarks/health.py --traces dlrm-2025 --repeat 3 --rates 2e-5 --precursor-share 0.5 \
-        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device"
+        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device" \
+        "healthfgd+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
 
 A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
 options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the failure model
@@ -13,7 +14,8 @@ options are the same for all setups. ``--repeat N`` replays N copies of the trac
 every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
 lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
 each part), interruptions and how many of them hit a node without any earlier error (no health
-signal could have avoided those), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
+signal could have avoided those), what the migrations bought (how many averted a kill on the same
+failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
 were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``
