@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
@@ -34,7 +35,7 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig, failure_stream, stay_losses
+from quasched.sim.failures import FailureConfig, failure_stream, plan_migration, stay_kills
 from quasched.sim.records import KILL
 from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
@@ -48,7 +49,10 @@ KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", 
         "lost_reload_gpu_h", "lost_checkpoint_gpu_h", "alloc_gpu_h",
         "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
 #: what the migrations bought (:func:`what_moves_bought`)
-MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h")
+#: rules priced on an ``always`` run's moves (:func:`what_moves_bought`): ``migrate_rule, migrate_at``
+WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_checkpoint": ("pays", "checkpoint")}
+MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h",
+             *(f"whatif_{name}_gpu_h" for name in ("oracle", *WHAT_IF)))
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
@@ -91,18 +95,30 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
 
 
 def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
-    """The run's migrations against staying put on the same failures (:func:`stay_losses`): how many averted a
-    kill, the GPU-hours they averted, and what the moves cost in all and for nothing (no kill averted)."""
+    """The run's migrations against staying put on the same failures (:func:`stay_kills`): how many averted a
+    kill, the GPU-hours they averted, what the moves cost in all and for nothing (no kill averted), and what
+    the same moves' decisions would have lost under each rule of :data:`WHAT_IF` (first order: the rest of the
+    run unchanged; meaningful for ``migrate_rule=always`` runs, which move every warned pod)."""
     ledger, fc = result.ledger, result.config.failures
     assert ledger is not None and fc is not None
     tl = result.timeline
     start = float(tl.arrival[tl.order[0]]) if len(tl.order) else 0.0
-    stream = failure_stream(fc, np.asarray(result.nodes.num_gpus), start)
-    stay = stay_losses(ledger.moves, stream, fc.checkpoint_min * 60, fc.restart_min * 60)
+    kills = stay_kills(ledger.moves, failure_stream(fc, np.asarray(result.nodes.num_gpus), start))
+    c, r, k = fc.checkpoint_min * 60, fc.restart_min * 60, fc.checkpoint_cost_min * 60
+    stay = np.array([m.stay_loss(kill, c, r) for m, kill in zip(ledger.moves, kills)])
     gpus = ledger.gpus[[m.uid for m in ledger.moves]]
-    cost = (np.array([m.cost_s for m in ledger.moves]) + fc.restart_min * 60) * gpus / 3600
+    cost = (np.array([m.cost_s for m in ledger.moves]) + r) * gpus / 3600
+    what_if = {"oracle": np.minimum(stay, k + r)}
+    for name, (rule, at) in WHAT_IF.items():
+        config = replace(fc, migrate="device", migrate_rule=rule, migrate_at=at)
+        remaining = np.nan_to_num([m.done_s if rule == "pays_lindy" else m.left_s for m in ledger.moves], nan=np.inf)
+        moves = [plan_migration(config, float(left), m.to_checkpoint_s, m.since_s)
+                 for m, left in zip(ledger.moves, remaining)]
+        what_if[name] = np.array([{"stay": s, "now": k + r, "checkpoint": s if kill < m.to_checkpoint_s else r}[move]
+                                  for m, s, kill, move in zip(ledger.moves, stay, kills, moves)])
     return {"moves_averting": int(np.count_nonzero(stay)), "averted_gpu_h": float(stay @ gpus) / 3600,
-            "move_cost_gpu_h": float(cost.sum()), "wasted_move_gpu_h": float(cost[stay == 0].sum())}
+            "move_cost_gpu_h": float(cost.sum()), "wasted_move_gpu_h": float(cost[stay == 0].sum()),
+            **{f"whatif_{name}_gpu_h": float(v @ gpus) / 3600 for name, v in what_if.items()}}
 
 
 def unsignalled_kills(result: ReplayResult) -> int:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from builders import nodes
 from quasched.cli import app
-from quasched.sim.failures import DeviceFailure, FailureConfig, Migration, WorkLedger, plan_migration, stay_losses
+from quasched.sim.failures import DeviceFailure, FailureConfig, Migration, WorkLedger, plan_migration, stay_kills
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
 from test_failures import HOUR, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
 from test_remediation import warning
@@ -67,9 +67,11 @@ def test_a_short_pod_stays_and_a_long_pod_moves():
                        (3700 + 300 + 356_300, DEPART, 1, 1, 0)]
     s = r.summary()
     assert (s["migrations"], s["interruptions"], s["lost_gpu_h"]) == (1, 0, pytest.approx(360 / HOUR))
-    assert r.ledger is not None and r.ledger.moves == [Migration(3700, 1, 0, (1,), 356_300, 100, 60)]
+    # done 3700 s, 356,300 s left, 1700 s to its next checkpoint, 100 s since the last, 60 s to checkpoint now
+    assert r.ledger is not None and r.ledger.moves == [Migration(3700, 1, 0, (1,), 3700, 356_300, 1700, 100, 60)]
     # had it stayed, the failure at 20,000 s would have cost it (100 + 16,300) mod 1800 = 200 s + 300 s reload
-    assert stay_losses(r.ledger.moves, fails, 1800, 300) == pytest.approx([500])
+    assert stay_kills(r.ledger.moves, fails) == pytest.approx([16_300])
+    assert r.ledger.moves[0].stay_loss(16_300, 1800, 300) == pytest.approx(500)
     always = run(TWO_FOUR, SHORT_LONG, fails, config=FailureConfig(**{**PAYS.__dict__, "migrate_rule": "always"}))
     assert always.summary()["migrations"] == 2 and always.summary()["lost_gpu_h"] == pytest.approx(720 / HOUR)
     # Lindy: both have run about 1 h, so both are expected to run about 1 h more: both stay; p1 is killed at
@@ -128,16 +130,18 @@ def test_moves_that_pay_never_leave_a_pod_on_an_unhealthy_device_and_work_adds_u
     assert_work_adds_up(r, jobs)
 
 
-def test_stay_losses_by_hand():
+def test_stay_kills_by_hand():
     # m0: its GPU 1 fails 2000 s after the move, within its 5000 s left: (200 + 2000) mod 1800 + 300 s reload;
     # m1: its GPU fails after it would have ended; m2 (open-ended): killed 3000 s in, (0 + 3000) mod 1800 + 300
-    moves = [Migration(1000, 0, 0, (1,), 5000, 200), Migration(1000, 1, 0, (2,), 1000, 0),
-             Migration(1000, 2, 1, (0,), np.nan, 0)]
+    moves = [Migration(1000, 0, 0, (1,), 0, 5000, 1600, 200), Migration(1000, 1, 0, (2,), 0, 1000, 0, 0),
+             Migration(1000, 2, 1, (0,), 0, np.nan, 0, 0)]
     fails = [warning(1500.0, 0, 1), DeviceFailure(2000.0, 0, 0, True, 1.0), DeviceFailure(2500.0, 0, 2, False, 1.0),
              DeviceFailure(3000.0, 0, 1, True, 1.0), DeviceFailure(4000.0, 1, 0, False, 1.0),
              DeviceFailure(9000.0, 1, 0, False, 1.0)]
-    assert stay_losses(moves, fails, 1800, 300) == pytest.approx([700, 0, 1500])
-    assert len(stay_losses([], fails, 1800, 300)) == 0
+    kills = stay_kills(moves, fails)
+    assert kills == pytest.approx([2000, np.inf, 3000])
+    assert [m.stay_loss(k, 1800, 300) for m, k in zip(moves, kills)] == pytest.approx([700, 0, 1500])
+    assert len(stay_kills([], fails)) == 0
 
 
 @pytest.mark.parametrize("bad, field", [

@@ -155,17 +155,22 @@ def plan_migration(config: FailureConfig, remaining_s: float, to_checkpoint_s: f
 
 
 class Migration(NamedTuple):
-    """A pod checkpointed at ``time`` and left ``devices`` of ``node`` with ``left_s`` seconds of work still to
-    do, ``since_s`` seconds of progress after its last periodic checkpoint (what staying would have risked)."""
+    """A pod checkpointed at ``time`` and left ``devices`` of ``node``; where it was then
+    (:meth:`WorkLedger.position`) and what its checkpoint took (0 at a periodic checkpoint)."""
 
     time: float
     uid: int
     node: int
     devices: tuple[int, ...]
+    done_s: float
     left_s: float
+    to_checkpoint_s: float
     since_s: float
-    #: the on-demand checkpoint's seconds (0 at a periodic checkpoint)
     cost_s: float = 0.0
+
+    def stay_loss(self, kill_after_s: float, checkpoint_s: float, restart_s: float) -> float:
+        """Seconds per GPU it would have lost had it stayed and been killed ``kill_after_s`` later (inf: never)."""
+        return (self.since_s + kill_after_s) % checkpoint_s + restart_s if np.isfinite(kill_after_s) else 0.0
 
 
 class DeviceFailure(NamedTuple):
@@ -334,8 +339,7 @@ class WorkLedger:
         """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and leaves ``devices`` of ``node``
         (kept in :attr:`moves`); returns the seconds lost."""
         self.migrations[uid] += 1
-        _, left, _, since = self.position(uid, t)
-        self.moves.append(Migration(t, uid, node, devices, left, since, cost_s))
+        self.moves.append(Migration(t, uid, node, devices, *self.position(uid, t), cost_s))
         return self._stop(uid, t, periodic=False, extra_s=cost_s)
 
     def position(self, uid: int, t: float) -> tuple[float, float, float, float]:
@@ -383,10 +387,9 @@ class WorkLedger:
         }
 
 
-def stay_losses(moves: list[Migration], failures: Iterable[DeviceFailure], checkpoint_s: float,
-                restart_s: float) -> np.ndarray:
-    """Seconds each migrated pod would have lost per GPU had it stayed (what-if on the same failures): if one of
-    its devices failed before its work was done, the progress since its last checkpoint then + a reload; else 0."""
+def stay_kills(moves: list[Migration], failures: Iterable[DeviceFailure]) -> np.ndarray:
+    """Seconds after each migration at which a failure of one of its devices would have killed the pod had it
+    stayed (a what-if on the same failures; inf: none before its work was done)."""
     if not moves:
         return np.zeros(0)
     ends = [m.time + m.left_s if np.isfinite(m.left_s) else np.inf for m in moves]  # open-ended: to the horizon
@@ -397,12 +400,8 @@ def stay_losses(moves: list[Migration], failures: Iterable[DeviceFailure], check
             break
         if not f.warning:
             times_of.setdefault((f.node, f.device), []).append(f.time)
-    lost = np.zeros(len(moves))
-    for i, (m, end) in enumerate(zip(moves, ends)):
-        hits = [t for d in m.devices for t in times_of.get((m.node, d), []) if m.time < t < end]
-        if hits:
-            lost[i] = (m.since_s + min(hits) - m.time) % checkpoint_s + restart_s
-    return lost
+    return np.array([min([t - m.time for d in m.devices for t in times_of.get((m.node, d), []) if m.time < t < end],
+                          default=np.inf) for m, end in zip(moves, ends)])
 
 
 def gpu_share(gpu_milli: np.ndarray, num_gpu: np.ndarray) -> np.ndarray:
