@@ -165,6 +165,53 @@ def moves(s) -> str:
     return f"{s.moves_averting:.1f} ({s.averted_gpu_h:.2f}) | {s.move_cost_gpu_h:.2f} / {s.wasted_move_gpu_h:.2f}"
 
 
+def what_if_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows of setups that move every warned pod (``migrate_rule`` always) and moved any: the loss of their
+    moves' decisions as made and under each rule of :data:`WHAT_IF` and the oracle, with FGD's loss of the split."""
+    if "whatif_oracle_gpu_h" not in summary:
+        return summary.iloc[:0]
+    always = summary.policy.map(lambda setup: setup_options(setup)[1].get("migrate_rule", "always") == "always")
+    fgd = summary[summary.policy == "fgd"].set_index(["trace", "rate", "split"]).lost_gpu_h
+    rows = summary[always & (summary.migrations > 0)].copy()
+    rows["fgd_lost_gpu_h"] = [fgd[(r.trace, r.rate, r.split)] for r in rows.itertuples()]
+    return rows
+
+
+def print_what_if(rows: pd.DataFrame) -> None:
+    """The what-if table: GPU-hours the moves' decisions lose, and the points of FGD's loss each rule would add."""
+    names = ("pays", "pays_lindy", "pays_checkpoint", "oracle")
+    print("\nFirst-order what-if on the moves of each run (the rest of the run unchanged): GPU-h the decisions on "
+          "warned pods lose (saving vs moving all, in points of FGD's loss)\n")
+    print(f"| trace | setup | seeds | moves | move all | {' | '.join(names)} |")
+    print("|---|---|---|---:|---:|" + "---:|" * len(names))
+    for r in rows.itertuples():
+        lost = [getattr(r, f"whatif_{n}_gpu_h") for n in names]
+        cells = [f"{v:.2f} ({100 * (r.move_cost_gpu_h - v) / r.fgd_lost_gpu_h:+.1f})" for v in lost]
+        print(f"| {r.trace} | {label(r.policy)} | {r.split} | {r.migrations:.1f} | {r.move_cost_gpu_h:.2f} | "
+              f"{' | '.join(cells)} |")
+
+
+def plot_what_if(path: Path, rows: pd.DataFrame) -> None:
+    """Bars: GPU-hours the moves' decisions lose per split, moving all against each rule and the oracle."""
+    from matplotlib.figure import Figure
+
+    names = ("move_cost", "whatif_pays", "whatif_pays_lindy", "whatif_pays_checkpoint", "whatif_oracle")
+    fig = Figure(figsize=(7, 4.5), dpi=110)
+    ax = fig.subplots()
+    width = 0.8 / len(rows)
+    for i, r in enumerate(rows.itertuples()):
+        ax.bar(np.arange(len(names)) + i * width, [getattr(r, f"{n}_gpu_h") for n in names], width,
+               label=f"{r.trace}, {r.split}: {label(r.policy)}")
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2,
+                  ["move all", "pays", "pays (Lindy)", "pays + at checkpoint", "oracle"], fontsize=8)
+    ax.set_ylabel("GPU-hours lost by the decisions on warned pods, per run")
+    ax.set_title("What the same moves would lose under each rule (first order)", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
     """Lost GPU-hours per seed (FGD on x, each policy on y) for each rate, log-log."""
     from matplotlib.figure import Figure
@@ -240,9 +287,14 @@ def main() -> None:
               f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
               f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {moves(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
+    what_if = what_if_rows(summary)
+    if len(what_if):
+        print_what_if(what_if)
+        plot_what_if(args.out / "health_what_if.png", what_if)
     for trace in args.traces:
         plot(args.out / f"health_{trace}.png", trace, runs[runs.trace == trace])
-    print(f"\nwrote {args.out}/health_runs.csv, health_summary.csv and health_<trace>.png")
+    print(f"\nwrote {args.out}/health_runs.csv, health_summary.csv, health_<trace>.png"
+          f"{' and health_what_if.png' if len(what_if) else ''}")
 
 
 if __name__ == "__main__":

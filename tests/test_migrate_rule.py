@@ -28,14 +28,14 @@ SHORT_LONG = workload([(1000, 1024, 1, 1000, 0, 5 * HOUR), (1000, 1024, 1, 1000,
 
 
 def test_the_rule_by_hand():
-    # stay: 1/2 · (1 − e^(−R/24 h)) · (15 + 5) min; move now: 1 + 5 = 6 min; break-even R = 24 h · ln 2.5 = 22.0 h
+    # stay: 1/2 · (1 − e^(−R/24 h)) · (15 + 5) min; move now: 1 + 5 = 6 min; break-even R = 24 h · ln 2.5 = 22 h
     assert PAYS.fatal_within(24 * HOUR) == pytest.approx(0.5 * (1 - np.exp(-1)))
     assert PAYS.fatal_within(np.inf) == 0.5
     assert plan_migration(PAYS, 10 * HOUR, 10 * MIN, 20 * MIN) == "stay"  # 3.41 min expected
     assert plan_migration(PAYS, 21.9 * HOUR, 0, 0) == "stay"  # 5.99 min
     assert plan_migration(PAYS, 22.1 * HOUR, 0, 0) == "now"  # 6.01 min
     assert plan_migration(PAYS, np.inf, 0, 0) == "now"  # 10 min
-    # at the next checkpoint, 10 min away, 20 min since the last one: 5 + 1/2 · (1 − e^(−10/1440)) · (20 + 5) = 5.09
+    # at the next checkpoint 10 min away, 20 min since the last: 5 + 1/2 · (1 − e^(−10/1440)) · (20 + 5) = 5.09
     at_checkpoint = FailureConfig(**{**PAYS.__dict__, "migrate_at": "checkpoint"})
     assert plan_migration(at_checkpoint, 48 * HOUR, 10 * MIN, 20 * MIN) == "checkpoint"
     assert plan_migration(at_checkpoint, 5 * MIN, 10 * MIN, 20 * MIN) == "stay"  # ends before that checkpoint

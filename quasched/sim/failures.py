@@ -144,13 +144,15 @@ class FailureConfig:
         return float(near) / (1.0 + self.false_warnings)
 
 
-def plan_migration(config: FailureConfig, remaining_s: float, to_checkpoint_s: float, since_checkpoint_s: float) -> Move:
+def plan_migration(config: FailureConfig, remaining_s: float, to_checkpoint_s: float,
+                   since_checkpoint_s: float) -> Move:
     """What a pod on a warned device does (module docstring): the choice of least expected lost GPU time."""
     checkpoint_s, reload_s = config.checkpoint_min * 60, config.restart_min * 60
     cost: dict[Move, float] = {"stay": config.fatal_within(remaining_s) * (checkpoint_s / 2 + reload_s),
                                "now": config.checkpoint_cost_min * 60 + reload_s}
     if config.migrate_at == "checkpoint" and to_checkpoint_s < remaining_s:
-        cost["checkpoint"] = reload_s + config.fatal_within(to_checkpoint_s) * (since_checkpoint_s + to_checkpoint_s / 2)
+        risk = config.fatal_within(to_checkpoint_s)
+        cost["checkpoint"] = reload_s + risk * (since_checkpoint_s + to_checkpoint_s / 2)
     return min(cost, key=lambda move: cost[move])
 
 
@@ -265,7 +267,7 @@ class DeviceFaults:
         self.drained += 1
 
     def defer(self, uid: int, node: int, when: float) -> None:
-        """Pod ``uid`` on ``node`` is to migrate at ``when`` (then :meth:`pop` returns ``(when, node, uid, "move")``)."""
+        """Pod ``uid`` on ``node`` is to migrate at ``when`` (:meth:`pop` returns ``(when, node, uid, "move")``)."""
         heapq.heappush(self._back, (when, node, uid, "move"))
 
     def pop(self, failures: bool = True) -> tuple[float, int, int, FaultKind] | None:
