@@ -87,8 +87,8 @@ from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
-from quasched.sim.failures import (DeviceFailure, DeviceFaults, FailureConfig, WorkLedger, failure_stream, gpu_share,
-                                   plan_migration)
+from quasched.sim.failures import (DeviceFailure, DeviceFaults, FailureConfig, Move, WorkLedger, failure_stream,
+                                   gpu_share, plan_migration)
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP, WITHDRAW, EventRecords
 from quasched.traces.carbon import CarbonIntensity
 
@@ -407,7 +407,7 @@ class _Replay:
         if (hit or moved) and len(self.queue):
             self.retry(t)
 
-    def plan_move(self, t: float, node: int, uid: int) -> str:
+    def plan_move(self, t: float, node: int, uid: int) -> Move:
         """Whether the warned pod ``uid`` stays, moves now or at its next checkpoint (deferred here)."""
         fc, ledger, faults = self.config.failures, self.ledger, self.faults
         assert fc is not None and ledger is not None and faults is not None
