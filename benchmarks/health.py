@@ -50,7 +50,8 @@ KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", 
         "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
 #: what the migrations bought (:func:`what_moves_bought`)
 #: rules priced on an ``always`` run's moves (:func:`what_moves_bought`): ``migrate_rule, migrate_at``
-WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_checkpoint": ("pays", "checkpoint")}
+WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_checkpoint": ("pays", "checkpoint"),
+           "pays_lindy_checkpoint": ("pays_lindy", "checkpoint")}
 MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h",
              *(f"whatif_{name}_gpu_h" for name in ("oracle", *WHAT_IF)))
 _INPUTS: dict[tuple[str, int], tuple] = {}
@@ -179,7 +180,7 @@ def what_if_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 def print_what_if(rows: pd.DataFrame) -> None:
     """The what-if table: GPU-hours the moves' decisions lose, and the points of FGD's loss each rule would add."""
-    names = ("pays", "pays_lindy", "pays_checkpoint", "oracle")
+    names = [n for n in (*WHAT_IF, "oracle") if f"whatif_{n}_gpu_h" in rows]  # CSVs of older runs lack some
     print("\nFirst-order what-if on the moves of each run (the rest of the run unchanged): GPU-h the decisions on "
           "warned pods lose (saving vs moving all, in points of FGD's loss)\n")
     print(f"| trace | setup | seeds | moves | move all | {' | '.join(names)} |")
@@ -195,15 +196,17 @@ def plot_what_if(path: Path, rows: pd.DataFrame) -> None:
     """Bars: GPU-hours the moves' decisions lose per split, moving all against each rule and the oracle."""
     from matplotlib.figure import Figure
 
-    names = ("move_cost", "whatif_pays", "whatif_pays_lindy", "whatif_pays_checkpoint", "whatif_oracle")
+    labels = dict(zip(("move_cost", *(f"whatif_{n}" for n in WHAT_IF), "whatif_oracle"),
+                      ("move all", "pays", "pays (Lindy)", "pays,\nat checkpoint", "pays (Lindy),\nat checkpoint",
+                       "oracle")))
+    names = [n for n in labels if f"{n}_gpu_h" in rows]
     fig = Figure(figsize=(7, 4.5), dpi=110)
     ax = fig.subplots()
     width = 0.8 / len(rows)
     for i, r in enumerate(rows.itertuples()):
         ax.bar(np.arange(len(names)) + i * width, [getattr(r, f"{n}_gpu_h") for n in names], width,
                label=f"{r.trace}, {r.split}: {label(r.policy)}")
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2,
-                  ["move all", "pays", "pays (Lindy)", "pays + at checkpoint", "oracle"], fontsize=8)
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, [labels[n] for n in names], fontsize=8)
     ax.set_ylabel("GPU-hours lost by the decisions on warned pods, per run")
     ax.set_title("What the same moves would lose under each rule (first order)", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
