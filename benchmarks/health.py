@@ -3,7 +3,8 @@
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
     python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4
     python benchmarks/health.py --traces dlrm-2025 --repeat 3 --rates 2e-5 --precursor-share 0.5 \
-        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device"
+        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device" \
+        "healthfgd+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
 
 A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
 options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the failure model
@@ -13,7 +14,8 @@ options are the same for all setups. ``--repeat N`` replays N copies of the trac
 every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
 lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
 each part), interruptions and how many of them hit a node without any earlier error (no health
-signal could have avoided those), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
+signal could have avoided those), what the migrations bought (how many averted a kill on the same
+failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
 were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
@@ -32,7 +35,7 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig
+from quasched.sim.failures import FailureConfig, failure_stream, plan_migration, stay_kills
 from quasched.sim.records import KILL
 from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
@@ -45,6 +48,12 @@ DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
 KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "lost_work_gpu_h",
         "lost_reload_gpu_h", "lost_checkpoint_gpu_h", "alloc_gpu_h",
         "goodput_pct", "gpu_alloc_avg_pct", "wait_mean_s", "requeue_wait_mean_s", "never_placed")
+#: what the migrations bought (:func:`what_moves_bought`)
+#: rules priced on an ``always`` run's moves (:func:`what_moves_bought`): ``migrate_rule, migrate_at``
+WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_checkpoint": ("pays", "checkpoint"),
+           "pays_lindy_checkpoint": ("pays_lindy", "checkpoint")}
+MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h",
+             *(f"whatif_{name}_gpu_h" for name in ("oracle", *WHAT_IF)))
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
@@ -82,7 +91,35 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
     result = replay(nodes, workload, config)
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
-            "unsignalled_kills": unsignalled_kills(result), "cpu_s": time.process_time() - start}
+            "unsignalled_kills": unsignalled_kills(result), **what_moves_bought(result),
+            "cpu_s": time.process_time() - start}
+
+
+def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
+    """The run's migrations against staying put on the same failures (:func:`stay_kills`): how many averted a
+    kill, the GPU-hours they averted, what the moves cost in all and for nothing (no kill averted), and what
+    the same moves' decisions would have lost under each rule of :data:`WHAT_IF` (first order: the rest of the
+    run unchanged; meaningful for ``migrate_rule=always`` runs, which move every warned pod)."""
+    ledger, fc = result.ledger, result.config.failures
+    assert ledger is not None and fc is not None
+    tl = result.timeline
+    start = float(tl.arrival[tl.order[0]]) if len(tl.order) else 0.0
+    kills = stay_kills(ledger.moves, failure_stream(fc, np.asarray(result.nodes.num_gpus), start))
+    c, r, k = fc.checkpoint_min * 60, fc.restart_min * 60, fc.checkpoint_cost_min * 60
+    stay = np.array([m.stay_loss(kill, c, r) for m, kill in zip(ledger.moves, kills)])
+    gpus = ledger.gpus[[m.uid for m in ledger.moves]]
+    cost = (np.array([m.cost_s for m in ledger.moves]) + r) * gpus / 3600
+    what_if = {"oracle": np.minimum(stay, k + r)}
+    for name, (rule, at) in WHAT_IF.items():
+        config = replace(fc, migrate="device", migrate_rule=rule, migrate_at=at)
+        remaining = np.nan_to_num([m.done_s if rule == "pays_lindy" else m.left_s for m in ledger.moves], nan=np.inf)
+        moves = [plan_migration(config, float(left), m.to_checkpoint_s, m.since_s)
+                 for m, left in zip(ledger.moves, remaining)]
+        what_if[name] = np.array([{"stay": s, "now": k + r, "checkpoint": s if kill < m.to_checkpoint_s else r}[move]
+                                  for m, s, kill, move in zip(ledger.moves, stay, kills, moves)])
+    return {"moves_averting": int(np.count_nonzero(stay)), "averted_gpu_h": float(stay @ gpus) / 3600,
+            "move_cost_gpu_h": float(cost.sum()), "wasted_move_gpu_h": float(cost[stay == 0].sum()),
+            **{f"whatif_{name}_gpu_h": float(v @ gpus) / 3600 for name, v in what_if.items()}}
 
 
 def unsignalled_kills(result: ReplayResult) -> int:
@@ -106,7 +143,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
             "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
             **{k: g[k].mean() for k in ("unsignalled_kills", "lost_work_gpu_h", "lost_reload_gpu_h",
-                                        "lost_checkpoint_gpu_h") if k in g},
+                                        "lost_checkpoint_gpu_h", *MOVE_KEYS) if k in g},
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
@@ -120,6 +157,62 @@ def breakdown(s) -> str:
     """``work / reload / checkpoint`` lost GPU-hours of a summary row (blank for runs from before the split)."""
     parts = [getattr(s, f"lost_{cause}_gpu_h", np.nan) for cause in ("work", "reload", "checkpoint")]
     return "" if np.isnan(parts[0]) else " / ".join(f"{p:.2f}" for p in parts)
+
+
+def moves(s) -> str:
+    """What a summary row's migrations bought: ``averting (GPU-h) | cost all / for nothing`` (blank: no moves)."""
+    if not getattr(s, "migrations", 0) or np.isnan(getattr(s, "moves_averting", np.nan)):
+        return " | "
+    return f"{s.moves_averting:.1f} ({s.averted_gpu_h:.2f}) | {s.move_cost_gpu_h:.2f} / {s.wasted_move_gpu_h:.2f}"
+
+
+def what_if_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows of setups that move every warned pod (``migrate_rule`` always) and moved any: the loss of their
+    moves' decisions as made and under each rule of :data:`WHAT_IF` and the oracle, with FGD's loss of the split."""
+    if "whatif_oracle_gpu_h" not in summary:
+        return summary.iloc[:0]
+    always = summary.policy.map(lambda setup: setup_options(setup)[1].get("migrate_rule", "always") == "always")
+    fgd = summary[summary.policy == "fgd"].set_index(["trace", "rate", "split"]).lost_gpu_h
+    rows = summary[always & (summary.migrations > 0)].copy()
+    rows["fgd_lost_gpu_h"] = [fgd[(r.trace, r.rate, r.split)] for r in rows.itertuples()]
+    return rows
+
+
+def print_what_if(rows: pd.DataFrame) -> None:
+    """The what-if table: GPU-hours the moves' decisions lose, and the points of FGD's loss each rule would add."""
+    names = [n for n in (*WHAT_IF, "oracle") if f"whatif_{n}_gpu_h" in rows]  # CSVs of older runs lack some
+    print("\nFirst-order what-if on the moves of each run (the rest of the run unchanged): GPU-h the decisions on "
+          "warned pods lose (saving vs moving all, in points of FGD's loss)\n")
+    print(f"| trace | setup | seeds | moves | move all | {' | '.join(names)} |")
+    print("|---|---|---|---:|---:|" + "---:|" * len(names))
+    for r in rows.itertuples():
+        lost = [getattr(r, f"whatif_{n}_gpu_h") for n in names]
+        cells = [f"{v:.2f} ({100 * (r.move_cost_gpu_h - v) / r.fgd_lost_gpu_h:+.1f})" for v in lost]
+        print(f"| {r.trace} | {label(r.policy)} | {r.split} | {r.migrations:.1f} | {r.move_cost_gpu_h:.2f} | "
+              f"{' | '.join(cells)} |")
+
+
+def plot_what_if(path: Path, rows: pd.DataFrame) -> None:
+    """Bars: GPU-hours the moves' decisions lose per split, moving all against each rule and the oracle."""
+    from matplotlib.figure import Figure
+
+    labels = dict(zip(("move_cost", *(f"whatif_{n}" for n in WHAT_IF), "whatif_oracle"),
+                      ("move all", "pays", "pays (Lindy)", "pays,\nat checkpoint", "pays (Lindy),\nat checkpoint",
+                       "oracle")))
+    names = [n for n in labels if f"{n}_gpu_h" in rows]
+    fig = Figure(figsize=(7, 4.5), dpi=110)
+    ax = fig.subplots()
+    width = 0.8 / len(rows)
+    for i, r in enumerate(rows.itertuples()):
+        ax.bar(np.arange(len(names)) + i * width, [getattr(r, f"{n}_gpu_h") for n in names], width,
+               label=f"{r.trace}, {r.split}: {label(r.policy)}")
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, [labels[n] for n in names], fontsize=8)
+    ax.set_ylabel("GPU-hours lost by the decisions on warned pods, per run")
+    ax.set_title("What the same moves would lose under each rule (first order)", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 def plot(path: Path, trace: str, runs: pd.DataFrame) -> None:
@@ -187,18 +280,24 @@ def main() -> None:
     print("" if args.from_csv else f"options {options}, repeat {args.repeat}; ", end="")
     print("saving = 1 - Σ lost / Σ lost_FGD (same seeds); Δ alloc: time-average GPU allocation, points\n")
     print("| trace | rate /GPU-h | setup | seeds | failures | warnings | drains | migrated | killed (no earlier error "
-          "on node) | lost GPU-h | work / reload / checkpoint | saving vs FGD (seeds better) | goodput % | GPU alloc % "
-          "| Δ alloc | mean wait s | CPU s/run |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "on node) | lost GPU-h | work / reload / checkpoint | moves averting a kill (GPU-h averted) | cost of moves, "
+          "all / averting nothing GPU-h | saving vs FGD (seeds better) | goodput % | GPU alloc % | Δ alloc "
+          "| mean wait s | CPU s/run |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in summary.itertuples():
         saving = "" if s.policy == "fgd" else f"{s.saving_pct:.1f} % ({s.seeds_better}/{s.seeds})"
         print(f"| {s.trace} | {s.rate:g} | {label(s.policy)} | {s.split} | {s.failures:,.0f} | {s.warnings:,.0f} "
               f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
-              f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {saving} "
+              f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {moves(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
+    what_if = what_if_rows(summary)
+    if len(what_if):
+        print_what_if(what_if)
+        plot_what_if(args.out / "health_what_if.png", what_if)
     for trace in args.traces:
         plot(args.out / f"health_{trace}.png", trace, runs[runs.trace == trace])
-    print(f"\nwrote {args.out}/health_runs.csv, health_summary.csv and health_<trace>.png")
+    print(f"\nwrote {args.out}/health_runs.csv, health_summary.csv, health_<trace>.png"
+          f"{' and health_what_if.png' if len(what_if) else ''}")
 
 
 if __name__ == "__main__":

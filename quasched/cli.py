@@ -195,6 +195,17 @@ class Migrate(StrEnum):
     node = "node"
 
 
+class MigrateRule(StrEnum):
+    always = "always"
+    pays = "pays"
+    pays_lindy = "pays_lindy"
+
+
+class MigrateAt(StrEnum):
+    now = "now"
+    checkpoint = "checkpoint"
+
+
 class BackendName(StrEnum):
     local = "local"
     ray = "ray"
@@ -325,6 +336,14 @@ def replay(
     evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
     checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
                                            "(counted as lost, with --restart-min)."),
+    migrate_rule: MigrateRule = _failures(MigrateRule.always, "With --migrate device: move a warned GPU's pods "
+                                          "always, or only when the expected loss of staying (the warning's odds "
+                                          "of a fatal failure before the pod ends × half a checkpoint interval + "
+                                          "reload) exceeds the move's cost: 'pays' knows the pod's remaining run "
+                                          "time, 'pays_lindy' estimates it by the time it has run."),
+    migrate_at: MigrateAt = _failures(MigrateAt.now, "With a 'pays' rule: 'checkpoint' lets a move wait for the "
+                                      "pod's next periodic checkpoint (no on-demand checkpoint) when that is "
+                                      "expected to cost less."),
 ) -> None:
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
@@ -348,7 +367,8 @@ def replay(
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
                 drain_h=drain_h, migrate=migrate.value,  # type: ignore[arg-type]
-                evict=evict, checkpoint_cost_min=checkpoint_cost_min)
+                evict=evict, checkpoint_cost_min=checkpoint_cost_min,
+                migrate_rule=migrate_rule.value, migrate_at=migrate_at.value)  # type: ignore[arg-type]
         except ValueError as err:
             fail(str(err))
     carbon = None

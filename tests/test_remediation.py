@@ -161,18 +161,24 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3),
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(jobs=st.lists(job, min_size=1, max_size=12), events=st.lists(event, max_size=10),
-       drain=st.integers(0, 2), drain_h=st.floats(0.1, 5), migrate=st.sampled_from(["off", "device", "node"]),
-       evict=st.booleans(), cost=st.floats(0, 0.2), policy=st.sampled_from(["fgd", "healthfgd"]))
+       drain=st.integers(0, 2), drain_h=st.floats(0.1, 5),
+       migrate=st.sampled_from([("off", "always", "now"), ("device", "always", "now"), ("node", "always", "now"),
+                                ("device", "pays", "now"), ("device", "pays", "checkpoint"),
+                                ("device", "pays_lindy", "checkpoint")]),
+       lead_h=st.floats(0.1, 48), evict=st.booleans(), cost=st.floats(0, 0.2),
+       policy=st.sampled_from(["fgd", "healthfgd"]))
 def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
-        monkeypatch_record, jobs, events, drain, drain_h, migrate, evict, cost, policy):
+        monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy):
     """After every event: no pod on an unhealthy device, no pod placed on a cordoned node (the fixture); at
     the end every pod is done, lost GPU-hours and energy are not negative, allocated − lost = the work."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)
     pods = workload([(1000, 1024, 1 if m < 1000 else k, m, a * HOUR, (a + d) * HOUR) for k, m, a, d in jobs])
     fails = sorted(DeviceFailure(t * HOUR, n, d, kind == "fatal", 0.0 if kind == "warn" else down * HOUR,
                                  kind == "warn") for t, n, d, kind, down in events)
-    config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=migrate,
-                           evict=evict, checkpoint_cost_min=cost * 60)
+    scope, rule, at = migrate
+    config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=scope,
+                           migrate_rule=rule, migrate_at=at, precursor_lead_h=lead_h, evict=evict,
+                           checkpoint_cost_min=cost * 60)
     r = run(cluster, pods, fails, policy=policy, config=config)
     assert monkeypatch_record  # checked after every event by the fixture
     assert_work_adds_up(r, jobs)

@@ -47,6 +47,19 @@ migrate (``kubectl drain`` with a checkpoint). *Migrate*: right after an error, 
 the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
 re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
 (writing the checkpoint) plus the restart overhead.
+
+Migrate only when it pays (``migrate_rule``, :func:`plan_migration`; ``migrate="device"``, on
+warnings). Per GPU, staying loses ``p(R) · (C/2 + r)`` in expectation: ``p(x)`` is the chance
+that the warned device fails fatally within ``x`` seconds, from the model's own parameters
+(a warning is true with odds ``1 / (1 + false_warnings)``, its lead is exponential with mean
+``precursor_lead_h``); ``R`` the pod's remaining work; a kill lands on average half-way
+through the checkpoint interval ``C``; ``r`` the reload. Moving now costs ``k + r`` (``k``
+the on-demand checkpoint). With ``migrate_at="checkpoint"`` the pod may instead keep running
+to its next periodic checkpoint, ``w`` seconds away (``w < R``), and move then for free:
+``r + p(w) · (φ + w/2)``, ``φ`` its progress since its last checkpoint. The cheapest wins (a
+tie: stay). ``"pays"`` knows ``R`` (the trace's duration, as a user-declared run time);
+``"pays_lindy"`` estimates it by the work already done (Lindy: a job that ran for ``x`` runs
+about ``x`` more). Open-ended pods count as ``R = ∞``.
 """
 
 from __future__ import annotations
@@ -62,8 +75,13 @@ from quasched.metrics.power import SECONDS_PER_HOUR
 from quasched.model.workload import FULL_GPU_MILLI
 
 MigrateScope = Literal["off", "device", "node"]
-#: what :meth:`DeviceFaults.pop` returns: a failure, a warning, a device back, a drained node back
-FaultKind = Literal["fail", "warn", "back", "uncordon"]
+#: migrate every pod on a warned device, or only when its expected loss from staying is larger
+MigrateRule = Literal["always", "pays", "pays_lindy"]
+#: what a migration that pays does: nothing, checkpoint on demand now, or move at the next periodic checkpoint
+Move = Literal["stay", "now", "checkpoint"]
+#: what :meth:`DeviceFaults.pop` returns: a failure, a warning, a device back, a drained node back, a deferred
+#: migration due
+FaultKind = Literal["fail", "warn", "back", "uncordon", "move"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,9 @@ class FailureConfig:
     migrate: MigrateScope = "off"
     evict: bool = False
     checkpoint_cost_min: float = 1.0
+    migrate_rule: MigrateRule = "always"
+    #: ``"checkpoint"``: a migration that pays may wait for the pod's next periodic checkpoint
+    migrate_at: Literal["now", "checkpoint"] = "now"
 
     def __post_init__(self) -> None:
         for name in ("rate", "reset_min", "repair_h", "restart_min", "precursor_lead_h", "false_warnings",
@@ -105,6 +126,53 @@ class FailureConfig:
             raise ValueError(f"failure option flaky_factor={self.flaky_factor} must be at least 1")
         if self.migrate not in ("off", "device", "node"):
             raise ValueError(f"failure option migrate={self.migrate!r}: choose from off, device, node")
+        if self.migrate_rule not in ("always", "pays", "pays_lindy"):
+            raise ValueError(f"failure option migrate_rule={self.migrate_rule!r}: choose from always, pays, pays_lindy")
+        if self.migrate_at not in ("now", "checkpoint"):
+            raise ValueError(f"failure option migrate_at={self.migrate_at!r}: choose from now, checkpoint")
+        if self.migrate_rule != "always" and self.migrate != "device":
+            raise ValueError(f"failure option migrate_rule={self.migrate_rule!r} weighs a warned device's failure "
+                             f"odds: it needs migrate='device', not {self.migrate!r}")
+        if self.migrate_at != "now" and self.migrate_rule == "always":
+            raise ValueError(f"failure option migrate_at={self.migrate_at!r} is a choice of the expected-loss rule: "
+                             "it needs migrate_rule='pays' or 'pays_lindy'")
+
+    def fatal_within(self, seconds: float) -> float:
+        """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and lead)."""
+        lead_s = self.precursor_lead_h * SECONDS_PER_HOUR
+        near = 1.0 - np.exp(-seconds / lead_s) if lead_s > 0 else float(seconds >= 0)
+        return float(near) / (1.0 + self.false_warnings)
+
+
+def plan_migration(config: FailureConfig, remaining_s: float, to_checkpoint_s: float,
+                   since_checkpoint_s: float) -> Move:
+    """What a pod on a warned device does (module docstring): the choice of least expected lost GPU time."""
+    checkpoint_s, reload_s = config.checkpoint_min * 60, config.restart_min * 60
+    cost: dict[Move, float] = {"stay": config.fatal_within(remaining_s) * (checkpoint_s / 2 + reload_s),
+                               "now": config.checkpoint_cost_min * 60 + reload_s}
+    if config.migrate_at == "checkpoint" and to_checkpoint_s < remaining_s:
+        risk = config.fatal_within(to_checkpoint_s)
+        cost["checkpoint"] = reload_s + risk * (since_checkpoint_s + to_checkpoint_s / 2)
+    return min(cost, key=lambda move: cost[move])
+
+
+class Migration(NamedTuple):
+    """A pod checkpointed at ``time`` and left ``devices`` of ``node``; where it was then
+    (:meth:`WorkLedger.position`) and what its checkpoint took (0 at a periodic checkpoint)."""
+
+    time: float
+    uid: int
+    node: int
+    devices: tuple[int, ...]
+    done_s: float
+    left_s: float
+    to_checkpoint_s: float
+    since_s: float
+    cost_s: float = 0.0
+
+    def stay_loss(self, kill_after_s: float, checkpoint_s: float, restart_s: float) -> float:
+        """Seconds per GPU it would have lost had it stayed and been killed ``kill_after_s`` later (inf: never)."""
+        return (self.since_s + kill_after_s) % checkpoint_s + restart_s if np.isfinite(kill_after_s) else 0.0
 
 
 class DeviceFailure(NamedTuple):
@@ -172,13 +240,15 @@ def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, star
 
 
 class DeviceFaults:
-    """Failures, warnings, recoveries and ends of drains in time order (a recovery first on equal times)."""
+    """Failures, warnings, recoveries, ends of drains and deferred migrations in time order (the last three
+    first on equal times)."""
 
     def __init__(self, failures: Iterable[DeviceFailure]) -> None:
         self._failures = iter(failures)
         self._next = next(self._failures, None)
-        #: ``(time, node, device)`` of devices coming back; device -1: a drained node
-        self._back: list[tuple[float, int, int]] = []
+        #: ``(time, node, device, kind)`` of devices coming back (``"back"``), drained nodes (``"uncordon"``, device
+        #: -1) and deferred migrations (``"move"``, device = the pod)
+        self._back: list[tuple[float, int, int, FaultKind]] = []
         self.down: set[tuple[int, int]] = set()
         self.failed = self.warned = self.drained = 0
 
@@ -193,8 +263,12 @@ class DeviceFaults:
 
     def hold(self, node: int, until: float) -> None:
         """``node`` is drained until ``until`` (then :meth:`pop` returns its ``"uncordon"``)."""
-        heapq.heappush(self._back, (until, node, -1))
+        heapq.heappush(self._back, (until, node, -1, "uncordon"))
         self.drained += 1
+
+    def defer(self, uid: int, node: int, when: float) -> None:
+        """Pod ``uid`` on ``node`` is to migrate at ``when`` (:meth:`pop` returns ``(when, node, uid, "move")``)."""
+        heapq.heappush(self._back, (when, node, uid, "move"))
 
     def pop(self, failures: bool = True) -> tuple[float, int, int, FaultKind] | None:
         """The next event ``(time, node, device, kind)``; None for a failure or warning that is dropped
@@ -208,12 +282,13 @@ class DeviceFaults:
                 self.warned += 1
                 return nxt.time, nxt.node, nxt.device, "warn"
             self.down.add((nxt.node, nxt.device))
-            heapq.heappush(self._back, (nxt.time + nxt.down_s, nxt.node, nxt.device))
+            heapq.heappush(self._back, (nxt.time + nxt.down_s, nxt.node, nxt.device, "back"))
             self.failed += 1
             return nxt.time, nxt.node, nxt.device, "fail"
-        t, node, device = heapq.heappop(self._back)
-        self.down.discard((node, device))
-        return t, node, device, "back" if device >= 0 else "uncordon"
+        t, node, device, kind = heapq.heappop(self._back)
+        if kind == "back":
+            self.down.discard((node, device))
+        return t, node, device, kind
 
 
 class WorkLedger:
@@ -224,7 +299,8 @@ class WorkLedger:
     """
 
     def __init__(self, work_s: np.ndarray, gpus: np.ndarray, checkpoint_s: float, restart_s: float) -> None:
-        self.left = np.asarray(work_s, dtype=float).copy()
+        self.work = np.asarray(work_s, dtype=float).copy()
+        self.left = self.work.copy()
         self.gpus = np.asarray(gpus, dtype=float)
         self.checkpoint_s, self.restart_s = checkpoint_s, restart_s
         n = len(self.left)
@@ -233,6 +309,7 @@ class WorkLedger:
         self.restarting = np.zeros(n, dtype=bool)
         self.interruptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        self.moves: list[Migration] = []
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
         #: the lost GPU-seconds by cause: work since the last checkpoint, restart overheads, on-demand checkpoints
@@ -260,10 +337,22 @@ class WorkLedger:
         self.interruptions[uid] += 1
         return self._stop(uid, t, periodic=True, extra_s=0.0)
 
-    def migrate(self, uid: int, t: float, cost_s: float) -> float:
-        """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and stops; returns the seconds lost."""
+    def migrate(self, uid: int, t: float, cost_s: float, node: int = -1, devices: tuple[int, ...] = ()) -> float:
+        """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and leaves ``devices`` of ``node``
+        (kept in :attr:`moves`); returns the seconds lost."""
         self.migrations[uid] += 1
+        self.moves.append(Migration(t, uid, node, devices, *self.position(uid, t), cost_s))
         return self._stop(uid, t, periodic=False, extra_s=cost_s)
+
+    def position(self, uid: int, t: float) -> tuple[float, float, float, float]:
+        """Where the running ``uid`` is at ``t``: seconds of work done and left (NaN: open-ended), seconds to
+        its next periodic checkpoint and of progress since its last one."""
+        ran = t - self.run_start[uid]
+        progress = max(ran - self.overhead[uid], 0.0)
+        since = progress % self.checkpoint_s
+        to_next = (self.checkpoint_s - since) % self.checkpoint_s + max(self.overhead[uid] - ran, 0.0)
+        done = self.work[uid] - self.left[uid] + progress
+        return done, self.left[uid] - progress, to_next, since
 
     def _stop(self, uid: int, t: float, periodic: bool, extra_s: float) -> float:
         """Keep the progress up to the last (``periodic``) checkpoint or all of it; ``extra_s`` more is held, lost."""
@@ -298,6 +387,23 @@ class WorkLedger:
             "requeue_wait_mean_s": float(waits.mean()) if len(waits) else float("nan"),
             "requeue_wait_max_s": float(waits.max()) if len(waits) else float("nan"),
         }
+
+
+def stay_kills(moves: list[Migration], failures: Iterable[DeviceFailure]) -> np.ndarray:
+    """Seconds after each migration at which a failure of one of its devices would have killed the pod had it
+    stayed (a what-if on the same failures; inf: none before its work was done)."""
+    if not moves:
+        return np.zeros(0)
+    ends = [m.time + m.left_s if np.isfinite(m.left_s) else np.inf for m in moves]  # open-ended: to the horizon
+    horizon = max((e for e in ends if np.isfinite(e)), default=max(m.time for m in moves))
+    times_of: dict[tuple[int, int], list[float]] = {}
+    for f in failures:
+        if f.time > horizon:
+            break
+        if not f.warning:
+            times_of.setdefault((f.node, f.device), []).append(f.time)
+    return np.array([min([t - m.time for d in m.devices for t in times_of.get((m.node, d), []) if m.time < t < end],
+                          default=np.inf) for m, end in zip(moves, ends)])
 
 
 def gpu_share(gpu_milli: np.ndarray, num_gpu: np.ndarray) -> np.ndarray:

@@ -59,7 +59,9 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     finish, unless ``evict``: then they all migrate), then pods on the erring device or node
     checkpoint and re-arrive (``migrate`` events,
     then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
-    retry.
+    retry. With ``migrate_rule`` other than ``"always"`` a warned device's pod migrates only when
+    that pays (:func:`~quasched.sim.failures.plan_migration`), now or, deferred, at its next
+    periodic checkpoint (a ``migrate`` event then, if the pod still runs the same run).
 
 Energy and carbon
     :meth:`ReplayResult.energy_kwh` integrates the recorded power from the first to the
@@ -85,7 +87,8 @@ from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import RngKind, build_core, make_stream
 from quasched.sim.events import MissingCreation, Timeline, build_timeline
-from quasched.sim.failures import DeviceFailure, DeviceFaults, FailureConfig, WorkLedger, failure_stream, gpu_share
+from quasched.sim.failures import (DeviceFailure, DeviceFaults, FailureConfig, Move, WorkLedger, failure_stream,
+                                   gpu_share, plan_migration)
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP, WITHDRAW, EventRecords
 from quasched.traces.carbon import CarbonIntensity
 
@@ -305,6 +308,8 @@ class _Replay:
         self.work = np.where(np.isfinite(workload.deletion_time), tl.deletion - tl.arrival, np.nan)
         self.due = np.full(n, np.nan)
         self.faults: DeviceFaults | None = None
+        #: pods whose migration waits for their next periodic checkpoint -> (the due time of that run, the move's)
+        self.deferred: dict[int, tuple[float, float]] = {}
         self.ledger: WorkLedger | None = None
         if config.failures is not None:
             fc = config.failures
@@ -368,6 +373,9 @@ class _Replay:
         if event is None:
             return
         t, node, device, kind = event
+        if kind == "move":
+            self.deferred_move(t, node, device)
+            return
         if kind == "uncordon":
             self.cluster.uncordon(node)
         elif kind == "back":
@@ -391,14 +399,46 @@ class _Replay:
         evict = self.drain(t, node) and fc.evict
         scope = "node" if evict else fc.migrate
         moved = [] if scope == "off" else self.running_on(node, device if scope == "device" else None)
-        for uid in moved:
-            self.stop(uid)
-            self.ledger.migrate(uid, t, fc.checkpoint_cost_min * 60)
-            self.record(t, MIGRATE, uid, node)
+        if kind == "warn" and not evict and fc.migrate_rule != "always":  # only migrate="device" moves on a rule
+            moved = [uid for uid in moved if self.plan_move(t, node, uid) == "now"]
+        self.migrate(t, node, moved, fc.checkpoint_cost_min * 60)
         for uid in hit + moved:
             self.arrive(t, uid, START)
         if (hit or moved) and len(self.queue):
             self.retry(t)
+
+    def plan_move(self, t: float, node: int, uid: int) -> Move:
+        """Whether the warned pod ``uid`` stays, moves now or at its next checkpoint (deferred here)."""
+        fc, ledger, faults = self.config.failures, self.ledger, self.faults
+        assert fc is not None and ledger is not None and faults is not None
+        if self.deferred.get(uid, (np.nan,))[0] == self.due[uid]:
+            return "stay"  # already moving at its next checkpoint
+        done, left, to_next, since = ledger.position(uid, t)
+        remaining = done if fc.migrate_rule == "pays_lindy" else left
+        move = plan_migration(fc, remaining if np.isfinite(remaining) else np.inf, to_next, since)
+        if move == "checkpoint":
+            self.deferred[uid] = (self.due[uid], t + to_next)
+            faults.defer(uid, node, t + to_next)
+        return move
+
+    def deferred_move(self, t: float, node: int, uid: int) -> None:
+        """A deferred migration at the pod's periodic checkpoint: nothing to write, unless the run it was planned
+        for has ended (killed, finished)."""
+        if self.status[uid] == RUNNING and self.deferred.get(uid) == (self.due[uid], t):
+            del self.deferred[uid]
+            self.migrate(t, node, [uid], 0.0)
+            self.arrive(t, uid, START)
+            if len(self.queue):
+                self.retry(t)
+
+    def migrate(self, t: float, node: int, uids: list[int], cost_s: float) -> None:
+        """Checkpoint ``uids`` (``cost_s`` each on its GPUs) and take them off ``node``; they re-arrive after."""
+        assert self.ledger is not None
+        for uid in uids:
+            devices = self.outcome.devices[uid]
+            self.stop(uid)
+            self.ledger.migrate(uid, t, cost_s, node, devices)
+            self.record(t, MIGRATE, uid, node)
 
     def running_on(self, node: int, device: int | None) -> list[int]:
         """Pods running on ``node`` (on its GPU ``device`` unless None), in row order."""
