@@ -3,7 +3,7 @@
 A policy spec is a name with optional parameters, ``headroom:beta=2`` or
 ``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
 and ``all`` means the six policies of the FGD paper. Compositions: ``headroom``,
-``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes), ``pwrheadroom`` and
+``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes), ``pwrheadroom``, ``pwrbalance`` and
 ``healthfgd`` (FGD + weight × the health term of :mod:`quasched.policies.health`). Names are the only
 identifiers used in configs, results and files; tables and plots show
 :attr:`PolicyInfo.label`; only the FGD artifact's CSV layouts
