@@ -37,12 +37,13 @@ def waste_table(typical: TypicalPods) -> np.ndarray:
     counts = np.array([n for _, n in shares], dtype=float)
     f = np.arange(FULL_GPU_MILLI + 1)
     waste = f * (counts * (milli[None, :] > f[:, None])).sum(axis=1) / max(counts.sum(), 1.0)
-    waste[[0, FULL_GPU_MILLI]] = 0.0
+    waste[FULL_GPU_MILLI] = 0.0  # an idle device strands nothing
     return waste
 
 
 class ScarcePower(PWR):
-    """``−cost`` of the module docstring; ``until`` as :class:`~quasched.policies.pwr.PWR`."""
+    """``−cost`` of the module docstring: ``horizon`` (%), ``kappa`` (κ), ``cpu`` (c); ``until`` as
+    :class:`~quasched.policies.pwr.PWR` (the term scores every node alike from ``until`` % allocated)."""
 
     name = "pwr-scarce"
 
