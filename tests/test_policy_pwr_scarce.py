@@ -15,9 +15,10 @@ from quasched.policies import CycleState, make_policy
 from quasched.policies.pwr import added_power_w
 from quasched.policies.pwr_scarce import ScarcePower, waste_table
 
-#: sharing 810 m (3 pods) and 470 m (1 pod); whole GPUs and CPU-only pods strand nothing
+#: sharing 810 m (3 pods) and 470 m (1 pod); whole GPUs (8 pods, 8,000 of 10,900 milli of demand) and
+#: CPU-only pods strand nothing
 MIX = TypicalPods(shapes=((2000, 810, 1, ""), (2000, 470, 1, ""), (4000, 1000, 1, ""), (1000, 0, 0, "")),
-                  counts=(3, 1, 4, 2), freq=np.array([0.3, 0.1, 0.4, 0.2]))
+                  counts=(3, 1, 8, 2), freq=np.array([0.2, 0.07, 0.6, 0.13]))
 #: T4 (swing 60 W), G2 = A10 (120 W), V100 (270 W); 2 GPUs and 16 vCPU each
 THREE = nodes((16_000, 1 << 20, 2, "T4"), (16_000, 1 << 20, 2, "G2"), (16_000, 1 << 20, 2, "V100M16"))
 EVERY = np.arange(3)
@@ -40,7 +41,8 @@ def test_a_pod_that_would_strand_a_cheap_gpu_goes_to_the_next_model_and_a_whole_
     c = Cluster(THREE)
     plugin = scarce(c)
     # nothing allocated, horizon 50 % of 6 GPUs reaches the G2s (cheapest first: T4 2 GPUs, G2 2, V100 2):
-    # s_ref = 120 W, λ = 0.9 · (120 − swing) = 54 W on the T4 node, 0 on the others
+    # s_ref = 120 W, λ = 0.9 · (120 − swing) = 54 W on the T4 node, 0 on the others; the whole-GPU
+    # demand up to the horizon, 8,000 / 10,900 · 3,000 milli, fills the T4s' 2,000
     got = plugin.score(c, pod(uid=1, cpu=0, k=1, m=810), EVERY, CycleState())
     assert got == pytest.approx([-(114 * 0.81 + 54 * 0.19), -120 * 0.81, -270 * 0.81])  # strands 190 m on the T4
     assert plugin.score(c, pod(uid=2, cpu=0, k=1, m=1000), EVERY, CycleState()) == pytest.approx([-114, -120, -270])
@@ -48,11 +50,21 @@ def test_a_pod_that_would_strand_a_cheap_gpu_goes_to_the_next_model_and_a_whole_
     assert got == pytest.approx([-(114 * 0.47 + 54 * 0.530 * 3 / 4), -120 * 0.47, -270 * 0.47])
 
 
+def test_cheap_gpus_are_not_priced_as_scarce_when_the_whole_gpu_pods_cannot_fill_them():
+    few = TypicalPods(shapes=MIX.shapes, counts=(3, 1, 4, 2), freq=MIX.freq)  # 4,000 / 6,900 · 3,000 < 2,000
+    c = Cluster(THREE)
+    plugin = ScarcePower(few, horizon=50.0, cpu=0.0)
+    plugin.attach(c, NumpyStream(0))
+    got = plugin.score(c, pod(uid=1, cpu=0, k=1, m=810), EVERY, CycleState())
+    assert got == pytest.approx([-60 * 0.81, -120 * 0.81, -270 * 0.81])
+
+
 def test_filling_a_stranded_sliver_costs_the_plain_swing_and_the_device_that_strands_least_counts():
     c = Cluster(THREE)
     c.place(pod(uid=0, cpu=0, k=1, m=810), 0, (0,))
     plugin = scarce(c)
-    # T4 device 0 has 190 m free: a 160 m pod un-strands 190 − 30 m; λ stays 54 W (reach 810 + 50 % of 5,190)
+    # T4 device 0 has 190 m free: a 160 m pod un-strands 190 − 30 m; λ stays 54 W (reach 810 + 50 % of 5,190,
+    # whole-GPU demand 8,000 / 10,900 of it ≥ 2,000)
     got = plugin.score(c, pod(uid=1, cpu=0, k=1, m=160), EVERY, CycleState())
     assert got == pytest.approx([-(114 * 0.16 - 54 * 0.16), -120 * 0.16, -270 * 0.16])
 

@@ -6,8 +6,11 @@ power (:mod:`quasched.policies.pwr_bound`). Once a cheap model is going to be fu
 milli of it that a pod takes or strands is a milli another pod cannot use there: it has a shadow
 price ``λ_m = κ · max(0, s_ref − s_m)``, ``s_ref`` = the swing of the model a cheapest-first fill
 reaches after the GPU milli allocated now plus ``horizon`` % of the unallocated rest (``κ < 1``: a
-pod that strands nothing still prefers the cheaper model). A sharing pod strands the free milli of
-its device that the typical sharing pods ``t`` (weighted by count) no longer fit::
+pod that strands nothing still prefers the cheaper model). "Anyway" is checked: ``λ_m = 0`` unless
+the whole-GPU pods alone, a share ``D`` of the typical pods' GPU demand, fill that far, i.e. unless
+``D · reach ≥ E_m``, the milli a cheapest-first fill holds once model ``m`` is full (else, when most
+pods share a GPU, the price would keep them all off the cheap GPUs). A sharing pod strands the free
+milli of its device that the typical sharing pods ``t`` (weighted by count) no longer fit::
 
     waste(f) = f · P_t(g_t > f)   for 0 < f < 1000, else 0
     cost     = (s_m + λ_m) · g + λ_m · (waste(f − g) − waste(f)) / 1000 + c · ΔP_cpu     (W)
@@ -52,6 +55,8 @@ class ScarcePower(PWR):
         super().__init__("linear", until=until)
         self.horizon, self.kappa, self.cpu = horizon, kappa, cpu
         self.waste = waste_table(typical)
+        gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
+        self.whole = sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if cluster.layout != self._layout:
@@ -61,6 +66,8 @@ class ScarcePower(PWR):
             gpus = np.bincount(cluster.model_id, cluster.num_gpus * cluster.present, len(cluster.models))
             order = np.argsort(self._swing, kind="stable")
             self._ladder = self._swing[order], np.cumsum(gpus[order]) * FULL_GPU_MILLI
+            self._edge = np.empty(len(order))
+            self._edge[order] = self._ladder[1]  # milli a cheapest-first fill holds once each model is full
             self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
         if self.until < 100 and cluster.gpu_allocated >= self._stop_milli:
             return np.zeros(len(nodes))
@@ -72,6 +79,7 @@ class ScarcePower(PWR):
         reach = allocated + self.horizon / 100 * (FULL_GPU_MILLI * cluster.total_gpus - allocated)
         s = self._swing[cluster.model_id[nodes]]
         lam = self.kappa * np.maximum(swing[min(int(np.searchsorted(edges, reach)), len(swing) - 1)] - s, 0.0)
+        lam *= self._edge[cluster.model_id[nodes]] <= self.whole * reach
         stranded = np.zeros(len(nodes))
         if pod.is_sharing:
             free = cluster.gpu_free[nodes]
