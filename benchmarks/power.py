@@ -11,6 +11,8 @@ the 20..80 % bins. "linear floor": the saving the least linear-model power any p
 same allocated GPU and CPU would reach (:mod:`quasched.policies.pwr_bound`, a relaxation), against
 FGD's linear power. Writes ``power_curves.csv`` (one row per trace, policy, seed and bin),
 ``power_summary.csv`` and ``power_<trace>.png`` to ``--out`` and prints a markdown table.
+``--baseline CSV``: FGD's curves from an earlier run's ``power_curves.csv`` (same traces and seeds;
+FGD is deterministic per seed) instead of running FGD again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", 
 #: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
+#: the binned curves of every run (``power_curves.csv`` columns)
+CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct")
 
 
 def label(policy: str) -> str:
@@ -65,6 +69,7 @@ def floor_w(log: EventRecords, nodes: NodeSpec) -> np.ndarray:
 def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
     parser.add_argument("--out", type=Path, default=Path("results/power"))
+    parser.add_argument("--baseline", type=Path, help="power_curves.csv of an earlier run: FGD's curves from there")
     args = parser.parse_args()
     if "fgd" not in args.policies:
         parser.error("the saving is measured against fgd: include it in --policies")
@@ -80,16 +85,19 @@ def main() -> None:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
         total = nodes.total_gpus
         start = time.perf_counter()
-        runs = run_sweep(nodes, workload, args.policies, args.seeds, ExperimentConfig(rng="go"), workers=args.workers,
+        fresh = [p for p in args.policies if p != "fgd" or args.baseline is None]
+        runs = run_sweep(nodes, workload, fresh, args.seeds, ExperimentConfig(rng="go"), workers=args.workers,
                          keep_logs=True)
         wall = time.perf_counter() - start
-        curves: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        curves = {} if args.baseline is None else baseline_curves(args.baseline, trace, args.seeds)
+        rows += [{"trace": trace, "policy": "fgd", "label": label("fgd"), "seed": seed, "arrived_pct": k,
+                  **{name: float(v[k]) for name, v in c.items()}} for (_, seed), c in curves.items()
+                 for k in range(MAX_PERCENT + 1)]
         for run in runs:
             log = run.log
             assert log is not None
             c = {name: binned(log, values, total) for name, values in
-                 (("power_kw", log.power_w), ("power_linear_kw", log.power_linear_w),
-                  ("floor_kw", floor_w(log, nodes)), ("alloc_pct", log.used_gpu_milli))}
+                 zip(CURVES, (log.power_w, log.power_linear_w, floor_w(log, nodes), log.used_gpu_milli))}
             c["power_kw"] /= WATTS_PER_KW
             c["power_linear_kw"] /= WATTS_PER_KW
             c["floor_kw"] /= WATTS_PER_KW
@@ -110,7 +118,7 @@ def main() -> None:
             a130 = np.array([c["alloc_pct"][MAX_PERCENT] for c in per_seed])
             d130 = a130 - np.array([b["alloc_pct"][MAX_PERCENT] for b in base])
             p50 = np.array([c["power_kw"][50] for c in per_seed])
-            run_s = np.mean([r.elapsed_s for r in runs if r.policy == policy])
+            run_s = np.mean([r.elapsed_s for r in runs if r.policy == policy] or [np.nan])
             summary.append({"trace": trace, "policy": policy, "label": label(policy), "seeds": len(args.seeds),
                             "alloc100_ratio": a100.mean() / 100, "alloc100_std": a100.std() / 100,
                             "alloc130_pct": a130.mean(), "alloc130_std": a130.std(), "d_alloc130": d130.mean(),
@@ -128,6 +136,18 @@ def main() -> None:
     pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
     pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
     print(f"\nwrote {args.out}/power_curves.csv, power_summary.csv and power_<trace>.png")
+
+
+def baseline_curves(path: Path, trace: str, seeds: list[int]) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+    """FGD's binned curves of ``trace`` and ``seeds`` from an earlier ``power_curves.csv`` (SystemExit if missing)."""
+    table = pd.read_csv(path)
+    curves = {}
+    for seed in seeds:
+        rows = table[(table.trace == trace) & (table.policy == "fgd") & (table.seed == seed)].sort_values("arrived_pct")
+        if len(rows) != MAX_PERCENT + 1:
+            raise SystemExit(f"{path}: no FGD curve for {trace}, seed {seed}")
+        curves[("fgd", seed)] = {key: rows[key].to_numpy(float) for key in CURVES}
+    return curves
 
 
 def plot(path: Path, trace: str, policies: list[str], seeds: list[int], curves: dict, wall: float) -> None:

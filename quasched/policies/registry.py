@@ -3,7 +3,7 @@
 A policy spec is a name with optional parameters, ``headroom:beta=2`` or
 ``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
 and ``all`` means the six policies of the FGD paper. Compositions: ``headroom``,
-``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes), ``pwrheadroom`` and
+``pwrfgd:pwr=100`` (100 × PWR + 900 × FGD, the PWR paper's mixes), ``pwrheadroom``, ``pwrbalance`` and
 ``healthfgd`` (FGD + weight × the health term of :mod:`quasched.policies.health`). Names are the only
 identifiers used in configs, results and files; tables and plots show
 :attr:`PolicyInfo.label`; only the FGD artifact's CSV layouts
@@ -255,6 +255,18 @@ def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, unt
                   "best-score-tightest", name="pwrheadroom")
 
 
+def _pwrbalance(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
+                horizon: float = 20.0, kappa: float = 0.9, beta: float = 8.0, gamma: float = 16.0) -> Policy:
+    """Ours: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts (:mod:`quasched.policies.pwr_scarce`)
+    + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model), all three until ``until`` %."""
+    from quasched.policies.framework import Policy
+
+    pwr = _plugin("pwr:PWR")
+    power = [(_plugin("pwr_scarce:ScarcePower")(typical, horizon, kappa, until=until), scarce),
+             (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
+    return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name="pwrbalance")
+
+
 def _learned(typical: TypicalPods, weights: str = "") -> Policy:
     """The linear score of a checkpoint's weights (:mod:`quasched.policies.learned`); "" = the packaged one."""
     learned = import_module("quasched.policies.learned")
@@ -321,6 +333,18 @@ def _register_builtins() -> None:
                                   Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
+        PolicyInfo("pwrbalance", "PWR+Balance",
+                   "ours: oursbalance + scarce x the linear watts with cheap GPUs priced as scarce + PWR's terms, "
+                   "while GPU allocation < until %", _pwrbalance,
+                   (Param("scarce", float, 16.0, "weight of the scarce-GPU power term", minimum=0.0),
+                    Param("gpu", float, 1.0, "weight of PWR's GPU power term (step model)", minimum=0.0),
+                    Param("cpu", float, 0.001, "weight of PWR's CPU socket term (step model)", minimum=0.0),
+                    Param("until", float, 80.0, "power terms off from this GPU allocation (%)", minimum=0.0),
+                    Param("horizon", float, 20.0, "% of the unallocated GPUs a cheap model's scarcity looks ahead",
+                          minimum=0.0),
+                    Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", minimum=0.0),
+                    *_BALANCE_PARAMS[:2]),
+                   artifact_label="PWR+Balance"),
         PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
                    _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
                                     check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
