@@ -86,12 +86,21 @@ class PWR(ScorePlugin):
         super().attach(cluster, rng)
         self._layout = -1
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+    def steering(self, cluster: Cluster) -> bool:
+        """False from ``until`` % allocated on (then every node scores alike); refreshes the per-model
+        watts when the cluster's layout changed (:meth:`refresh`)."""
         if cluster.layout != self._layout:  # GPU models may have changed
             self._layout = cluster.layout
-            self._idle, self._full = self.model.gpu_watts(cluster.models)
-            self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
-        if self.until < 100 and cluster.gpu_allocated >= self._stop_milli:
+            self.refresh(cluster)
+        return self.until >= 100 or cluster.gpu_allocated < self._stop_milli
+
+    def refresh(self, cluster: Cluster) -> None:
+        """Per-model idle and full watts and the ``until`` threshold of ``cluster``'s layout."""
+        self._idle, self._full = self.model.gpu_watts(cluster.models)
+        self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
+
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        if not self.steering(cluster):
             return np.zeros(len(nodes), dtype=np.int64)
         added = added_power_w(cluster, pod, nodes, self._idle, self._full, self.model, self.mode, self.terms)
         return np.trunc(-added).astype(np.int64)

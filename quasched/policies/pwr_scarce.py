@@ -58,18 +58,17 @@ class ScarcePower(PWR):
         gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
         self.whole = sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
 
+    def refresh(self, cluster: Cluster) -> None:
+        super().refresh(cluster)
+        self._swing = self._full - self._idle
+        gpus = np.bincount(cluster.model_id, cluster.num_gpus * cluster.present, len(cluster.models))
+        order = np.argsort(self._swing, kind="stable")
+        self._ladder = self._swing[order], np.cumsum(gpus[order]) * FULL_GPU_MILLI
+        self._edge = np.empty(len(order))
+        self._edge[order] = self._ladder[1]  # milli a cheapest-first fill holds once each model is full
+
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
-        if cluster.layout != self._layout:
-            self._layout = cluster.layout
-            idle, full = self.model.gpu_watts(cluster.models)
-            self._swing = full - idle
-            gpus = np.bincount(cluster.model_id, cluster.num_gpus * cluster.present, len(cluster.models))
-            order = np.argsort(self._swing, kind="stable")
-            self._ladder = self._swing[order], np.cumsum(gpus[order]) * FULL_GPU_MILLI
-            self._edge = np.empty(len(order))
-            self._edge[order] = self._ladder[1]  # milli a cheapest-first fill holds once each model is full
-            self._stop_milli = self.until / 100 * FULL_GPU_MILLI * cluster.total_gpus
-        if self.until < 100 and cluster.gpu_allocated >= self._stop_milli:
+        if not self.steering(cluster):
             return np.zeros(len(nodes))
         cost = self.cpu * added_power_w(cluster, pod, nodes, self._swing, self._swing, self.model, "linear", "cpu")
         if not pod.is_gpu:
