@@ -57,7 +57,7 @@ def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
         values = frame.loc[frame["dispatcher"] == name, "saving_pct"].to_numpy(dtype=float)
         ax.bar(i, np.nanmean(values), color="tab:green" if name == "carbon-aware" else "tab:grey", alpha=0.7)
         ax.plot(np.full(len(values), i), values, "k.", ms=4)
-    ax.set_xticks(range(len(order)), order, rotation=20)
+    ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
@@ -80,7 +80,7 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
         values = np.array([s.get(cluster, 0.0) for s in shares.values()])
         ax.bar(range(len(shares)), values, bottom=bottom, label=cluster)
         bottom += values
-    ax.set_xticks(range(len(shares)), list(shares), rotation=20)
+    ax.set_xticks(range(len(shares)), list(shares), rotation=20, ha="right")
     ax.set_ylabel("share of GPU-hours (%)")
     ax.set_title(title)
     ax.legend(fontsize=7)
