@@ -6,7 +6,7 @@
 
 One line per (trace, policy) at ``--seed`` with ``--rng go``: the SHA-256 of the per-event
 node choices, allocated GPU milli and fragmentation (repr of the floats), over every openb
-trace and the six paper policies (``--all-columns``: the bytes of every recorded column
+trace and the six paper policies (``--policies`` for others; ``--all-columns``: the bytes of every recorded column
 instead). Works on older commits too (their event field names).
 """
 
@@ -44,12 +44,13 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--traces", nargs="*", default=None)
+    parser.add_argument("--policies", nargs="*", default=list(POLICIES), help="registry names (default: the paper's six)")
     parser.add_argument("--all-columns", action="store_true", help="hash every recorded column's bytes")
     args = parser.parse_args()
     names = args.traces or [n for n in catalog.list_traces() if n.startswith("openb-")]
     for name in names:
         nodes, workload = catalog.load_trace(name, data_dir=args.data_dir)
-        for policy in POLICIES:
+        for policy in args.policies:
             result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=args.seed, rng="go"))
             print(f"{name} {policy} {len(result.events)} {digest(result.events, args.all_columns)}", flush=True)
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from builders import nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster
+from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
 from quasched.policies.device_balance import DeviceBalanceScore
@@ -35,7 +36,9 @@ def test_a_small_pod_scores_better_in_the_sliver_an_810_m_pod_left():
     before = (190 * 25 + 1000 * RHO - 4848) / RHO
     in_sliver = (30 * 0 + 1000 * RHO - 848) / RHO  # 30 m left: nothing fits
     in_whole = (190 * 25 + 840 * RHO - 848) / RHO
-    got = DeviceBalanceScore(SHARE).score(cluster, pod(cpu=4000, k=1, m=160), np.array([0]), CycleState())
+    plugin = DeviceBalanceScore(SHARE)
+    plugin.attach(cluster, NumpyStream(0))
+    got = plugin.score(cluster, pod(cpu=4000, k=1, m=160), np.array([0]), CycleState())
     assert got[0] == pytest.approx([50 + (before - in_sliver) / 160, 50 - (in_whole - before) / 160])
 
 
@@ -45,3 +48,25 @@ def test_on_whole_devices_it_is_the_cpu_balance_term(cpu, k, used):
     cluster, p = loaded(cpu, k, used)
     assert scores(Policy([(DeviceBalanceScore(MIX), 1.0)]), cluster, p) == \
         pytest.approx(scores(Policy([(CpuBalanceScore(MIX), 1.0)]), cluster, p))
+
+
+def test_memoised_scores_follow_place_and_remove():
+    """The per-state memo gives what a fresh plugin computes after every change of the node."""
+    cluster = Cluster(nodes((8000, 1 << 20, 2, "T4"), (16000, 1 << 20, 2, "T4")))
+    memoised = DeviceBalanceScore(SHARE)
+    memoised.attach(cluster, NumpyStream(0))
+    small, big = pod(cpu=4000, k=1, m=160), pod(cpu=3152, k=1, m=810, uid=1)
+    every = np.arange(2)
+
+    def agrees() -> None:
+        fresh = DeviceBalanceScore(SHARE)
+        fresh.attach(cluster, NumpyStream(0))
+        for p in (small, big):
+            np.testing.assert_array_equal(memoised.score(cluster, p, every, CycleState()),
+                                          fresh.score(cluster, p, every, CycleState()))
+
+    agrees()
+    cluster.place(big, 0, (0,))
+    agrees()
+    cluster.remove(big.uid)
+    agrees()

@@ -13,18 +13,22 @@ that fit a device with free milli ``f`` (``g_t ≤ f``)::
 GPU milli at the whole-device ratio; on whole free devices it is
 :class:`~quasched.policies.cpu_balance.CpuBalanceScore`'s ``max(0, f − c / ρ)``.
 A sharing pod is scored on each fitting device. Typical pods only, never the trace.
+Scores depend only on the node's state (free CPU, sorted free milli) and the pod's
+demand, so they are memoised per state like FGD's (:class:`StateScoreMemo`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.fragmentation import NodeStates, TypicalPods
 from quasched.model.cluster import Cluster
+from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies.base import CycleState, ScorePlugin, hypothetical_scores
 from quasched.policies.cpu_balance import cpu_per_gpu_milli
 from quasched.policies.fgd import linear_score
+from quasched.policies.state_memo import StateScoreMemo
 
 
 class DeviceBalanceScore(ScorePlugin):
@@ -40,11 +44,23 @@ class DeviceBalanceScore(ScorePlugin):
         fits = np.arange(FULL_GPU_MILLI + 1)[:, None] >= g
         self.ratio = fits @ (n * cpu) / np.maximum(fits @ (n * g * k), 1)  # ρ(f) for f = 0 .. 1000
 
+    def attach(self, cluster: Cluster, rng: RandomStream) -> None:
+        super().attach(cluster, rng)
+        self.states = NodeStates(cluster)
+        self._memo = StateScoreMemo(self.states)
+
     def _starved(self, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:
         return np.maximum((gpu * self.ratio[gpu]).sum(axis=1) - cpu, 0) / self.rho
 
-    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
-        cpu, gpu = cluster.cpu_free[nodes], np.sort(cluster.gpu_free[nodes], axis=1)
+    def _state_scores(self, pod: Pod, ids: np.ndarray) -> np.ndarray:
+        """Scores of node states ``ids`` per sorted device column (:func:`hypothetical_scores`)."""
+        cpu, gpu = self.states.cpu[ids], self.states.gpu[ids]
         before = self._starved(cpu, gpu)
         return hypothetical_scores(gpu, pod, lambda rows, after: linear_score(
             before[rows] - self._starved(cpu[rows] - pod.cpu_milli, after)))
+
+    def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
+        ids = self.states.ids()[nodes]  # may start a new table (wider devices), so before reading its width
+        width = self.states.gpu.shape[1] if pod.is_sharing else 1
+        return self._memo.lookup((pod.cpu_milli, pod.gpu_milli, pod.num_gpu), ids, width,
+                                 lambda missing: self._state_scores(pod, missing))
