@@ -38,13 +38,23 @@ _FRAG_ORDER = (Q1, Q2, Q4, XL, XR, NA)
 Shape = tuple[int, int, int, str]
 
 
+#: % of a workload's GPU demand (count × GPU milli × GPUs) that :attr:`TypicalPods.heavy` covers
+HEAVY_COVER = 99.0
+
+
 @dataclass(frozen=True)
 class TypicalPods:
-    """The most popular pod shapes covering ``threshold`` % of a workload."""
+    """The most popular pod shapes covering ``threshold`` % of a workload.
+
+    ``heavy``: the other shapes that, with these, cover :data:`HEAVY_COVER` % of the
+    GPU demand, with their counts (rare big pods, e.g. 8 GPUs with 120 cores: FGD's
+    typical pods leave them out, a policy may still keep room for them).
+    """
 
     shapes: tuple[Shape, ...]
     counts: tuple[int, ...]
     freq: np.ndarray
+    heavy: tuple[tuple[Shape, int], ...] = ()
 
     @classmethod
     def from_workload(cls, workload: Workload, threshold: float = 95.0,
@@ -73,7 +83,26 @@ class TypicalPods:
             freq = [c / total for c in counts]
         else:
             freq = [(c / total) / (cum / total) for c in counts]
-        return cls(tuple(s for s, _ in ranked[:kept]), tuple(counts), np.asarray(freq))
+        return cls(tuple(s for s, _ in ranked[:kept]), tuple(counts), np.asarray(freq), _heavy(ranked, kept))
+
+    def with_heavy(self) -> "TypicalPods":
+        """These shapes and the :attr:`heavy` ones, weighted by count."""
+        counts = self.counts + tuple(c for _, c in self.heavy)
+        return TypicalPods(self.shapes + tuple(s for s, _ in self.heavy), counts, np.asarray(counts) / sum(counts))
+
+
+def _heavy(ranked: list[tuple[Shape, int]], kept: int) -> tuple[tuple[Shape, int], ...]:
+    """The shapes past ``ranked[:kept]`` among the largest GPU demands that cover :data:`HEAVY_COVER` %."""
+    demand = sorted(ranked, key=lambda kv: (kv[1] * kv[0][1] * kv[0][2], kv[0]), reverse=True)
+    goal, typical = HEAVY_COVER / 100 * sum(c * s[1] * s[2] for s, c in ranked), set(s for s, _ in ranked[:kept])
+    heavy, cum = [], 0
+    for shape, count in demand:
+        if cum >= goal:
+            break
+        cum += count * shape[1] * shape[2]
+        if shape not in typical:
+            heavy.append((shape, count))
+    return tuple(heavy)
 
 
 class TypicalWindow:

@@ -181,12 +181,14 @@ def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
 
 
 def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str,
-                  term: str = "headroom:HeadroomScore", extra: tuple[tuple[str, float], ...] = ()) -> Policy:
-    """FGD on ``scale`` + ``beta`` x the headroom ``term`` (+ ``extra`` plugins ``(module:Class, weight)``
-    built from the typical pods); the best combined device, tightest on ties."""
+                  term: str = "headroom:HeadroomScore", extra: tuple[tuple[str, float], ...] = (),
+                  term_typical: TypicalPods | None = None) -> Policy:
+    """FGD on ``scale`` + ``beta`` x the headroom ``term`` (on ``term_typical``, else the typical pods)
+    (+ ``extra`` plugins ``(module:Class, weight)`` built from the typical pods); the best combined device,
+    tightest on ties."""
     from quasched.policies.framework import Policy
 
-    plugins = [(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(typical, learn), beta)]
+    plugins = [(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(term_typical or typical, learn), beta)]
     return Policy(plugins + [(_plugin(path)(typical), weight) for path, weight in extra],
                   "best-score-tightest", name=name)
 
@@ -223,6 +225,14 @@ def _oursshare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, lea
     (:mod:`quasched.policies.device_balance`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS_dev / 160)``."""
     return _fgd_headroom(typical, "sigmoid", beta, learn, "oursshare", "home_headroom:HomeHeadroomScore",
                          (("device_balance:DeviceBalanceScore", gamma),))
+
+def _oursrare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0) -> Policy:
+    """``oursshare`` whose headroom term counts, from the start and for good, the typical pods *and* the rare
+    heavy shapes (:attr:`TypicalPods.heavy`: with them 99 % of the GPU demand) instead of learning the mix
+    online, so the only nodes that hold a rare 8-GPU, 120-core pod are not given to 1-GPU pods early."""
+    return _fgd_headroom(typical, "sigmoid", beta, False, "oursrare", "home_headroom:HomeHeadroomScore",
+                         (("device_balance:DeviceBalanceScore", gamma),), typical.with_heavy())
+
 
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
 MIX_TOTAL = 1000
@@ -321,6 +331,10 @@ def _register_builtins() -> None:
         PolicyInfo("oursshare", "Ours+Share",
                    "oursbalance with each device's free GPU priced by the CPU of the typical pods that fit in it",
                    _oursshare, _BALANCE_PARAMS, artifact_label="Ours+Share"),
+        PolicyInfo("oursrare", "Ours+Rare",
+                   "oursshare with the headroom kept, fixed, for the typical pods and the rare heavy shapes "
+                   "(99 % of the GPU demand) instead of learned online",
+                   _oursrare, _BALANCE_PARAMS[:2], artifact_label="Ours+Rare"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
