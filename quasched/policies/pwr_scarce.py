@@ -62,10 +62,14 @@ class ScarcePower(PWR):
         super().refresh(cluster)
         self._swing = self._full - self._idle
         gpus = np.bincount(cluster.model_id, cluster.num_gpus * cluster.present, len(cluster.models))
-        order = np.argsort(self._swing, kind="stable")
+        self._order = order = np.argsort(self._swing, kind="stable")
         self._ladder = self._swing[order], np.cumsum(gpus[order]) * FULL_GPU_MILLI
         self._edge = np.empty(len(order))
         self._edge[order] = self._ladder[1]  # milli a cheapest-first fill holds once each model is full
+
+    def gate(self, cluster: Cluster, reach: float) -> np.ndarray:
+        """Per GPU model, the share of ``λ_m`` charged: 1 if ``D · reach ≥ E_m``, else 0."""
+        return (self._edge <= self.whole * reach).astype(float)
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if not self.steering(cluster):
@@ -78,7 +82,7 @@ class ScarcePower(PWR):
         reach = allocated + self.horizon / 100 * (FULL_GPU_MILLI * cluster.total_gpus - allocated)
         s = self._swing[cluster.model_id[nodes]]
         lam = self.kappa * np.maximum(swing[min(int(np.searchsorted(edges, reach)), len(swing) - 1)] - s, 0.0)
-        lam *= self._edge[cluster.model_id[nodes]] <= self.whole * reach
+        lam *= self.gate(cluster, reach)[cluster.model_id[nodes]]
         stranded = np.zeros(len(nodes))
         if pod.is_sharing:
             free = cluster.gpu_free[nodes]
