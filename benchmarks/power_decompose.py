@@ -24,19 +24,9 @@ from quasched.metrics.curves import arrival_bins
 from quasched.metrics.power import PWR_MODEL, WATTS_PER_KW
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.policies.pwr_bound import linear_power_floor
+from quasched.policies.pwr_bound import linear_power_floor, single_home
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.traces import catalog
-
-
-def home_model(nodes: NodeSpec, pods: Workload, models: list[str]) -> np.ndarray:
-    """Per pod: the index into ``models`` of the only GPU model whose empty nodes can hold it, else −1."""
-    model = np.array([models.index(m) for m in nodes.gpu_model])
-    fits = ((np.asarray(pods.cpu_milli)[:, None] <= np.asarray(nodes.cpu_milli)[None, :])
-            & (np.asarray(pods.memory_mib)[:, None] <= np.asarray(nodes.memory_mib)[None, :])
-            & (np.asarray(pods.num_gpu)[:, None] <= np.asarray(nodes.num_gpus)[None, :]))
-    by_model = np.stack([fits[:, model == m].any(axis=1) for m in range(len(models))], axis=1)
-    return np.where(by_model.sum(axis=1) == 1, by_model.argmax(axis=1), -1)
 
 
 def decompose(nodes: NodeSpec, workload: Workload, policy: str, seed: int, points: list[int]) -> list[dict]:
@@ -53,7 +43,7 @@ def decompose(nodes: NodeSpec, workload: Workload, policy: str, seed: int, point
     onehot = np.zeros((len(ev), len(models)))
     onehot[np.flatnonzero(placed), node_model[ev.node[placed]]] = 1
     per_model = np.cumsum(onehot * milli[:, None], axis=0)
-    only = np.cumsum(onehot * (milli * (home_model(nodes, pods, models)[ev.pod] >= 0))[:, None], axis=0)
+    only = np.cumsum(onehot * (milli * (single_home(nodes, pods)[ev.pod] != ""))[:, None], axis=0)
     order = np.argsort(swing, kind="stable")
     edges = np.cumsum(capacity[order])
     floor = np.empty_like(per_model)
@@ -95,8 +85,7 @@ def plot(path: Path, table: pd.DataFrame, title: str) -> None:
     axes[0].set_ylabel("linear power above the floor (kW)")
     axes[-1].legend(fontsize=7)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
 
 
 def main() -> None:

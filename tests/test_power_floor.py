@@ -10,7 +10,8 @@ from builders import nodes, pod
 from quasched.metrics.power import cluster_power_w
 from quasched.model import Cluster
 from quasched.model.resources import CPU
-from quasched.policies.pwr_bound import linear_power_floor
+from quasched.model.workload import Workload
+from quasched.policies.pwr_bound import linear_power_floor, single_home
 
 #: 2 T4 (10/70 W) + 1 A100-modelled G3 (50/400 W); 32 + 16 vCPU = 16 + 8 cores = 1 + 1 sockets (15/120 W)
 SPEC = nodes((32_000, 1 << 20, 2, "T4"), (16_000, 1 << 20, 1, "G3"))
@@ -21,6 +22,20 @@ def test_floor_fills_the_cheapest_gpus_first_and_counts_cpu_linearly():
     # 8 vCPU = 4 cores × 105 / 16 W = 26.25 W
     got = linear_power_floor(SPEC, np.array([0, 2500, 9000]), np.array([0, 8000, 0]))
     assert got.tolist() == [100.0, 100 + 295 + 26.25, 100 + 120 + 350]  # 9000 milli: more than the cluster's 3 GPUs
+
+
+def test_the_reachable_floor_keeps_pinned_milli_on_its_model_and_fills_the_rest_cheapest_first():
+    # 1.5 GPUs allocated, 0.5 of them pinned to the G3: 0.5 × 350 + the other 1.0 on a T4 (60) = 235 W, not 1.5 × 60
+    got = linear_power_floor(SPEC, np.array([1500, 1500]), np.array([0, 0]), pinned={"G3": np.array([0, 500])})
+    assert got.tolist() == [100 + 90, 100 + 235]
+
+
+def test_a_pod_has_a_single_home_when_only_one_gpu_model_can_hold_it():
+    # T4 node: 32 vCPU, 2 GPUs; G3 node: 16 vCPU, 1 GPU
+    pods = Workload(name=np.array(list("abcd"), dtype=object), cpu_milli=np.array([1000, 20_000, 8000, 8000]),
+                    memory_mib=np.full(4, 1024), num_gpu=np.array([2, 1, 1, 1]), gpu_milli=np.full(4, 1000),
+                    gpu_spec=np.array(["", "", "", "G3"], dtype=object))
+    assert single_home(SPEC, pods).tolist() == ["T4", "T4", "", "G3"]
 
 
 @settings(max_examples=40, deadline=None)

@@ -44,6 +44,12 @@ def waste_table(typical: TypicalPods) -> np.ndarray:
     return waste
 
 
+def whole_share(typical: TypicalPods) -> float:
+    """``D``: the whole-GPU pods' share of the typical pods' GPU demand."""
+    gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
+    return sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
+
+
 class ScarcePower(PWR):
     """``−cost`` of the module docstring: ``horizon`` (%), ``kappa`` (κ), ``cpu`` (c); ``until`` as
     :class:`~quasched.policies.pwr.PWR` (the term scores every node alike from ``until`` % allocated)."""
@@ -55,8 +61,7 @@ class ScarcePower(PWR):
         super().__init__("linear", until=until)
         self.horizon, self.kappa, self.cpu = horizon, kappa, cpu
         self.waste = waste_table(typical)
-        gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
-        self.whole = sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
+        self.whole = whole_share(typical)
 
     def refresh(self, cluster: Cluster) -> None:
         super().refresh(cluster)
