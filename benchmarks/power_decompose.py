@@ -67,18 +67,19 @@ def decompose(nodes: NodeSpec, workload: Workload, policy: str, seed: int, point
 
 
 def plot(path: Path, table: pd.DataFrame, title: str) -> None:
-    """Stacked excess kW by model at each point, one panel per policy."""
+    """Excess kW by model at each point, stacked (negative parts below 0), one panel per policy."""
     from matplotlib.figure import Figure
 
     policies = list(dict.fromkeys(table.policy))
     fig = Figure(figsize=(5 * len(policies), 4), dpi=110)
-    axes = np.atleast_1d(fig.subplots(1, len(policies), sharey=True))
+    axes = np.atleast_1d(fig.subplots(1, len(policies)))
     for ax, policy in zip(axes, policies):
         wide = table[table.policy == policy].pivot(index="arrived_pct", columns="model", values="excess_kw")
-        bottom = np.zeros(len(wide))
+        up, down = np.zeros(len(wide)), np.zeros(len(wide))  # positive parts stack up, negative ones down
         for name in wide.columns:
-            ax.bar(wide.index.astype(str), wide[name], bottom=bottom, label=name)
-            bottom += wide[name].to_numpy()
+            kw = wide[name].to_numpy()
+            ax.bar(wide.index.astype(str), kw, bottom=np.where(kw >= 0, up, down), label=name)
+            up, down = up + np.maximum(kw, 0), down + np.minimum(kw, 0)
         ax.set_title(policy)
         ax.set_xlabel("arrived GPU request (% of capacity)")
         ax.grid(alpha=0.3, axis="y")
