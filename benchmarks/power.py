@@ -74,10 +74,12 @@ def binned(log: EventRecords, values: np.ndarray, total_gpus: int) -> np.ndarray
 def floor_w(log: EventRecords, nodes: NodeSpec, homes: np.ndarray | None = None,
             milli: np.ndarray | None = None) -> np.ndarray:
     """The linear-model power floor of each event's allocated GPU and CPU (:mod:`quasched.policies.pwr_bound`);
-    reachable if given each pod's single home model (``homes``, "" for none) and GPU ``milli``."""
+    reachable if given each pod's single home model (``homes``, "" for none) and GPU ``milli``: the placed
+    pods that have one stay on the model they are on (their home)."""
     pinned = None
     if homes is not None and milli is not None:
-        home = np.where(log.node >= 0, homes[log.pod], "")
+        placed = np.asarray(nodes.gpu_model, dtype=object)[log.node]
+        home = np.where((log.node >= 0) & (homes[log.pod] != ""), placed, "")
         pinned = {m: np.cumsum(np.where(home == m, milli[log.pod], 0)) for m in set(home) - {""}}
     cpu = log.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli))
     return linear_power_floor(nodes, log.used_gpu_milli, cpu, pinned=pinned)
