@@ -259,11 +259,12 @@ def _power_balance(term: str, name: str) -> Callable[..., Policy]:
     """Builder of ``name``: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts ``term`` (``module:Class``)
     + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model), all three until ``until`` %."""
     def build(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
-              horizon: float = 20.0, kappa: float = 0.9, beta: float = 8.0, gamma: float = 16.0) -> Policy:
+              horizon: float = 20.0, kappa: float = 0.9, rounding: float = 0.5, beta: float = 8.0,
+              gamma: float = 16.0) -> Policy:
         from quasched.policies.framework import Policy
 
         pwr = _plugin("pwr:PWR")
-        power = [(_plugin(term)(typical, horizon, kappa, until=until), scarce),
+        power = [(_plugin(term)(typical, horizon, kappa, rounding, until=until), scarce),
                  (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
         return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name=name)
     return build
@@ -296,6 +297,8 @@ _POWER_BALANCE_PARAMS = (
     Param("until", float, 80.0, "power terms off from this GPU allocation (%)", minimum=0.0),
     Param("horizon", float, 20.0, "% of the unallocated GPUs a cheap model's scarcity looks ahead", minimum=0.0),
     Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", minimum=0.0),
+    Param("rounding", float, 0.5, "weight of the linear CPU watts (working-core rounding) in the scarce term",
+          minimum=0.0),
     *_BALANCE_PARAMS[:2])
 
 
