@@ -41,7 +41,7 @@ def test_a_pod_has_a_single_home_when_only_one_gpu_model_can_hold_it():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.sampled_from([0, 250, 500, 1000]), st.integers(0, 12_000)),
                 max_size=12))
-def test_no_placement_draws_less_than_the_floor(ops):
+def test_no_placement_draws_less_than_the_floor_nor_the_floor_with_its_g3_milli_pinned(ops):
     c = Cluster(SPEC)
     for uid, (node, m, cpu) in enumerate(ops):
         free = c.gpu_free[node, : c.num_gpus[node]]
@@ -50,5 +50,8 @@ def test_no_placement_draws_less_than_the_floor(ops):
             c.place(pod(uid=uid, cpu=cpu, k=1 if m else 0, m=m), node, (device,) if m else ())
     floor = linear_power_floor(SPEC, np.array([c.gpu_allocated]), np.array([c.allocated[CPU]]))
     assert cluster_power_w(c, mode="linear") >= floor[0] - 1e-9
+    reach = linear_power_floor(SPEC, np.array([c.gpu_allocated]), np.array([c.allocated[CPU]]),
+                               pinned={"G3": np.array([c.gpu_alloc[1].sum()])})
+    assert cluster_power_w(c, mode="linear") >= reach[0] - 1e-9 and reach[0] >= floor[0] - 1e-9
     if c.gpu_allocated == 0 and c.allocated[CPU] == 0:
         assert cluster_power_w(c, mode="linear") == pytest.approx(floor[0])
