@@ -9,14 +9,19 @@ bin 0..130 % (bin means, as the allocation curves), the allocation at 100 % and 
 and the power saving against FGD of the same seed (same arrivals and node ranks) averaged over
 the 20..80 % bins. "linear floor": the saving the least linear-model power any placement of the
 same allocated GPU and CPU would reach (:mod:`quasched.policies.pwr_bound`, a relaxation), against
-FGD's linear power. Writes ``power_curves.csv`` (one row per trace, policy, seed and bin),
-``power_summary.csv`` and ``power_<trace>.png`` to ``--out`` and prints a markdown table.
-``--baseline CSV``: FGD's curves from an earlier run's ``power_curves.csv`` (same traces and seeds;
+FGD's linear power; "reachable": the same with the pods that only one GPU model can hold kept on it.
+"≥ goal": seeds whose linear saving is at least ``GOAL`` %. Writes ``power_curves.csv`` (one row per
+trace, policy, seed and bin), ``power_seeds.csv`` (per seed), ``power_summary.csv`` and
+``power_<trace>.png`` to ``--out`` and prints a markdown table.
+``--thin-whole S``: drop the share ``S`` of the whole-GPU pods (a fixed draw) from every trace first,
+so the whole-GPU share ``D`` of the demand falls (the mix sweep of ``pwrbalance`` vs ``pwrbalance2``;
+the table's header gives ``D``; run FGD, no ``--baseline``). ``--baseline CSV``: FGD's curves from an earlier run's ``power_curves.csv`` (same traces and seeds;
 FGD is deterministic per seed) instead of running FGD again.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -24,9 +29,12 @@ import numpy as np
 import pandas as pd
 
 from quasched.metrics.curves import arrival_bins
+from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import WATTS_PER_KW
 from quasched.model.cluster import NodeSpec
-from quasched.policies.pwr_bound import linear_power_floor
+from quasched.model.workload import FULL_GPU_MILLI, Workload
+from quasched.policies.pwr_bound import linear_power_floor, single_home
+from quasched.policies.pwr_scarce import whole_share
 from quasched.policies.registry import parse_spec
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.records import EventRecords
@@ -40,8 +48,10 @@ DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", 
 #: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
-#: the binned curves of every run (``power_curves.csv`` columns)
-CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct")
+#: issue 11's goal: at least this % less power than FGD over the window
+GOAL = 13.0
+#: the binned curves of every run (``power_curves.csv`` columns; FGD baselines of older runs lack ``reach_kw``)
+CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct", "reach_kw")
 
 
 def label(policy: str) -> str:
@@ -61,28 +71,56 @@ def binned(log: EventRecords, values: np.ndarray, total_gpus: int) -> np.ndarray
     return out
 
 
-def floor_w(log: EventRecords, nodes: NodeSpec) -> np.ndarray:
-    """The linear-model power floor of each event's allocated GPU and CPU (:mod:`quasched.policies.pwr_bound`)."""
-    return linear_power_floor(nodes, log.used_gpu_milli, log.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli)))
+def floor_w(log: EventRecords, nodes: NodeSpec, homes: np.ndarray | None = None,
+            milli: np.ndarray | None = None) -> np.ndarray:
+    """The linear-model power floor of each event's allocated GPU and CPU (:mod:`quasched.policies.pwr_bound`);
+    reachable if given each pod's single home model (``homes``, "" for none) and GPU ``milli``: the placed
+    pods that have one stay on the model they are on (their home)."""
+    pinned = None
+    if homes is not None and milli is not None:
+        placed = np.asarray(nodes.gpu_model, dtype=object)[log.node]
+        home = np.where((log.node >= 0) & (homes[log.pod] != ""), placed, "")
+        pinned = {m: np.cumsum(np.where(home == m, milli[log.pod], 0)) for m in set(home) - {""}}
+    cpu = log.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli))
+    return linear_power_floor(nodes, log.used_gpu_milli, cpu, pinned=pinned)
+
+
+def thin_whole(workload: Workload, share: float) -> Workload:
+    """``workload`` without the share ``share`` of its whole-GPU pods (a fixed draw, the same for every run)."""
+    whole = np.asarray(workload.gpu_milli) >= FULL_GPU_MILLI
+    drop = whole & (np.random.default_rng(0).random(len(workload)) < share)
+    return workload.take(np.flatnonzero(~drop))
+
+
+def pod_homes(workload: Workload, homes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``single_home`` and GPU request of the tuned pods ``names`` (clones ``<name>-tuned-<i>`` of ``workload``'s)."""
+    index = {name: i for i, name in enumerate(workload.name)}
+    rows = np.array([index[re.sub(r"-tuned-\d+$", "", str(n))] for n in names], dtype=np.int64)
+    return homes[rows], np.asarray(workload.gpu_request)[rows]
 
 
 def main() -> None:
     parser = sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES)
     parser.add_argument("--out", type=Path, default=Path("results/power"))
     parser.add_argument("--baseline", type=Path, help="power_curves.csv of an earlier run: FGD's curves from there")
+    parser.add_argument("--thin-whole", type=float, default=0.0, help="share of the whole-GPU pods dropped first")
     args = parser.parse_args()
     if "fgd" not in args.policies:
         parser.error("the saving is measured against fgd: include it in --policies")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    rows, summary = [], []
+    rows, summary, seed_rows = [], [], []
     print(f"seeds {args.seeds[0]}..{args.seeds[-1]} ({len(args.seeds)}), --rng go, tune 1.3; "
           f"saving = 1 - P/P_FGD (same seed) averaged over {SAVING_FROM}..{SAVING_TO} % arrived\n")
     print("| trace | policy | alloc@100 (alloc/arrived) | alloc@130 % | Δ alloc@130 vs FGD | "
-          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | linear floor | saving @100 % step | P@50 % kW step | s/run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"saving {SAVING_FROM}-{SAVING_TO} % step | linear | linear floor | reachable | ≥ {GOAL:g} % linear | saving @100 % step | P@50 % kW step | s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for trace in args.traces:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+        if args.thin_whole:
+            workload = thin_whole(workload, args.thin_whole)
+        print(f"{trace}: whole-GPU share of the typical demand D = {whole_share(TypicalPods.from_workload(workload)):.3f}")
+        homes = single_home(nodes, workload)
         total = nodes.total_gpus
         start = time.perf_counter()
         fresh = [p for p in args.policies if p != "fgd" or args.baseline is None]
@@ -95,12 +133,12 @@ def main() -> None:
                  for k in range(MAX_PERCENT + 1)]
         for run in runs:
             log = run.log
-            assert log is not None
+            assert log is not None and run.pod_names is not None
+            reach = floor_w(log, nodes, *pod_homes(workload, homes, run.pod_names))
             c = {name: binned(log, values, total) for name, values in
-                 zip(CURVES, (log.power_w, log.power_linear_w, floor_w(log, nodes), log.used_gpu_milli))}
-            c["power_kw"] /= WATTS_PER_KW
-            c["power_linear_kw"] /= WATTS_PER_KW
-            c["floor_kw"] /= WATTS_PER_KW
+                 zip(CURVES, (log.power_w, log.power_linear_w, floor_w(log, nodes), log.used_gpu_milli, reach))}
+            for key in ("power_kw", "power_linear_kw", "floor_kw", "reach_kw"):
+                c[key] /= WATTS_PER_KW
             c["alloc_pct"] /= 10 * total  # milli → % of capacity
             curves[(run.policy, run.seed)] = c
             for k in range(MAX_PERCENT + 1):
@@ -111,8 +149,9 @@ def main() -> None:
             per_seed = [curves[(policy, s)] for s in args.seeds]
             base = [curves[("fgd", s)] for s in args.seeds]
             saving = np.array([np.nanmean(1 - c["power_kw"][window] / b["power_kw"][window]) for c, b in zip(per_seed, base)])
-            saving_lin, floor = (np.array([np.nanmean(1 - c[key][window] / b["power_linear_kw"][window])
-                                           for c, b in zip(per_seed, base)]) for key in ("power_linear_kw", "floor_kw"))
+            saving_lin, floor, reach = (np.array([np.nanmean(1 - c[key][window] / b["power_linear_kw"][window])
+                                                  for c, b in zip(per_seed, base)])
+                                        for key in ("power_linear_kw", "floor_kw", "reach_kw"))
             saving100 = np.array([1 - c["power_kw"][100] / b["power_kw"][100] for c, b in zip(per_seed, base)])
             a100 = np.array([c["alloc_pct"][100] for c in per_seed])
             a130 = np.array([c["alloc_pct"][MAX_PERCENT] for c in per_seed])
@@ -124,18 +163,24 @@ def main() -> None:
                             "alloc130_pct": a130.mean(), "alloc130_std": a130.std(), "d_alloc130": d130.mean(),
                             "saving_step_pct": 100 * saving.mean(), "saving_step_std": 100 * saving.std(),
                             "saving_linear_pct": 100 * saving_lin.mean(),
-                            "floor_linear_pct": 100 * floor.mean(), "saving100_step_pct": 100 * saving100.mean(),
+                            "floor_linear_pct": 100 * floor.mean(), "reach_linear_pct": 100 * reach.mean(),
+                            "seeds_linear_goal": int(np.sum(100 * saving_lin >= GOAL)),
+                            "saving100_step_pct": 100 * saving100.mean(),
                             "power50_kw": p50.mean(), "run_s": run_s})
+            seed_rows += [{"trace": trace, "policy": policy, "seed": seed, "saving_step_pct": 100 * a,
+                           "saving_linear_pct": 100 * b, "floor_linear_pct": 100 * f, "reach_linear_pct": 100 * r,
+                           "d_alloc130": d} for seed, a, b, f, r, d in zip(args.seeds, saving, saving_lin, floor, reach, d130)]
             s = summary[-1]
             print(f"| {trace.removeprefix('openb-')} | {s['label']} | {s['alloc100_ratio']:.3f} ± {s['alloc100_std']:.3f} "
                   f"| {s['alloc130_pct']:.2f} ± {s['alloc130_std']:.2f} | {s['d_alloc130']:+.2f} "
                   f"| {s['saving_step_pct']:.1f} ± {s['saving_step_std']:.1f} % | {s['saving_linear_pct']:.1f} % "
-                  f"| {s['floor_linear_pct']:.1f} % "
+                  f"| {s['floor_linear_pct']:.1f} % | {s['reach_linear_pct']:.2f} % | {s['seeds_linear_goal']} "
                   f"| {s['saving100_step_pct']:.1f} % | {s['power50_kw']:.0f} | {s['run_s']:.1f} |", flush=True)
         plot(args.out / f"power_{trace}.png", trace, args.policies, args.seeds, curves, wall)
     pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
     pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
-    print(f"\nwrote {args.out}/power_curves.csv, power_summary.csv and power_<trace>.png")
+    pd.DataFrame(seed_rows).to_csv(args.out / "power_seeds.csv", index=False)
+    print(f"\nwrote {args.out}/power_curves.csv, power_seeds.csv, power_summary.csv and power_<trace>.png")
 
 
 def baseline_curves(path: Path, trace: str, seeds: list[int]) -> dict[tuple[str, int], dict[str, np.ndarray]]:
@@ -146,7 +191,8 @@ def baseline_curves(path: Path, trace: str, seeds: list[int]) -> dict[tuple[str,
         rows = table[(table.trace == trace) & (table.policy == "fgd") & (table.seed == seed)].sort_values("arrived_pct")
         if len(rows) != MAX_PERCENT + 1:
             raise SystemExit(f"{path}: no FGD curve for {trace}, seed {seed}")
-        curves[("fgd", seed)] = {key: rows[key].to_numpy(float) for key in CURVES}
+        curves[("fgd", seed)] = {key: rows[key].to_numpy(float) if key in rows else np.full(len(rows), np.nan)
+                                 for key in CURVES}
     return curves
 
 

@@ -44,6 +44,12 @@ def waste_table(typical: TypicalPods) -> np.ndarray:
     return waste
 
 
+def whole_share(typical: TypicalPods) -> float:
+    """``D``: the whole-GPU pods' share of the typical pods' GPU demand."""
+    gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
+    return sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
+
+
 class ScarcePower(PWR):
     """``−cost`` of the module docstring: ``horizon`` (%), ``kappa`` (κ), ``cpu`` (c); ``until`` as
     :class:`~quasched.policies.pwr.PWR` (the term scores every node alike from ``until`` % allocated)."""
@@ -55,17 +61,20 @@ class ScarcePower(PWR):
         super().__init__("linear", until=until)
         self.horizon, self.kappa, self.cpu = horizon, kappa, cpu
         self.waste = waste_table(typical)
-        gpu = [(n * s[1] * s[2], s[1] >= FULL_GPU_MILLI) for s, n in zip(typical.shapes, typical.counts)]
-        self.whole = sum(d for d, whole in gpu if whole) / max(sum(d for d, _ in gpu), 1)
+        self.whole = whole_share(typical)
 
     def refresh(self, cluster: Cluster) -> None:
         super().refresh(cluster)
         self._swing = self._full - self._idle
         gpus = np.bincount(cluster.model_id, cluster.num_gpus * cluster.present, len(cluster.models))
-        order = np.argsort(self._swing, kind="stable")
+        self._order = order = np.argsort(self._swing, kind="stable")
         self._ladder = self._swing[order], np.cumsum(gpus[order]) * FULL_GPU_MILLI
         self._edge = np.empty(len(order))
         self._edge[order] = self._ladder[1]  # milli a cheapest-first fill holds once each model is full
+
+    def gate(self, cluster: Cluster, reach: float) -> np.ndarray:
+        """Per GPU model, the share of ``λ_m`` charged: 1 if ``D · reach ≥ E_m``, else 0."""
+        return (self._edge <= self.whole * reach).astype(float)
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         if not self.steering(cluster):
@@ -78,7 +87,7 @@ class ScarcePower(PWR):
         reach = allocated + self.horizon / 100 * (FULL_GPU_MILLI * cluster.total_gpus - allocated)
         s = self._swing[cluster.model_id[nodes]]
         lam = self.kappa * np.maximum(swing[min(int(np.searchsorted(edges, reach)), len(swing) - 1)] - s, 0.0)
-        lam *= self._edge[cluster.model_id[nodes]] <= self.whole * reach
+        lam *= self.gate(cluster, reach)[cluster.model_id[nodes]]
         stranded = np.zeros(len(nodes))
         if pod.is_sharing:
             free = cluster.gpu_free[nodes]

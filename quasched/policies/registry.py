@@ -265,16 +265,19 @@ def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, unt
                   "best-score-tightest", name="pwrheadroom")
 
 
-def _pwrbalance(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
-                horizon: float = 20.0, kappa: float = 0.9, beta: float = 8.0, gamma: float = 16.0) -> Policy:
-    """Ours: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts (:mod:`quasched.policies.pwr_scarce`)
+def _power_balance(term: str, name: str) -> Callable[..., Policy]:
+    """Builder of ``name``: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts ``term`` (``module:Class``)
     + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model), all three until ``until`` %."""
-    from quasched.policies.framework import Policy
+    def build(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
+              horizon: float = 20.0, kappa: float = 0.9, rounding: float = 0.5, beta: float = 8.0,
+              gamma: float = 16.0) -> Policy:
+        from quasched.policies.framework import Policy
 
-    pwr = _plugin("pwr:PWR")
-    power = [(_plugin("pwr_scarce:ScarcePower")(typical, horizon, kappa, until=until), scarce),
-             (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
-    return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name="pwrbalance")
+        pwr = _plugin("pwr:PWR")
+        power = [(_plugin(term)(typical, horizon, kappa, rounding, until=until), scarce),
+                 (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
+        return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name=name)
+    return build
 
 
 def _learned(typical: TypicalPods, weights: str = "") -> Policy:
@@ -296,6 +299,17 @@ _BALANCE_PARAMS = (Param("beta", float, 8.0, "weight of the headroom term", mini
                    Param("gamma", float, 16.0, "weight of the (device) CPU-balance term", minimum=0.0),
                    Param("learn", bool, True, "learn the pod mix online"))
 _POWER_MODE = Param("mode", str, "step", "power model of the PWR term", ("step", "linear"))
+#: ``pwrbalance`` and ``pwrbalance2``
+_POWER_BALANCE_PARAMS = (
+    Param("scarce", float, 16.0, "weight of the scarce-GPU power term", minimum=0.0),
+    Param("gpu", float, 1.0, "weight of PWR's GPU power term (step model)", minimum=0.0),
+    Param("cpu", float, 0.001, "weight of PWR's CPU socket term (step model)", minimum=0.0),
+    Param("until", float, 80.0, "power terms off from this GPU allocation (%)", minimum=0.0),
+    Param("horizon", float, 20.0, "% of the unallocated GPUs a cheap model's scarcity looks ahead", minimum=0.0),
+    Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", minimum=0.0),
+    Param("rounding", float, 0.5, "weight of the linear CPU watts (working-core rounding) in the scarce term",
+          minimum=0.0),
+    *_BALANCE_PARAMS[:2])
 
 
 def _register_builtins() -> None:
@@ -349,16 +363,12 @@ def _register_builtins() -> None:
                    artifact_label="PWR+Headroom"),
         PolicyInfo("pwrbalance", "PWR+Balance",
                    "ours: oursbalance + scarce x the linear watts with cheap GPUs priced as scarce + PWR's terms, "
-                   "while GPU allocation < until %", _pwrbalance,
-                   (Param("scarce", float, 16.0, "weight of the scarce-GPU power term", minimum=0.0),
-                    Param("gpu", float, 1.0, "weight of PWR's GPU power term (step model)", minimum=0.0),
-                    Param("cpu", float, 0.001, "weight of PWR's CPU socket term (step model)", minimum=0.0),
-                    Param("until", float, 80.0, "power terms off from this GPU allocation (%)", minimum=0.0),
-                    Param("horizon", float, 20.0, "% of the unallocated GPUs a cheap model's scarcity looks ahead",
-                          minimum=0.0),
-                    Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", minimum=0.0),
-                    *_BALANCE_PARAMS[:2]),
-                   artifact_label="PWR+Balance"),
+                   "while GPU allocation < until %", _power_balance("pwr_scarce:ScarcePower", "pwrbalance"),
+                   _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance"),
+        PolicyInfo("pwrbalance2", "PWR+Balance2",
+                   "ours: pwrbalance with the cheap GPUs' scarcity price scaled by how much of them the whole-GPU "
+                   "pods fill (no on/off switch)", _power_balance("pwr_fill:FillPower", "pwrbalance2"),
+                   _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance2"),
         PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
                    _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
                                     check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
