@@ -35,8 +35,7 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig, failure_stream, plan_migration, stay_kills
-from quasched.sim.records import KILL
+from quasched.sim.failures import FailureConfig, Kill, device_rates, failure_stream, plan_migration, stay_kills
 from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
 
@@ -54,6 +53,9 @@ WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_c
            "pays_lindy_checkpoint": ("pays_lindy", "checkpoint")}
 MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h",
              *(f"whatif_{name}_gpu_h" for name in ("oracle", *WHAT_IF)))
+#: the kills split by what their node had shown before (:func:`kill_split`)
+SPLIT_KEYS = ("unsignalled_kills", "placed_after_kills", "there_before_kills", "lost_unsignalled_gpu_h",
+              "lost_placed_after_gpu_h", "lost_there_before_gpu_h", "flaky_node_kills")
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
@@ -91,7 +93,7 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
     result = replay(nodes, workload, config)
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
-            "unsignalled_kills": unsignalled_kills(result), **what_moves_bought(result),
+            **kill_split(result), **what_moves_bought(result),
             "cpu_s": time.process_time() - start}
 
 
@@ -122,12 +124,23 @@ def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
             **{f"whatif_{name}_gpu_h": float(v @ gpus) / 3600 for name, v in what_if.items()}}
 
 
-def unsignalled_kills(result: ReplayResult) -> int:
-    """Kills on nodes without any earlier error (failure or warning): no health signal could have avoided them."""
-    log, events = result.cluster.errors, result.events
-    node, when = np.asarray(log.node), np.asarray(log.time)
-    kills = events.kind == KILL
-    return int(sum(not np.any((node == n) & (when < t)) for t, n in zip(events.time[kills], events.node[kills])))
+def kill_split(result: ReplayResult) -> dict[str, float]:
+    """The run's kills by what the node had shown before: (a) no earlier error (no health signal could have
+    avoided them: ``unsignalled``), (b) the run was placed after the node's first error (placement could have),
+    (c) the run was there before it (only a move could have); count and lost GPU-hours of each, and the kills
+    on flaky nodes."""
+    log, fc = result.cluster.errors, result.config.failures
+    assert result.ledger is not None and fc is not None
+    first = pd.Series(log.time, dtype=float).groupby(pd.Series(log.node, dtype=int)).min()
+    kills = pd.DataFrame(result.ledger.kills, columns=list(Kill._fields))
+    seen = kills.node.map(first).to_numpy(dtype=float)
+    cls = np.select([~(seen < kills.time), kills.run_start >= seen], ["unsignalled", "placed_after"], "there_before")
+    lost = kills.lost_gpu_s.to_numpy() / 3600
+    flaky = device_rates(fc, np.asarray(result.nodes.num_gpus))[1]
+    return {"unsignalled_kills": int(np.sum(cls == "unsignalled")),
+            **{f"{c}_kills": int(np.sum(cls == c)) for c in ("placed_after", "there_before")},
+            **{f"lost_{c}_gpu_h": float(lost[cls == c].sum()) for c in ("unsignalled", "placed_after", "there_before")},
+            "flaky_node_kills": int(flaky[kills.node.to_numpy(dtype=int)].sum())}
 
 
 def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
@@ -142,7 +155,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "trace": trace, "rate": rate, "policy": policy, "split": split, "seeds": len(g),
             "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
             "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
-            **{k: g[k].mean() for k in ("unsignalled_kills", "lost_work_gpu_h", "lost_reload_gpu_h",
+            **{k: g[k].mean() for k in (*SPLIT_KEYS, "lost_work_gpu_h", "lost_reload_gpu_h",
                                         "lost_checkpoint_gpu_h", *MOVE_KEYS) if k in g},
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),

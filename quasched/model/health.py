@@ -3,12 +3,26 @@
 Engines that model failures append every GPU error (a device failure, transient or fatal,
 on a busy or an idle device: health checks see both; and non-fatal warnings) and advance :attr:`ErrorLog.now`,
 their clock, before they schedule. Health-aware policies (:mod:`quasched.policies.health`)
-read it; what the history means (how fast it fades) is theirs to decide.
+read it; what the history means (how fast it fades) is theirs to decide. An engine that draws the errors from a
+model may also publish that model's prior (:class:`ErrorPrior`) for policies that weigh the history by it.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ErrorPrior:
+    """What an error model says before any error: a share ``share`` of the nodes is flaky, each of their GPUs errs
+    ``factor`` times as often as an ordinary one, which errs ``rate`` times per second; errors are logged from
+    ``since`` (seconds) on."""
+
+    share: float
+    factor: float
+    rate: float
+    since: float = 0.0
 
 
 class ErrorLog:
@@ -16,6 +30,8 @@ class ErrorLog:
 
     def __init__(self) -> None:
         self.now = 0.0
+        #: the error model's prior, when the engine publishes one
+        self.prior: ErrorPrior | None = None
         self.time: list[float] = []
         self.node: list[int] = []
         self.device: list[int] = []

@@ -318,6 +318,7 @@ class _Replay:
                                        else failure_stream(fc, np.asarray(nodes.num_gpus), start))
             self.ledger = WorkLedger(self.work, gpu_share(workload.gpu_milli, workload.num_gpu),
                                      fc.checkpoint_min * 60, fc.restart_min * 60)
+            self.cluster.errors.prior = fc.error_prior(start)
 
     # ---------------------------------------------------------------- helpers
     def pod(self, uid: int) -> Pod:
@@ -391,7 +392,7 @@ class _Replay:
             self.cluster.set_device_health(node, device, False)
             for uid in hit:
                 self.stop(uid)
-                self.ledger.kill(uid, t)
+                self.ledger.kill(uid, t, node)
             self.record(t, DOWN, -1, node)
             for uid in hit:
                 self.record(t, KILL, uid, node)

@@ -1,0 +1,88 @@
+"""The flaky-node posterior (:mod:`quasched.policies.flaky`): hand-computed odds, monotonicity, calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from builders import nodes, pod
+from quasched.model import Cluster
+from quasched.model.health import ErrorPrior
+from quasched.policies.base import CycleState
+from quasched.policies.flaky import FlakyPosterior
+from quasched.policies.registry import make_policy
+from quasched.sim.failures import FailureConfig, device_rates, failure_stream
+
+HOUR = 3600.0
+PRIOR = ErrorPrior(share=0.05, factor=20.0, rate=1e-5 / HOUR)
+
+
+def scored(errors: list[int], p, now: float = 0.0, prior: ErrorPrior | None = PRIOR) -> np.ndarray:
+    """Scores of 8-GPU nodes with ``errors[i]`` errors on node ``i`` at ``now``."""
+    cluster = Cluster(nodes(*[(64_000, 65_536, 8, "A")] * len(errors)))
+    cluster.errors.prior = prior
+    for node, n in enumerate(errors):
+        for _ in range(n):
+            cluster.errors.record(0.0, node, 0)
+    cluster.errors.now = now
+    plugin = FlakyPosterior()
+    plugin.attach(cluster, None)  # type: ignore[arg-type]
+    return plugin.score(cluster, p, np.arange(len(errors)), CycleState())
+
+
+def test_posterior_by_hand():
+    # odds 1/19 · 20^n: p = 1/20, 20/39, 400/419
+    p = np.array([1 / 20, 20 / 39, 400 / 419])
+    assert scored([0, 1, 2], pod(k=8, m=1000)) == pytest.approx(100 * (1 - p))  # d · k = K² = 64
+    assert scored([0, 1, 2], pod(k=1, m=1000)) == pytest.approx(100 * (1 - p / 64))
+    assert scored([0, 1, 2], pod(k=1, m=500)) == pytest.approx(100 * (1 - p / 128))  # half a GPU's work
+    assert scored([0, 1, 2], pod(cpu=4000)) == pytest.approx([100] * 3)  # a CPU pod loses nothing to a GPU
+    assert scored([0, 1, 2], pod(k=8, m=1000), prior=None) == pytest.approx([100] * 3)  # no model, no posterior
+
+
+def test_clean_time_lowers_the_odds():
+    # (f − 1) λ g T = ln 2: every node's odds halve; one error: 10/19 → p = 10/29
+    t = np.log(2) / (19 * 1e-5 / HOUR * 8)
+    assert scored([1], pod(k=8, m=1000), now=t) == pytest.approx([100 * (1 - 10 / 29)])
+    assert scored([1], pod(k=8, m=1000), now=t)[0] > scored([1], pod(k=8, m=1000))[0]
+
+
+def test_a_certain_prior_or_none():
+    assert scored([0], pod(k=8, m=1000), prior=ErrorPrior(0.0, 20.0, 1e-9)) == pytest.approx([100])
+    assert scored([0], pod(k=8, m=1000), prior=ErrorPrior(1.0, 20.0, 1e-9)) == pytest.approx([0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=5), st.floats(0, 5e4), st.integers(1, 8))
+def test_more_errors_or_more_gpus_never_score_more(errors, now, k):
+    base = scored(errors, pod(k=k, m=1000), now)
+    assert ((0 <= base) & (base <= 100)).all()
+    assert (scored([e + 1 for e in errors], pod(k=k, m=1000), now) <= base + 1e-9).all()
+    assert (scored(errors, pod(k=min(k + 1, 8), m=1000), now) <= base + 1e-9).all()
+    assert (scored(errors, pod(k=k, m=1000), now + HOUR) >= base - 1e-9).all()
+
+
+def test_posterior_is_calibrated_on_the_failure_model():
+    # 1000 8-GPU nodes, errors (failures and warnings) for 500 h: Σ p ≈ the number of flaky nodes
+    config = FailureConfig(rate=1e-4, seed=5, precursor_share=0.5)
+    num_gpus = np.full(1000, 8)
+    horizon = 500 * HOUR
+    errors = np.zeros(len(num_gpus), dtype=int)
+    for event in failure_stream(config, num_gpus, 0.0):
+        if event.time >= horizon:
+            break
+        errors[event.node] += 1
+    prior = config.error_prior(0.0)
+    odds = prior.share / (1 - prior.share) * prior.factor ** errors * np.exp(
+        -(prior.factor - 1) * prior.rate * 8 * horizon)
+    p = odds / (1 + odds)
+    flaky = device_rates(config, num_gpus)[1]
+    assert abs(p.sum() - flaky.sum()) < 4 * np.sqrt((p * (1 - p)).sum()) + 3
+    assert p[flaky].mean() > 0.8 and p[~flaky].mean() < 0.05
+
+
+def test_healthfgd_adds_the_term_only_when_weighted():
+    assert [type(p).__name__ for p, _ in make_policy("healthfgd", None).plugins] == ["FGD", "HealthScore"]
+    plugins = make_policy("healthfgd:flaky=64", None).plugins
+    assert [(type(p).__name__, w) for p, w in plugins][-1] == ("FlakyPosterior", 64.0)
