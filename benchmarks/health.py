@@ -191,6 +191,44 @@ def what_if_rows(summary: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+def print_split(summary: pd.DataFrame) -> None:
+    """The kills split by what their node had shown before (:func:`kill_split`), per setup and split (runs from
+    before the split lack the columns: the caller skips them)."""
+    print("\nKills by what the node had shown before: count (lost GPU-h)\n")
+    print("| trace | setup | seeds | no earlier error on the node | placed after its first error | there before it "
+          "| on flaky nodes | lost GPU-h |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for r in summary.itertuples():
+        cells = [f"{getattr(r, f'{c}_kills'):.1f} ({getattr(r, f'lost_{c}_gpu_h'):.2f})"
+                 for c in ("unsignalled", "placed_after", "there_before")]
+        print(f"| {r.trace} | {label(r.policy)} | {r.split} | {' | '.join(cells)} | {r.flaky_node_kills:.1f} "
+              f"| {r.lost_gpu_h:.2f} |")
+
+
+def plot_split(path: Path, summary: pd.DataFrame) -> None:
+    """Stacked bars per setup and split: lost GPU-hours of the three kinds of kill and of the moves (the rest)."""
+    from matplotlib.figure import Figure
+
+    parts = {"no earlier error on the node": "lost_unsignalled_gpu_h", "placed after its first error":
+             "lost_placed_after_gpu_h", "there before it": "lost_there_before_gpu_h"}
+    fig = Figure(figsize=(10, 1.6 + 0.6 * len(summary)), dpi=110)
+    ax = fig.subplots()
+    y, left = np.arange(len(summary)), np.zeros(len(summary))
+    for name, column in [*parts.items(), ("moves (reload, checkpoint)", None)]:
+        width = summary[column].to_numpy() if column else summary.lost_gpu_h.to_numpy() - left
+        ax.barh(y, width, left=left, label=name)
+        left = left + width
+    ax.set_yticks(y, [f"{label(r.policy)}, {r.split}".replace(" + migrate", "\n+ migrate", 1)
+                      for r in summary.itertuples()], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("lost GPU-hours per run")
+    ax.set_title("Lost GPU-hours by what the killed pod's node had shown before", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(summary)), ncol=4)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def print_what_if(rows: pd.DataFrame) -> None:
     """The what-if table: GPU-hours the moves' decisions lose, and the points of FGD's loss each rule would add."""
     names = [n for n in (*WHAT_IF, "oracle") if f"whatif_{n}_gpu_h" in rows]  # CSVs of older runs lack some
@@ -303,6 +341,9 @@ def main() -> None:
               f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
               f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {moves(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
+    if "placed_after_kills" in summary:
+        print_split(summary)
+        plot_split(args.out / "health_kills.png", summary)
     what_if = what_if_rows(summary)
     if len(what_if):
         print_what_if(what_if)
