@@ -224,7 +224,8 @@ def plot_split(path: Path, summary: pd.DataFrame) -> None:
     ax.set_xlabel("lost GPU-hours per run")
     ax.set_title("Lost GPU-hours by what the killed pod's node had shown before", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(summary)), ncol=4)
+    ax.set_xlim(0, 1.02 * float(summary.lost_gpu_h.max()))
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3 / len(summary) ** 0.5), ncol=4)
     fig.tight_layout()
     fig.savefig(path)
 

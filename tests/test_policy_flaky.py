@@ -12,7 +12,9 @@ from quasched.model.health import ErrorPrior
 from quasched.policies.base import CycleState
 from quasched.policies.flaky import FlakyPosterior
 from quasched.policies.registry import make_policy
-from quasched.sim.failures import FailureConfig, device_rates, failure_stream
+from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
+from quasched.sim.replay import ReplayConfig, replay
+from test_replay import TYPICAL, workload
 
 HOUR = 3600.0
 PRIOR = ErrorPrior(share=0.05, factor=20.0, rate=1e-5 / HOUR)
@@ -86,3 +88,17 @@ def test_healthfgd_adds_the_term_only_when_weighted():
     assert [type(p).__name__ for p, _ in make_policy("healthfgd", None).plugins] == ["FGD", "HealthScore"]
     plugins = make_policy("healthfgd:flaky=64", None).plugins
     assert [(type(p).__name__, w) for p, w in plugins][-1] == ("FlakyPosterior", 64.0)
+
+
+def test_replay_keeps_a_pod_off_a_node_that_erred_weeks_ago():
+    # two warnings on node 0 ten weeks before the pod arrives: Health's week half-life has forgotten them
+    # (weight 0 here: FGD ties go to the rank, node 0 on some seeds); the posterior has not (p ≈ 0.95)
+    week = 168 * HOUR
+    pods = workload([(1000, 1024, 1, 1000, 10 * week, 10 * week + HOUR)])
+    warnings = [DeviceFailure(t, 0, 0, False, 0.0, True) for t in (1.0, 2.0)]
+    config = FailureConfig(checkpoint_min=30)
+    chosen = {spec: {int(replay(nodes(*[(8000, 8192, 1, "A")] * 3), pods,
+                                ReplayConfig(policy=spec, seed=seed, failures=config), typical=TYPICAL,
+                                failures=warnings).pods.node[0]) for seed in range(8)}
+              for spec in ("healthfgd:weight=0", "healthfgd:weight=0,flaky=256")}
+    assert 0 in chosen["healthfgd:weight=0"] and 0 not in chosen["healthfgd:weight=0,flaky=256"]
