@@ -102,3 +102,23 @@ def test_replay_keeps_a_pod_off_a_node_that_erred_weeks_ago():
                                 failures=warnings).pods.node[0]) for seed in range(8)}
               for spec in ("healthfgd:weight=0", "healthfgd:weight=0,flaky=256")}
     assert 0 in chosen["healthfgd:weight=0"] and 0 not in chosen["healthfgd:weight=0,flaky=256"]
+
+
+def test_drain_flaky_cordons_until_the_posterior_falls_below_the_threshold():
+    # one warning on node 0 at 1 s: odds 20/19, p = 0.51 ≥ 0.5; the log odds fall by (f − 1) λ per second on a
+    # 1-GPU node, so node 0 is cordoned until 1 + ln(20/19) / ((f − 1) λ). A arrives at 2 s and takes node 1;
+    # B, arriving after 5 days, waits for node 0's uncordon
+    config = FailureConfig(checkpoint_min=30, drain_flaky=0.5)
+    prior = config.error_prior(0.0)
+    until = 1 + np.log(20 / 19) / ((prior.factor - 1) * prior.rate)
+    assert 8 * 86400 < until < 14 * 86400
+    pods = workload([(1000, 1024, 1, 1000, 2, 100 * 86400), (1000, 1024, 1, 1000, 5 * 86400, 6 * 86400)])
+    for seed in range(4):
+        r = replay(nodes(*[(8000, 8192, 1, "A")] * 2), pods, ReplayConfig(policy="fgd", seed=seed, failures=config),
+                   typical=TYPICAL, failures=[DeviceFailure(1.0, 0, 0, False, 0.0, True)])
+        assert r.pods.node.tolist() == [1, 0] and r.pods.placed[1] == pytest.approx(until)
+
+
+def test_drain_flaky_is_checked():
+    with pytest.raises(ValueError, match="drain_flaky"):
+        FailureConfig(drain_flaky=1.0)

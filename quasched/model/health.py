@@ -12,6 +12,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 
 @dataclass(frozen=True)
 class ErrorPrior:
@@ -23,6 +26,17 @@ class ErrorPrior:
     factor: float
     rate: float
     since: float = 0.0
+
+    def log_odds(self, errors: ArrayLike, gpus: ArrayLike, now: float) -> np.ndarray:
+        """Log odds that nodes with ``gpus`` GPUs and ``errors`` errors logged by ``now`` are flaky (Bayes with
+        Poisson likelihoods): ``log(s / (1 − s)) + n log f − (f − 1) λ g T``; ±inf for a share of 0 or 1."""
+        with np.errstate(divide="ignore"):
+            prior = np.log(self.share) - np.log1p(-self.share)
+        return prior + np.asarray(errors) * np.log(self.factor) - self.fading(gpus) * max(now - self.since, 0.0)
+
+    def fading(self, gpus: ArrayLike) -> np.ndarray:
+        """How fast the log odds of nodes with ``gpus`` GPUs fall per second without an error: ``(f − 1) λ g``."""
+        return (self.factor - 1) * self.rate * np.asarray(gpus)
 
 
 class ErrorLog:

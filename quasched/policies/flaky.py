@@ -26,7 +26,7 @@ from quasched.policies.base import CycleState, ScorePlugin
 
 
 class FlakyPosterior(ScorePlugin):
-    """``100 · (1 − d · k · p / K²)`` per node (module docstring); error counts kept per node."""
+    """``100 · (1 − d · k · p / K²)`` per node (module docstring); error counts from the log."""
 
     name = "flaky"
 
@@ -35,10 +35,7 @@ class FlakyPosterior(ScorePlugin):
         if prior is None or not pod.is_gpu:
             return np.full(len(nodes), 100.0)
         errors = np.bincount(log.node, minlength=cluster.n_nodes)[nodes]
-        g, observed = cluster.num_gpus[nodes], max(log.now - prior.since, 0.0)
-        with np.errstate(divide="ignore", over="ignore"):  # share 0 or 1: p = 0 or 1
-            log_odds = np.log(prior.share) - np.log1p(-prior.share) + errors * np.log(prior.factor) \
-                - (prior.factor - 1) * prior.rate * g * observed
-            p = 1 / (1 + np.exp(-log_odds))
+        with np.errstate(over="ignore"):  # share 0 or 1: p = 0 or 1
+            p = 1 / (1 + np.exp(-prior.log_odds(errors, cluster.num_gpus[nodes], log.now)))
         exposure = pod.num_gpu * pod.gpu_request / FULL_GPU_MILLI / float(cluster.num_gpus.max()) ** 2
         return 100.0 * (1 - min(exposure, 1.0) * p)

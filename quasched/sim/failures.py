@@ -43,8 +43,10 @@ end of its restart overhead); it re-enters the scheduler at once and, when place
 Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
 (failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
 new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
-migrate (``kubectl drain`` with a checkpoint). *Migrate*: right after an error, the pods on
-the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
+migrate (``kubectl drain`` with a checkpoint). With ``drain_flaky``, a node is also cordoned while the
+posterior probability that it is flaky (Bayes on its errors and clean time, from the model's own prior,
+:meth:`FailureConfig.error_prior`) is at least ``drain_flaky``; each error extends the hold. *Migrate*: right
+after an error, the pods on the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
 re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
 (writing the checkpoint) plus the restart overhead.
 
@@ -105,6 +107,8 @@ class FailureConfig:
     drain_errors: int = 0
     drain_window_h: float = 168.0
     drain_h: float = 72.0
+    #: cordon a node while its posterior probability of being flaky (:meth:`error_prior`) is at least this (0 = never)
+    drain_flaky: float = 0.0
     migrate: MigrateScope = "off"
     evict: bool = False
     checkpoint_cost_min: float = 1.0
@@ -120,6 +124,8 @@ class FailureConfig:
         for name in ("checkpoint_min", "chunk_days"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be positive")
+        if not 0 <= self.drain_flaky < 1:
+            raise ValueError(f"failure option drain_flaky={self.drain_flaky} must be within 0..1 (1 excluded)")
         for name in ("transient_share", "flaky_share", "precursor_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
