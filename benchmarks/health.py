@@ -13,13 +13,14 @@ options are the same for all setups. ``--repeat N`` replays N copies of the trac
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
 every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
 lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
-each part), interruptions and how many of them hit a node without any earlier error (no health
-signal could have avoided those), what the migrations bought (how many averted a kill on the same
+each part), interruptions split by what their node had shown before (no earlier error: no health
+signal could have avoided those; the run placed after the node's first error: placement could have; there
+before it: only a move could have), what the migrations bought (how many averted a kill on the same
 failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
-were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``
-to ``--out`` and prints a markdown table.
+were chosen on). Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png`` and
+``health_kills.png`` to ``--out`` and prints markdown tables.
 """
 
 from __future__ import annotations
