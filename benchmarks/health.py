@@ -226,8 +226,8 @@ def plot_split(path: Path, summary: pd.DataFrame) -> None:
     ax.set_title("Lost GPU-hours by what the killed pod's node had shown before", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     ax.set_xlim(0, 1.02 * float(summary.lost_gpu_h.max()))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3 / len(summary) ** 0.5), ncol=4)
-    fig.tight_layout()
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=4)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path)
 
 
