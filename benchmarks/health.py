@@ -13,13 +13,14 @@ options are the same for all setups. ``--repeat N`` replays N copies of the trac
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
 every setup of a seed sees the same failures) and whose node ranks use the same seed. Recorded:
 lost GPU-hours (work since the last checkpoint + restart overheads + on-demand checkpoints, and
-each part), interruptions and how many of them hit a node without any earlier error (no health
-signal could have avoided those), what the migrations bought (how many averted a kill on the same
+each part), interruptions split by what their node had shown before (no earlier error: no health
+signal could have avoided those; the run placed after the node's first error: placement could have; there
+before it: only a move could have), what the migrations bought (how many averted a kill on the same
 failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
-were chosen on). Writes ``health_runs.csv``, ``health_summary.csv`` and ``health_<trace>.png``
-to ``--out`` and prints a markdown table.
+were chosen on). Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png`` and
+``health_kills.png`` to ``--out`` and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig, failure_stream, plan_migration, stay_kills
-from quasched.sim.records import KILL
+from quasched.sim.failures import FailureConfig, Kill, device_rates, failure_stream, plan_migration, stay_kills
 from quasched.sim.replay import ReplayConfig, ReplayResult, replay
 from quasched.traces import catalog
 
@@ -54,6 +54,9 @@ WHAT_IF = {"pays": ("pays", "now"), "pays_lindy": ("pays_lindy", "now"), "pays_c
            "pays_lindy_checkpoint": ("pays_lindy", "checkpoint")}
 MOVE_KEYS = ("moves_averting", "averted_gpu_h", "move_cost_gpu_h", "wasted_move_gpu_h",
              *(f"whatif_{name}_gpu_h" for name in ("oracle", *WHAT_IF)))
+#: the kills split by what their node had shown before (:func:`kill_split`)
+SPLIT_KEYS = ("unsignalled_kills", "placed_after_kills", "there_before_kills", "lost_unsignalled_gpu_h",
+              "lost_placed_after_gpu_h", "lost_there_before_gpu_h", "flaky_node_kills")
 _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
@@ -91,7 +94,7 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
     result = replay(nodes, workload, config)
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
-            "unsignalled_kills": unsignalled_kills(result), **what_moves_bought(result),
+            **kill_split(result), **what_moves_bought(result),
             "cpu_s": time.process_time() - start}
 
 
@@ -122,12 +125,23 @@ def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
             **{f"whatif_{name}_gpu_h": float(v @ gpus) / 3600 for name, v in what_if.items()}}
 
 
-def unsignalled_kills(result: ReplayResult) -> int:
-    """Kills on nodes without any earlier error (failure or warning): no health signal could have avoided them."""
-    log, events = result.cluster.errors, result.events
-    node, when = np.asarray(log.node), np.asarray(log.time)
-    kills = events.kind == KILL
-    return int(sum(not np.any((node == n) & (when < t)) for t, n in zip(events.time[kills], events.node[kills])))
+def kill_split(result: ReplayResult) -> dict[str, float]:
+    """The run's kills by what the node had shown before: (a) no earlier error (no health signal could have
+    avoided them: ``unsignalled``), (b) the run was placed after the node's first error (placement could have),
+    (c) the run was there before it (only a move could have); count and lost GPU-hours of each, and the kills
+    on flaky nodes."""
+    log, fc = result.cluster.errors, result.config.failures
+    assert result.ledger is not None and fc is not None
+    first = pd.Series(log.time, dtype=float).groupby(pd.Series(log.node, dtype=int)).min()
+    kills = pd.DataFrame(result.ledger.kills, columns=list(Kill._fields))
+    seen = kills.node.map(first).to_numpy(dtype=float)
+    cls = np.select([~(seen < kills.time), kills.run_start >= seen], ["unsignalled", "placed_after"], "there_before")
+    lost = kills.lost_gpu_s.to_numpy() / 3600
+    flaky = device_rates(fc, np.asarray(result.nodes.num_gpus))[1]
+    return {"unsignalled_kills": int(np.sum(cls == "unsignalled")),
+            **{f"{c}_kills": int(np.sum(cls == c)) for c in ("placed_after", "there_before")},
+            **{f"lost_{c}_gpu_h": float(lost[cls == c].sum()) for c in ("unsignalled", "placed_after", "there_before")},
+            "flaky_node_kills": int(flaky[kills.node.to_numpy(dtype=int)].sum())}
 
 
 def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
@@ -142,7 +156,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "trace": trace, "rate": rate, "policy": policy, "split": split, "seeds": len(g),
             "failures": g.device_failures.mean(), "warnings": g.warnings.mean(), "drains": g.drains.mean(),
             "migrations": g.migrations.mean(), "interruptions": g.interruptions.mean(),
-            **{k: g[k].mean() for k in ("unsignalled_kills", "lost_work_gpu_h", "lost_reload_gpu_h",
+            **{k: g[k].mean() for k in (*SPLIT_KEYS, "lost_work_gpu_h", "lost_reload_gpu_h",
                                         "lost_checkpoint_gpu_h", *MOVE_KEYS) if k in g},
             "lost_gpu_h": lost.mean(), "saving_pct": 100 * (1 - lost.sum() / lost_fgd.sum()) if lost_fgd.sum() else np.nan,
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
@@ -176,6 +190,45 @@ def what_if_rows(summary: pd.DataFrame) -> pd.DataFrame:
     rows = summary[always & (summary.migrations > 0)].copy()
     rows["fgd_lost_gpu_h"] = [fgd[(r.trace, r.rate, r.split)] for r in rows.itertuples()]
     return rows
+
+
+def print_split(summary: pd.DataFrame) -> None:
+    """The kills split by what their node had shown before (:func:`kill_split`), per setup and split (runs from
+    before the split lack the columns: the caller skips them)."""
+    print("\nKills by what the node had shown before: count (lost GPU-h)\n")
+    print("| trace | setup | seeds | no earlier error on the node | placed after its first error | there before it "
+          "| on flaky nodes | lost GPU-h |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for r in summary.itertuples():
+        cells = [f"{getattr(r, f'{c}_kills'):.1f} ({getattr(r, f'lost_{c}_gpu_h'):.2f})"
+                 for c in ("unsignalled", "placed_after", "there_before")]
+        print(f"| {r.trace} | {label(r.policy)} | {r.split} | {' | '.join(cells)} | {r.flaky_node_kills:.1f} "
+              f"| {r.lost_gpu_h:.2f} |")
+
+
+def plot_split(path: Path, summary: pd.DataFrame) -> None:
+    """Stacked bars per setup and split: lost GPU-hours of the three kinds of kill and of the moves (the rest)."""
+    from matplotlib.figure import Figure
+
+    parts = {"no earlier error on the node": "lost_unsignalled_gpu_h", "placed after its first error":
+             "lost_placed_after_gpu_h", "there before it": "lost_there_before_gpu_h"}
+    fig = Figure(figsize=(10, 1.6 + 0.6 * len(summary)), dpi=110)
+    ax = fig.subplots()
+    y, left = np.arange(len(summary)), np.zeros(len(summary))
+    for name, column in [*parts.items(), ("moves (reload, checkpoint)", None)]:
+        width = summary[column].to_numpy() if column else summary.lost_gpu_h.to_numpy() - left
+        ax.barh(y, width, left=left, label=name)
+        left = left + width
+    ax.set_yticks(y, [f"{label(r.policy)}, {r.split}".replace(" + migrate", "\n+ migrate", 1)
+                      for r in summary.itertuples()], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("lost GPU-hours per run")
+    ax.set_title("Lost GPU-hours by what the killed pod's node had shown before", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    ax.set_xlim(0, 1.02 * float(summary.lost_gpu_h.max()))
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=4)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path)
 
 
 def print_what_if(rows: pd.DataFrame) -> None:
@@ -290,6 +343,9 @@ def main() -> None:
               f"| {s.drains:,.1f} | {s.migrations:,.1f} | {s.interruptions:,.1f} ({getattr(s, 'unsignalled_kills', np.nan):.1f}) "
               f"| {s.lost_gpu_h:,.2f} | {breakdown(s)} | {moves(s)} | {saving} "
               f"| {s.goodput_pct:.4f} | {s.alloc_pct:.3f} | {s.d_alloc:+.3f} | {s.wait_mean_s:,.0f} | {s.cpu_s:.1f} |")
+    if "placed_after_kills" in summary:
+        print_split(summary)
+        plot_split(args.out / "health_kills.png", summary)
     what_if = what_if_rows(summary)
     if len(what_if):
         print_what_if(what_if)

@@ -15,7 +15,7 @@ from quasched.model import Cluster
 from quasched.policies.base import CycleState
 from quasched.policies.health import HealthScore
 from quasched.sim import records
-from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
+from quasched.sim.failures import DeviceFailure, FailureConfig, Kill, device_rates, failure_stream
 from quasched.sim.records import DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP
 from quasched.sim.replay import DONE, ReplayConfig, replay
 from test_replay import TYPICAL, rows, workload
@@ -46,6 +46,8 @@ def test_killed_job_restarts_on_the_other_device_from_its_checkpoint():
     assert s["alloc_gpu_h"] == pytest.approx(37_520 / HOUR)
     assert s["goodput_pct"] == pytest.approx(100 * 36_000 / 37_520)
     assert r.ledger is not None and r.ledger.losses == [(5000, 1400), (5000, 120)]  # the kill, then the reload
+    assert r.ledger.kills == [Kill(5000, 0, 0, 0, 1400 + 120)]  # on node 0, run from 0: the work and reload to come
+    assert r.cluster.errors.prior == RECOVERY.error_prior(0.0)
     assert (s["lost_work_gpu_h"], s["lost_reload_gpu_h"], s["lost_checkpoint_gpu_h"]) == pytest.approx((1400 / HOUR, 120 / HOUR, 0))
     assert (s["interruptions"], s["device_failures"], s["device_recoveries"], s["requeue_wait_mean_s"]) == (1, 1, 1, 0)
 
@@ -218,3 +220,8 @@ def test_replay_cli_with_failures_writes_losses(tmp_path):
     assert pods["interruptions"].sum() == summary["interruptions"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--checkpoint-min", "0"])
     assert bad.exit_code == 2 and "checkpoint_min" in bad.output
+    drained = runner.invoke(app, ["replay", "--policy", "healthfgd:flaky=256", "--failure-rate", "5e-3",
+                                  "--drain-flaky", "0.5"])
+    assert drained.exit_code == 0, drained.output
+    bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--drain-flaky", "1"])
+    assert bad.exit_code == 2 and "drain_flaky" in bad.output

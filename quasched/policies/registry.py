@@ -286,12 +286,13 @@ def _learned(typical: TypicalPods, weights: str = "") -> Policy:
     return learned.learned_policy(typical, learned.load_weights(weights or learned.PACKAGED))
 
 
-def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168.0) -> Policy:
-    """Ours: FGD (sigmoid scale) + ``weight`` x Health (nodes with recent GPU errors score less)."""
+def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168.0, flaky: float = 0.0) -> Policy:
+    """Ours: FGD (sigmoid scale) + ``weight`` x Health (nodes with recent GPU errors score less) + ``flaky`` x the
+    flaky-node posterior (:mod:`quasched.policies.flaky`)."""
     from quasched.policies.framework import Policy
 
-    return Policy([(_plugin("fgd:FGD")(typical, "sigmoid"), 1.0), (_plugin("health:HealthScore")(half_life), weight)],
-                  "best-score", name="healthfgd")
+    return Policy([(_plugin("fgd:FGD")(typical, "sigmoid"), 1.0), (_plugin("health:HealthScore")(half_life), weight),
+                   (_plugin("flaky:FlakyPosterior")(), flaky)], "best-score", name="healthfgd")
 
 
 #: ``oursbalance`` and ``oursshare``: headroom weight, balance weight, learning
@@ -376,7 +377,9 @@ def _register_builtins() -> None:
         PolicyInfo("healthfgd", "Health+FGD", "ours: FGD + weight x health (nodes with fewer recent GPU errors score more)",
                    _healthfgd, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
                                 Param("half_life", float, 168.0, "hours for an error's weight to halve",
-                                      minimum=1e-3)),
+                                      minimum=1e-3),
+                                Param("flaky", float, 0.0, "weight of the flaky-node posterior term (the pod's "
+                                      "devices x GPUs x P(flaky | the node's errors); 0 = off)", minimum=0.0)),
                    artifact_label="Health+FGD"),
     ):
         register(info)

@@ -43,8 +43,10 @@ end of its restart overhead); it re-enters the scheduler at once and, when place
 Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
 (failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
 new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
-migrate (``kubectl drain`` with a checkpoint). *Migrate*: right after an error, the pods on
-the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
+migrate (``kubectl drain`` with a checkpoint). With ``drain_flaky``, a node is also cordoned while the
+posterior probability that it is flaky (Bayes on its errors and clean time, from the model's own prior,
+:meth:`FailureConfig.error_prior`) is at least ``drain_flaky``; each error extends the hold. *Migrate*: right
+after an error, the pods on the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
 re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
 (writing the checkpoint) plus the restart overhead.
 
@@ -72,6 +74,7 @@ from typing import Iterable, Iterator, Literal, NamedTuple
 import numpy as np
 
 from quasched.metrics.power import SECONDS_PER_HOUR
+from quasched.model.health import ErrorPrior
 from quasched.model.workload import FULL_GPU_MILLI
 
 MigrateScope = Literal["off", "device", "node"]
@@ -104,6 +107,8 @@ class FailureConfig:
     drain_errors: int = 0
     drain_window_h: float = 168.0
     drain_h: float = 72.0
+    #: cordon a node while its posterior probability of being flaky (:meth:`error_prior`) is at least this (0 = never)
+    drain_flaky: float = 0.0
     migrate: MigrateScope = "off"
     evict: bool = False
     checkpoint_cost_min: float = 1.0
@@ -119,6 +124,8 @@ class FailureConfig:
         for name in ("checkpoint_min", "chunk_days"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be positive")
+        if not 0 <= self.drain_flaky < 1:
+            raise ValueError(f"failure option drain_flaky={self.drain_flaky} must be within 0..1 (1 excluded)")
         for name in ("transient_share", "flaky_share", "precursor_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
@@ -136,6 +143,15 @@ class FailureConfig:
         if self.migrate_at != "now" and self.migrate_rule == "always":
             raise ValueError(f"failure option migrate_at={self.migrate_at!r} is a choice of the expected-loss rule: "
                              "it needs migrate_rule='pays' or 'pays_lindy'")
+
+    def error_prior(self, since: float) -> ErrorPrior:
+        """The node-flakiness prior of this model as the error log sees it: every error (failure or warning)
+        counts, ``1 + (1 − transient_share) · precursor_share · (1 + false_warnings)`` per failure on average; the
+        ordinary GPU's rate keeps the mean at ``rate`` with the expected flaky share."""
+        per_failure = 1 + (1 - self.transient_share) * self.precursor_share * (1 + self.false_warnings)
+        mean_weight = 1 - self.flaky_share + self.flaky_share * self.flaky_factor
+        return ErrorPrior(self.flaky_share, self.flaky_factor, self.rate * per_failure / mean_weight / SECONDS_PER_HOUR,
+                          since)
 
     def fatal_within(self, seconds: float) -> float:
         """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and lead)."""
@@ -173,6 +189,17 @@ class Migration(NamedTuple):
     def stay_loss(self, kill_after_s: float, checkpoint_s: float, restart_s: float) -> float:
         """Seconds per GPU it would have lost had it stayed and been killed ``kill_after_s`` later (inf: never)."""
         return (self.since_s + kill_after_s) % checkpoint_s + restart_s if np.isfinite(kill_after_s) else 0.0
+
+
+class Kill(NamedTuple):
+    """Pod ``uid`` was killed at ``time`` on ``node`` in a run started at ``run_start``; it lost ``lost_gpu_s``
+    GPU-seconds (the work since its last checkpoint plus the reload to come)."""
+
+    time: float
+    uid: int
+    node: int
+    run_start: float
+    lost_gpu_s: float
 
 
 class DeviceFailure(NamedTuple):
@@ -310,6 +337,7 @@ class WorkLedger:
         self.interruptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
         self.moves: list[Migration] = []
+        self.kills: list[Kill] = []
         self.requeue_waits: list[float] = []
         self.lost_gpu_s = self.alloc_gpu_s = 0.0
         #: the lost GPU-seconds by cause: work since the last checkpoint, restart overheads, on-demand checkpoints
@@ -332,10 +360,14 @@ class WorkLedger:
         """The run finished: all but its restart overhead (lost when it started) was useful."""
         self.alloc_gpu_s += (t - self.run_start[uid]) * self.gpus[uid]
 
-    def kill(self, uid: int, t: float) -> float:
-        """The run is killed at ``t``: keep the progress up to the last checkpoint; returns the seconds lost."""
+    def kill(self, uid: int, t: float, node: int = -1) -> float:
+        """The run is killed at ``t`` on ``node`` (kept in :attr:`kills`): keep the progress up to the last
+        checkpoint; returns the seconds lost."""
         self.interruptions[uid] += 1
-        return self._stop(uid, t, periodic=True, extra_s=0.0)
+        lost = self._stop(uid, t, periodic=True, extra_s=0.0)
+        work_s = lost - self.overhead[uid] + self.restart_s
+        self.kills.append(Kill(t, uid, node, float(self.run_start[uid]), float(work_s * self.gpus[uid])))
+        return lost
 
     def migrate(self, uid: int, t: float, cost_s: float, node: int = -1, devices: tuple[int, ...] = ()) -> float:
         """The run checkpoints at ``t`` (taking ``cost_s`` more on its GPUs) and leaves ``devices`` of ``node``

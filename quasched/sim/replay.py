@@ -55,8 +55,8 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     nothing runs and nothing is left to arrive, only recoveries are awaited (for queued pods)
     and failures in between are dropped. Every failure and warning is appended to the cluster's
     :class:`~quasched.model.health.ErrorLog`, whose clock follows the events. Remediation: after
-    an error, a node with enough recent errors is cordoned for a while (a drain: its running pods
-    finish, unless ``evict``: then they all migrate), then pods on the erring device or node
+    an error, a node with enough recent errors, or (``drain_flaky``) a node probably flaky, is cordoned for
+    a while (a drain: its running pods finish, unless ``evict``: then they all migrate), then pods on the erring device or node
     checkpoint and re-arrive (``migrate`` events,
     then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
     retry. With ``migrate_rule`` other than ``"always"`` a warned device's pod migrates only when
@@ -310,6 +310,8 @@ class _Replay:
         self.faults: DeviceFaults | None = None
         #: pods whose migration waits for their next periodic checkpoint -> (the due time of that run, the move's)
         self.deferred: dict[int, tuple[float, float]] = {}
+        #: drained nodes -> when their latest hold ends
+        self.cordon_until: dict[int, float] = {}
         self.ledger: WorkLedger | None = None
         if config.failures is not None:
             fc = config.failures
@@ -318,6 +320,7 @@ class _Replay:
                                        else failure_stream(fc, np.asarray(nodes.num_gpus), start))
             self.ledger = WorkLedger(self.work, gpu_share(workload.gpu_milli, workload.num_gpu),
                                      fc.checkpoint_min * 60, fc.restart_min * 60)
+            self.cluster.errors.prior = fc.error_prior(start)
 
     # ---------------------------------------------------------------- helpers
     def pod(self, uid: int) -> Pod:
@@ -377,6 +380,8 @@ class _Replay:
             self.deferred_move(t, node, device)
             return
         if kind == "uncordon":
+            if t < self.cordon_until[node]:
+                return  # a later hold extended the drain
             self.cluster.uncordon(node)
         elif kind == "back":
             self.cluster.set_device_health(node, device, True)
@@ -391,7 +396,7 @@ class _Replay:
             self.cluster.set_device_health(node, device, False)
             for uid in hit:
                 self.stop(uid)
-                self.ledger.kill(uid, t)
+                self.ledger.kill(uid, t, node)
             self.record(t, DOWN, -1, node)
             for uid in hit:
                 self.record(t, KILL, uid, node)
@@ -452,16 +457,28 @@ class _Replay:
         self.status[uid] = PENDING
 
     def drain(self, t: float, node: int) -> bool:
-        """Cordon ``node`` for ``drain_h`` after ``drain_errors`` errors within ``drain_window_h`` (0 = never);
+        """Cordon ``node`` for ``drain_h`` after ``drain_errors`` errors within ``drain_window_h`` (0 = never), and
+        with ``drain_flaky`` while its posterior odds of being flaky are at least that (extended by each error);
         whether it was drained now."""
-        fc = self.config.failures
+        fc, errors = self.config.failures, self.cluster.errors
         assert fc is not None and self.faults is not None
+        until = -np.inf
         if fc.drain_errors and not self.cluster.cordoned[node] and \
-                self.cluster.errors.count(node, t - fc.drain_window_h * SECONDS_PER_HOUR) >= fc.drain_errors:
-            self.cluster.cordon(node)
-            self.faults.hold(node, t + fc.drain_h * SECONDS_PER_HOUR)
-            return True
-        return False
+                errors.count(node, t - fc.drain_window_h * SECONDS_PER_HOUR) >= fc.drain_errors:
+            until = t + fc.drain_h * SECONDS_PER_HOUR
+        if fc.drain_flaky and errors.prior is not None:
+            g = self.cluster.num_gpus[node]
+            threshold = np.log(fc.drain_flaky / (1 - fc.drain_flaky))
+            excess = float(errors.prior.log_odds(errors.count(node, -np.inf), g, t)) - threshold
+            if excess >= 0 and (fading := float(errors.prior.fading(g))) > 0:
+                until = max(until, t + excess / fading)
+        if until <= self.cordon_until.get(node, t):
+            return False
+        drained = not self.cluster.cordoned[node]
+        self.cluster.cordon(node)
+        self.cordon_until[node] = until
+        self.faults.hold(node, until)
+        return drained
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
