@@ -1,0 +1,94 @@
+"""Ours with a derived crowding price (``ours-displace``): the rule of :mod:`.carbon_aware`, its price computed.
+
+The rule prices a crowded green slot by ``price × gap × u ** power``, a stand-in for the jobs not yet
+arrived. Here the price is the carbon the job's run is expected to displace. For each slot ``k`` of a
+candidate run on cluster ``c``, the load expected to arrive between now and ``k`` and still run then is
+a divisible load shared greenest first among the room the ledger leaves in the clusters (the fluid LP of
+:mod:`.fluid` on one slot: a water-filling). The job pays what its use ``q_j`` of ``c`` adds to that
+load's carbon, averaged over load samples ``s``::
+
+    rate[c, k] = I[c, k] + mean_s (F_s(room − q_j on c) − F_s(room)) / kw[j, c]
+    F_s(room)  = min  sum_c z_c P_s[c] I[c, k] + (1 − sum_c z_c) max_c P_s[c] I[c, k]       (g/h)
+                 s.t. 0 <= z_c <= min_r room[r, c, k] / D_s[r],  sum_c z_c <= 1
+
+(an overflow runs on the dirtiest cluster). Sample ``s`` is one of the past ``memory`` whole hours; the
+jobs that arrived in it, arriving at that rate over ``(now, now + L]``, ``L`` = end of slot ``k`` − now,
+leave ``D_s[r] = sum_i q[r, i] min(d_i, L) / 1 h`` of resource ``r`` and ``P_s[c] = sum_i kw[i, c]
+min(d_i, L) / 1 h`` of power on ``c`` running at ``k`` (flexible jobs weigh ``flexible``). The difference
+``F_s(room − q_j) − F_s(room)`` is the LP's capacity duals integrated over ``q_j``: zero while the
+expected load fits the cleaner clusters, the gap to the marginal cluster once it does not; the spread
+of the hourly samples smooths it. ``I`` is the rule's (observed hour, then the forecast), and so are the
+ledger, deferral, fit checks and fallback. Nothing of the price is a tuned constant but ``memory`` and
+``flexible``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quasched.federation.carbon_aware import CarbonAware
+from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, View
+from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+
+#: longest lead of the expected load, in slots (later leads use it)
+LEAD_SLOTS = 48 * SLOTS_PER_HOUR
+
+
+class DisplacementPriced(CarbonAware):
+    name = "ours-displace"
+
+    def __init__(self, memory: float = 24, blocks: float = 24, flexible: float = 0.0, **rule: float) -> None:
+        super().__init__(**rule)  # type: ignore[arg-type]
+        if memory < 1 or not 1 <= blocks <= memory or not 0 <= flexible <= 1:
+            raise ValueError(f"need memory >= 1, 1 <= blocks <= memory, 0 <= flexible <= 1; got {memory}, {blocks}, {flexible}")
+        self.memory, self.blocks, self.flexible = int(memory), int(blocks), flexible
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.lead_h = np.arange(LEAD_SLOTS + 1) * SLOT_S / HOUR
+        self.samples = np.zeros((self.memory + 1, 2 + view.clusters, LEAD_SLOTS + 1))  # ring: demand (2), power
+        self.sample_hour = np.full(self.memory + 1, np.iinfo(np.int64).min // 2)  # none yet
+
+    def dispatch(self, job: int, now: float) -> Decision:
+        self.record(job, now)
+        return super().dispatch(job, now)
+
+    def record(self, job: int, now: float) -> None:
+        """Adds arriving ``job`` to the sample of the current hour (module docstring)."""
+        v, hour = self.view, int(now // HOUR)
+        weight = self.flexible if v.latest_start[job] > now else 1.0
+        i = hour % len(self.sample_hour)
+        if self.sample_hour[i] != hour:
+            self.samples[i], self.sample_hour[i] = 0.0, hour
+        if weight > 0:
+            run = weight * np.minimum(v.duration[job] / HOUR, self.lead_h)
+            self.samples[i] += np.concatenate([v.demand[:, job], v.kw[job]])[:, None] * run
+
+    def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        rate = super().rate(job, now, index, ledger)
+        hour = int(now // HOUR)
+        valid = (self.sample_hour >= hour - self.memory) & (self.sample_hour < hour)
+        if not valid.any():
+            return rate
+        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
+        hours = min(hour, self.memory)
+        blocks = min(self.blocks, hours)
+        sample = np.zeros((blocks, 2 + self.view.clusters, len(lead)))
+        np.add.at(sample, (hour - 1 - self.sample_hour[valid]) * blocks // hours, self.samples[valid][:, :, lead])
+        sample *= blocks / hours  # (samples, 2 + clusters, slots): each block's mean hour
+        demand, power = sample[:, :2], sample[:, 2:]
+        room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
+        variants = np.repeat(room[None], self.view.clusters + 1, axis=0)  # 0: as is; 1 + c: the job on c
+        clusters = np.arange(self.view.clusters)
+        variants[1 + clusters, :, clusters] -= self.view.demand[None, :, job, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(demand[None, :, :, None] > 0,
+                             np.clip(variants[:, None], 0, None) / demand[None, :, :, None], np.inf).min(axis=2)
+        unit = power * self.priced(now, index)[0][None]  # (samples, clusters, slots): the whole load's g/h on each cluster
+        order = np.argsort(unit, axis=1, kind="stable")
+        unit = np.take_along_axis(unit, order, axis=1)
+        share = np.minimum(np.take_along_axis(share, order[None], axis=2), 1.0)
+        take = np.clip(1 - (np.cumsum(share, axis=2) - share), 0, share)
+        carbon = (take * unit).sum(axis=2) + (1 - take.sum(axis=2)) * unit[:, -1]  # (variants, samples, slots)
+        displaced = (carbon[1:] - carbon[0]).mean(axis=1)
+        return rate + displaced / np.maximum(self.view.kw[job], 1e-9)[:, None]
