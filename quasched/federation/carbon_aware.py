@@ -92,8 +92,12 @@ class CarbonAware(Dispatcher):
         """``(clusters, len(index))`` priced intensity of ``job``'s run in the slots ``index`` (module docstring);
         ``ledger``: the planned use of those slots, without the job."""
         expected, gap = self.priced(now, index)
+        return expected + self.crowding(job, gap, ledger)
+
+    def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
         after = ((ledger + self.view.demand[:, job, None, None]) / self.capacity).max(axis=0)
-        return expected + self.price * gap * np.minimum(after, 1) ** self.power
+        return self.price * gap * np.minimum(after, 1) ** self.power
 
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view

@@ -37,11 +37,11 @@ LEAD_SLOTS = 48 * SLOTS_PER_HOUR
 class DisplacementPriced(CarbonAware):
     name = "ours-displace"
 
-    def __init__(self, memory: float = 24, blocks: float = 24, flexible: float = 0.0, **rule: float) -> None:
+    def __init__(self, memory: float = 24, flexible: float = 0.0, **rule: float) -> None:
         super().__init__(**rule)  # type: ignore[arg-type]
-        if memory < 1 or not 1 <= blocks <= memory or not 0 <= flexible <= 1:
-            raise ValueError(f"need memory >= 1, 1 <= blocks <= memory, 0 <= flexible <= 1; got {memory}, {blocks}, {flexible}")
-        self.memory, self.blocks, self.flexible = int(memory), int(blocks), flexible
+        if memory < 1 or not 0 <= flexible <= 1:
+            raise ValueError(f"need memory >= 1, 0 <= flexible <= 1; got {memory}, {flexible}")
+        self.memory, self.flexible = int(memory), flexible
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -65,30 +65,39 @@ class DisplacementPriced(CarbonAware):
             self.samples[i] += np.concatenate([v.demand[:, job], v.kw[job]])[:, None] * run
 
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
-        rate = super().rate(job, now, index, ledger)
+        expected, gap = self.priced(now, index)
+        rate = expected + self.crowding(job, gap, ledger)
         hour = int(now // HOUR)
-        valid = (self.sample_hour >= hour - self.memory) & (self.sample_hour < hour)
-        if not valid.any():
+        valid = np.flatnonzero((self.sample_hour >= hour - self.memory) & (self.sample_hour < hour))
+        if not len(valid):
             return rate
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
-        hours = min(hour, self.memory)
-        blocks = min(self.blocks, hours)
-        sample = np.zeros((blocks, 2 + self.view.clusters, len(lead)))
-        np.add.at(sample, (hour - 1 - self.sample_hour[valid]) * blocks // hours, self.samples[valid][:, :, lead])
-        sample *= blocks / hours  # (samples, 2 + clusters, slots): each block's mean hour
-        demand, power = sample[:, :2], sample[:, 2:]
+        sample = self.samples[valid[:, None, None], np.arange(self.samples.shape[1])[:, None], lead]
+        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
-        variants = np.repeat(room[None], self.view.clusters + 1, axis=0)  # 0: as is; 1 + c: the job on c
+        after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
+        share = np.full((self.view.clusters + 1, *power.shape), np.inf)  # variant 0: as is; 1 + c: the job on c
+        share[0] = fit_share(room, demand)
+        share[1:] = share[0]
         clusters = np.arange(self.view.clusters)
-        variants[1 + clusters, :, clusters] -= self.view.demand[None, :, job, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(demand[None, :, :, None] > 0,
-                             np.clip(variants[:, None], 0, None) / demand[None, :, :, None], np.inf).min(axis=2)
-        unit = power * self.priced(now, index)[0][None]  # (samples, clusters, slots): the whole load's g/h on each cluster
+        share[1 + clusters, :, clusters] = fit_share(after, demand).transpose(1, 0, 2)
+        unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
         order = np.argsort(unit, axis=1, kind="stable")
         unit = np.take_along_axis(unit, order, axis=1)
-        share = np.minimum(np.take_along_axis(share, order[None], axis=2), 1.0)
-        take = np.clip(1 - (np.cumsum(share, axis=2) - share), 0, share)
-        carbon = (take * unit).sum(axis=2) + (1 - take.sum(axis=2)) * unit[:, -1]  # (variants, samples, slots)
-        displaced = (carbon[1:] - carbon[0]).mean(axis=1)
+        share = np.take_along_axis(share, order[None], axis=2)
+        left, carbon = np.ones(share.shape[:2] + share.shape[3:]), 0.0  # (variants, samples, slots)
+        for i in range(self.view.clusters):  # greenest first
+            take = np.minimum(left, share[:, :, i])
+            carbon = carbon + take * unit[:, i]
+            left -= take
+        carbon = carbon + left * unit[:, -1]
+        displaced = (carbon[1:] - carbon[0]).sum(axis=1) / min(hour, self.memory)  # hours without arrivals add 0
         return rate + displaced / np.maximum(self.view.kw[job], 1e-9)[:, None]
+
+
+def fit_share(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """``(samples, clusters, slots)``: the share of each sample's load that ``room`` ``(2, clusters, slots)`` holds
+    (``min_r room[r] / demand[s, r]``; infinite for a load of 0)."""
+    out = np.full(np.broadcast_shapes(room.shape, demand.shape), np.inf)
+    np.divide(room, demand, out=out, where=demand > 0)
+    return out.min(axis=1)
