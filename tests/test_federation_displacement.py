@@ -1,4 +1,5 @@
-"""``ours-displace``: the rule with the expected-displacement price (water-filled load samples of past arrivals)."""
+"""``ours-displace``: the rule with the expected-displacement price (water-filled load samples of past arrivals).
+Its runs fit capacity and start between arrival and latest start: ``test_federation_planner``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from quasched.federation.dispatch import View
 from quasched.federation.displacement import DisplacementPriced
-from quasched.federation.engine import make_view, run_federation
+from quasched.federation.engine import make_view
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
 from test_federation import H, small_scenarios
@@ -88,15 +89,3 @@ def test_price_reads_only_the_forecast_and_past_arrivals(sc, hour, seed):
     for j in np.flatnonzero(sc.arrival <= now).tolist():
         d.record(j, float(sc.arrival[j]))
     assert np.all(d.rate(job, now, index, d.ledger[:, :, index]) >= expected - 1e-9)
-
-
-@settings(max_examples=20, deadline=None)
-@given(small_scenarios())
-def test_runs_fit_capacity_start_after_arrival_and_by_the_latest_start(sc):
-    run = run_federation(sc, make_dispatcher("ours-displace"))
-    ok = np.isfinite(run.placed)
-    assert np.all(run.placed[ok] >= sc.arrival[ok]) and np.all(run.released <= sc.arrival + sc.slack + 1e-9)
-    gpus = sc.workload.gpu_request
-    for t in run.placed[ok]:  # at every placement, each cluster's running jobs fit its GPUs
-        on = ok & (run.placed <= t) & (run.placed + sc.duration > t)
-        assert np.all(np.bincount(run.cluster[on], gpus[on], len(sc.members)) <= run.view.capacity[0] + 1e-9)
