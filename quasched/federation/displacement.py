@@ -73,27 +73,34 @@ class DisplacementPriced(CarbonAware):
             return rate
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
         sample = self.samples[valid[:, None, None], np.arange(self.samples.shape[1])[:, None], lead]
-        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
-        after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
-        share = np.full((self.view.clusters + 1, *power.shape), np.inf)  # variant 0: as is; 1 + c: the job on c
-        share[0] = fit_share(room, demand)
-        share[1:] = share[0]
-        clusters = np.arange(self.view.clusters)
-        share[1 + clusters, :, clusters] = fit_share(after, demand).transpose(1, 0, 2)
+        after = fit_share(np.clip(room - self.view.demand[:, job, None, None], 0, None), sample[:, :2, None])
+        busy = np.flatnonzero((after < 1).any(axis=(0, 1)))  # elsewhere the load fits any cluster, even with the job
+        displaced = np.zeros(rate.shape)
+        if len(busy):
+            displaced[:, busy] = self.displaced(sample[:, :, busy], room[:, :, busy], after[:, :, busy], expected[:, busy])
+        return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
+
+    def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
+        the samples ``(samples, 2 + clusters, slots)``, the room, the shares the room after the job holds and ``I``."""
+        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
         unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
-        order = np.argsort(unit, axis=1, kind="stable")
+        order = np.argsort(unit, axis=1, kind="stable")  # greenest first
         unit = np.take_along_axis(unit, order, axis=1)
-        share = np.take_along_axis(share, order[None], axis=2)
+        base = np.take_along_axis(fit_share(room, demand), order, axis=1)
+        after = np.take_along_axis(after, order, axis=1)
+        share = np.empty((self.view.clusters + 1, *base.shape))  # variant 0: as is; 1 + c: the job on c
+        share[0] = base
+        for c in range(self.view.clusters):
+            share[1 + c] = np.where(order == c, after, base)
         left, carbon = np.ones(share.shape[:2] + share.shape[3:]), 0.0  # (variants, samples, slots)
         for i in range(self.view.clusters):  # greenest first
             take = np.minimum(left, share[:, :, i])
             carbon = carbon + take * unit[:, i]
             left -= take
         carbon = carbon + left * unit[:, -1]
-        displaced = (carbon[1:] - carbon[0]).sum(axis=1) / min(hour, self.memory)  # hours without arrivals add 0
-        return rate + displaced / np.maximum(self.view.kw[job], 1e-9)[:, None]
-
+        return (carbon[1:] - carbon[0]).sum(axis=1)
 
 def fit_share(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """``(samples, clusters, slots)``: the share of each sample's load that ``room`` ``(2, clusters, slots)`` holds
