@@ -72,24 +72,30 @@ class DisplacementPriced(CarbonAware):
         if not len(valid):
             return rate
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
-        sample = self.samples[valid[:, None, None], np.arange(self.samples.shape[1])[:, None], lead]
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
-        after = fit_share(np.clip(room - self.view.demand[:, job, None, None], 0, None), sample[:, :2, None])
-        busy = np.flatnonzero((after < 1).any(axis=(0, 1)))  # elsewhere the load fits any cluster, even with the job
+        after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
+        most = self.samples[valid[:, None, None], np.arange(2)[:, None], lead].max(axis=0)  # (2, slots)
+        busy = np.flatnonzero((after < most[:, None]).any(axis=(0, 1)))  # elsewhere every sample fits any cluster
+        if not len(busy):
+            return rate
+        # busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
+        _, first, alike = np.unique(np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]]),
+                                    axis=1, return_index=True, return_inverse=True)
+        pick = busy[first]
+        sample = self.samples[valid[:, None, None], np.arange(self.samples.shape[1])[:, None], lead[pick]]
         displaced = np.zeros(rate.shape)
-        if len(busy):
-            displaced[:, busy] = self.displaced(sample[:, :, busy], room[:, :, busy], after[:, :, busy], expected[:, busy])
+        displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike.reshape(-1)]
         return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
 
     def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
-        the samples ``(samples, 2 + clusters, slots)``, the room, the shares the room after the job holds and ``I``."""
+        the samples ``(samples, 2 + clusters, slots)``, the room without and with the job (``(2, clusters, slots)``) and ``I``."""
         demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
         unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
         order = np.argsort(unit, axis=1, kind="stable")  # greenest first
         unit = np.take_along_axis(unit, order, axis=1)
         base = np.take_along_axis(fit_share(room, demand), order, axis=1)
-        after = np.take_along_axis(after, order, axis=1)
+        after = np.take_along_axis(fit_share(after, demand), order, axis=1)
         share = np.empty((self.view.clusters + 1, *base.shape))  # variant 0: as is; 1 + c: the job on c
         share[0] = base
         for c in range(self.view.clusters):
