@@ -32,7 +32,7 @@ import pandas as pd
 from rich.console import Console
 
 from quasched.federation.evaluate import evaluate
-from quasched.federation.report import federation_table, plot_savings, write_rows
+from quasched.federation.report import federation_table, plot_ratios, plot_savings, write_rows
 from quasched.federation.scenario import Scenario, draw_scenario
 from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
 from quasched.traces.carbon_synthetic import IntensityShape, synthetic_intensity
@@ -144,6 +144,8 @@ def main() -> None:
     for name in frame["set"].unique():
         plot_savings(args.out / f"savings_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
                      title=f"{name}: {args.days:g}-day windows, 4 clusters")
+    plot_ratios(args.out / "ratios.png", frame.to_dict("records"), list(dict.fromkeys([OURS, label])),
+                title=f"ours / oracle (at <= {label}'s misses), {args.days:g}-day windows, 4 clusters")
     print(f"ours = {args.ours}. saving = 1 - dynamic kg CO2e (job model) / proportional split's. {ATTRIBUTION}")
 
 
