@@ -80,14 +80,14 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         rows = list(pool.map(partial(_one, args.ours), list(scenarios(args))))
     frame = pd.DataFrame(rows)
-    frame.loc["mean"] = frame.mean(numeric_only=True)
+    frame = pd.concat([frame, frame.drop(columns="seed").mean(numeric_only=True).to_frame().T.assign(set="mean")])
     label = args.ours.partition(":")[0]
     write_rows(args.out / f"gap_{label}.csv", frame.to_dict("records"))
     with pd.option_context("display.width", 250, "display.max_columns", 40):
         print(frame.round(2).T.to_string())
     parts = ["inflexible, same cluster", "inflexible, other cluster", "flexible, same cluster",
              "flexible, other cluster", "placed by one only"]
-    ax = frame.iloc[:-1].set_index("seed")[parts].plot.bar(stacked=True, figsize=(8, 4))
+    ax = frame.iloc[:-1].astype({"seed": int}).set_index("seed")[parts].plot.bar(stacked=True, figsize=(8, 4))
     ax.set_ylabel("ours − oracle, kg CO2e (dynamic)")
     ax.set_title(f"{args.ours} vs oracle, tuning set: where the gap comes from")
     ax.figure.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
