@@ -48,6 +48,7 @@ class DisplacementPriced(CarbonAware):
         self.lead_h = np.arange(LEAD_SLOTS + 1) * SLOT_S / HOUR
         self.samples = np.zeros((self.memory + 1, 2 + view.clusters, LEAD_SLOTS + 1))  # ring: demand (2), power
         self.sample_hour = np.full(self.memory + 1, np.iinfo(np.int64).min // 2)  # none yet
+        self.cached = -1
 
     def dispatch(self, job: int, now: float) -> Decision:
         self.record(job, now)
@@ -68,24 +69,33 @@ class DisplacementPriced(CarbonAware):
         expected, gap = self.priced(now, index)
         rate = expected + self.crowding(job, gap, ledger)
         hour = int(now // HOUR)
-        valid = np.flatnonzero((self.sample_hour >= hour - self.memory) & (self.sample_hour < hour))
-        if not len(valid):
+        past, most = self.past(hour)
+        if not len(past):
             return rate
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
         after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
-        most = self.samples[valid[:, None, None], np.arange(2)[:, None], lead].max(axis=0)  # (2, slots)
-        busy = np.flatnonzero((after < most[:, None]).any(axis=(0, 1)))  # elsewhere every sample fits any cluster
+        busy = np.flatnonzero((after < most[:, None, lead]).any(axis=(0, 1)))  # elsewhere every sample fits any cluster
         if not len(busy):
             return rate
         # busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
         _, first, alike = np.unique(np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]]),
                                     axis=1, return_index=True, return_inverse=True)
         pick = busy[first]
-        sample = self.samples[valid[:, None, None], np.arange(self.samples.shape[1])[:, None], lead[pick]]
+        sample = past[:, :, lead[pick]]
+        sample = sample[(after[:, :, pick] < sample[:, :2, None]).any(axis=(1, 2, 3))]  # the others fit any cluster: 0
         displaced = np.zeros(rate.shape)
         displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike.reshape(-1)]
         return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
+
+    def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
+        """The samples of the whole hours of the past ``memory`` before ``hour`` and, per resource and lead, their
+        largest demand (cached for the hour: those samples no longer change)."""
+        if self.cached != hour:
+            valid = (self.sample_hour >= hour - self.memory) & (self.sample_hour < hour)
+            self.cached, self.past_samples = hour, self.samples[valid]
+            self.most = self.past_samples[:, :2].max(axis=0) if valid.any() else np.zeros((2, LEAD_SLOTS + 1))
+        return self.past_samples, self.most
 
     def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
@@ -94,15 +104,11 @@ class DisplacementPriced(CarbonAware):
         unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
         order = np.argsort(unit, axis=1, kind="stable")  # greenest first
         unit = np.take_along_axis(unit, order, axis=1)
-        base = np.take_along_axis(fit_share(room, demand), order, axis=1)
-        after = np.take_along_axis(fit_share(after, demand), order, axis=1)
-        share = np.empty((self.view.clusters + 1, *base.shape))  # variant 0: as is; 1 + c: the job on c
-        share[0] = base
-        for c in range(self.view.clusters):
-            share[1 + c] = np.where(order == c, after, base)
-        left, carbon = np.ones(share.shape[:2] + share.shape[3:]), 0.0  # (variants, samples, slots)
+        base, after = (np.take_along_axis(fit_share(r, demand), order, axis=1) for r in (room, after))
+        variants = np.arange(-1, self.view.clusters)[:, None, None]  # -1: as is; c: the job on c
+        left, carbon = np.ones((len(variants), *unit[:, 0].shape)), 0.0  # (variants, samples, slots)
         for i in range(self.view.clusters):  # greenest first
-            take = np.minimum(left, share[:, :, i])
+            take = np.minimum(left, np.where(order[:, i] == variants, after[:, i], base[:, i]))
             carbon = carbon + take * unit[:, i]
             left -= take
         carbon = carbon + left * unit[:, -1]
