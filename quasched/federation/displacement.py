@@ -7,7 +7,7 @@ a divisible load shared greenest first among the room the ledger leaves in the c
 :mod:`.fluid` on one slot: a water-filling). The job pays what its use ``q_j`` of ``c`` adds to that
 load's carbon, averaged over load samples ``s``::
 
-    rate[c, k] = I[c, k] + mean_s (F_s(room − q_j on c) − F_s(room)) / kw[j, c]
+    rate[c, k] = rule's rate[c, k] + mean_s (F_s(room − q_j on c) − F_s(room)) / kw[j, c]
     F_s(room)  = min  sum_c z_c P_s[c] I[c, k] + (1 − sum_c z_c) max_c P_s[c] I[c, k]       (g/h)
                  s.t. 0 <= z_c <= min_r room[r, c, k] / D_s[r],  sum_c z_c <= 1
 
@@ -18,8 +18,10 @@ min(d_i, L) / 1 h`` of power on ``c`` running at ``k`` (flexible jobs weigh ``fl
 ``F_s(room − q_j) − F_s(room)`` is the LP's capacity duals integrated over ``q_j``: zero while the
 expected load fits the cleaner clusters, the gap to the marginal cluster once it does not; the spread
 of the hourly samples smooths it. ``I`` is the rule's (observed hour, then the forecast), and so are the
-ledger, deferral, fit checks and fallback. Nothing of the price is a tuned constant but ``memory`` and
-``flexible``.
+ledger, deferral, fit checks and fallback. The added price has no constant but ``memory`` and ``flexible``;
+the rule's own price is kept (``price=0`` drops it: measured worse on the tuning set, BENCHMARKS.md).
+The difference is computed only where it can be non-zero (some sample exceeds some cluster's room after the
+job), once per set of alike slots: the same result, less CPU.
 """
 
 from __future__ import annotations
