@@ -61,11 +61,7 @@ def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
-    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return _save(fig, path)
 
 
 def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
@@ -84,11 +80,7 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     ax.set_ylabel("share of GPU-hours (%)")
     ax.set_title(title)
     ax.legend(fontsize=7)
-    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return _save(fig, path)
 
 
 def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], title: str = "") -> Path:
@@ -111,6 +103,11 @@ def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], ti
     ax.set_title(title)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    """Adds the attribution and writes ``fig`` to ``path``."""
     fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
