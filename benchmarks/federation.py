@@ -8,7 +8,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``tune``: the 8 tuning zones, seeds 1-5 (what the parameters were chosen on);
 - ``held-out seeds``: the 8 tuning zones, seeds 6-10;
 - ``held-out zones``: the 4 held-out zones, seeds 1-10;
-- ``synthetic``: 4 synthetic zones per seed (random daily/seasonal shape, AR(1) noise), seeds 1-10.
+- ``synthetic``: 4 synthetic zones per seed (random daily/seasonal shape, AR(1) noise), seeds 1-10;
+- ``fresh seeds``, ``fresh zones``, ``fresh synthetic``: the same with seeds never run before the
+  ``ours-displace`` branch (11-15, 11-15, 11-20), for sets the earlier branches had looked at 3 times.
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -30,7 +32,7 @@ import pandas as pd
 from rich.console import Console
 
 from quasched.federation.evaluate import evaluate
-from quasched.federation.report import federation_table, plot_savings, write_rows
+from quasched.federation.report import federation_table, plot_ratios, plot_savings, write_rows
 from quasched.federation.scenario import Scenario, draw_scenario
 from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
 from quasched.traces.carbon_synthetic import IntensityShape, synthetic_intensity
@@ -98,7 +100,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
     tuning = [real[z] for z in names if z not in held]
     sets = {"tune": (lambda s: tuning, range(1, 6)), "held-out seeds": (lambda s: tuning, range(6, 11)),
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
-            "synthetic": (synthetic_zones, range(1, 11))}
+            "synthetic": (synthetic_zones, range(1, 11)),
+            "fresh seeds": (lambda s: tuning, range(11, 16)), "fresh zones": (lambda s: [real[z] for z in held], range(11, 16)),
+            "fresh synthetic": (synthetic_zones, range(11, 21))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]
@@ -140,6 +144,8 @@ def main() -> None:
     for name in frame["set"].unique():
         plot_savings(args.out / f"savings_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
                      title=f"{name}: {args.days:g}-day windows, 4 clusters")
+    plot_ratios(args.out / "ratios.png", frame.to_dict("records"), list(dict.fromkeys([OURS, label])),
+                title=f"ours / oracle (at <= {label}'s misses), {args.days:g}-day windows, 4 clusters")
     print(f"ours = {args.ours}. saving = 1 - dynamic kg CO2e (job model) / proportional split's. {ATTRIBUTION}")
 
 

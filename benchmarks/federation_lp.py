@@ -1,4 +1,4 @@
-"""Tuning grid of ``ours-lp`` (the rolling-horizon LP planner) on the scenarios of ``federation.py``, without the oracle.
+"""Tuning grid of ``ours-lp`` (the rolling-horizon LP planner; ``--dispatcher``: another one) on the scenarios of ``federation.py``, without the oracle.
 
     python benchmarks/federation_lp.py --data-dir ../shared/traces --carbon-dir ../shared/carbon --sets tune \
         --grid 'expect=0,0.5,1;show=0,0.5,1;every=1,2' --out results/federation_lp
@@ -25,10 +25,10 @@ from quasched.federation.scenario import Scenario
 from quasched.traces.carbon import ATTRIBUTION
 
 
-def grid_specs(grid: str) -> list[str]:
-    """``'a=1,2;b=3'`` -> ``['ours-lp:a=1,b=3', 'ours-lp:a=2,b=3']``."""
+def grid_specs(grid: str, dispatcher: str = "ours-lp") -> list[str]:
+    """``'a=1,2;b=3'`` -> ``['ours-lp:a=1,b=3', 'ours-lp:a=2,b=3']`` (``dispatcher`` in place of ``ours-lp``)."""
     axes = [(name.strip(), values.split(",")) for name, values in (p.split("=") for p in grid.split(";") if p.strip())]
-    return ["ours-lp:" + ",".join(f"{n}={v}" for (n, _), v in zip(axes, combo))
+    return [f"{dispatcher}:" + ",".join(f"{n}={v}" for (n, _), v in zip(axes, combo))
             for combo in itertools.product(*(values for _, values in axes))]
 
 
@@ -41,10 +41,11 @@ def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.set_defaults(sets="tune")
     parser.add_argument("--grid", default="expect=0,0.5,1;show=0,0.5,1;every=1,2")
+    parser.add_argument("--dispatcher", default="ours-lp", help="whose parameters --grid sets (e.g. ours-displace)")
     parser.add_argument("--out", type=Path, default=Path("results/federation_lp"))
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
-    specs = grid_specs(args.grid)
+    specs = grid_specs(args.grid, args.dispatcher)
     todo = list(scenarios(args))
     with ProcessPoolExecutor(args.workers) as pool:
         rows = [r for rs in pool.map(partial(_evaluate, specs), todo) for r in rs]
@@ -56,7 +57,7 @@ def main() -> None:
     table.to_csv(args.out / "federation_lp_summary.csv")
     plot_savings(args.out / "federation_lp.png", frame[frame.dispatcher.isin(["proportional", "greedy", "carbon-aware",
                                                                                  *table.index[:3]])].to_dict("records"),
-                 title=f"{args.sets}: ours-lp grid, best 3")
+                 title=f"{args.sets}: {args.dispatcher} grid, best 3")
     print(ATTRIBUTION)
 
 

@@ -111,15 +111,16 @@ def test_plan_reads_only_the_forecast_and_stays_in_each_window(sc, hour, seed):
 
 @settings(max_examples=20, deadline=None)
 @given(small_scenarios())
-def test_planner_runs_fit_capacity_start_after_release_and_by_the_latest_start(sc):
-    run = run_federation(sc, make_dispatcher("ours-lp:every=0.5"))
-    ok = np.isfinite(run.placed)
-    assert np.all(run.placed[ok] >= sc.arrival[ok]) and np.all(run.released <= sc.arrival + sc.slack + 1e-9)
-    gpus = sc.workload.gpu_request
-    for t in run.placed[ok]:  # at every placement, each cluster's running jobs fit its GPUs
-        on = ok & (run.placed <= t) & (run.placed + sc.duration > t)
-        used = np.bincount(run.cluster[on], gpus[on], len(sc.members))
-        assert np.all(used <= run.view.capacity[0] + 1e-9)
+def test_planners_runs_fit_capacity_start_after_release_and_by_the_latest_start(sc):
+    for spec in ("ours-lp:every=0.5", "ours-displace"):
+        run = run_federation(sc, make_dispatcher(spec))
+        ok = np.isfinite(run.placed)
+        assert np.all(run.placed[ok] >= sc.arrival[ok]) and np.all(run.released <= sc.arrival + sc.slack + 1e-9)
+        gpus = sc.workload.gpu_request
+        for t in run.placed[ok]:  # at every placement, each cluster's running jobs fit its GPUs
+            on = ok & (run.placed <= t) & (run.placed + sc.duration > t)
+            used = np.bincount(run.cluster[on], gpus[on], len(sc.members))
+            assert np.all(used <= run.view.capacity[0] + 1e-9)
 
 
 def test_bad_planner_parameters_are_named():

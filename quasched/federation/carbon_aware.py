@@ -88,6 +88,17 @@ class CarbonAware(Dispatcher):
         at = index // SLOTS_PER_HOUR - hours[0]
         return expected[:, at], gap[:, at]
 
+    def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        """``(clusters, len(index))`` priced intensity of ``job``'s run in the slots ``index`` (module docstring);
+        ``ledger``: the planned use of those slots, without the job."""
+        expected, gap = self.priced(now, index)
+        return expected + self.crowding(job, gap, ledger)
+
+    def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
+        after = ((ledger + self.view.demand[:, job, None, None]) / self.capacity).max(axis=0)
+        return self.price * gap * np.minimum(after, 1) ** self.power
+
     def dispatch(self, job: int, now: float) -> Decision:
         v = self.view
         slots = self.ledger.shape[2]
@@ -96,10 +107,8 @@ class CarbonAware(Dispatcher):
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
-        expected, gap = self.priced(now, index)
         ledger = self.ledger[:, :, index]
-        after = ((ledger + demand) / self.capacity).max(axis=0)
-        rate = expected + self.price * gap * np.minimum(after, 1) ** self.power
+        rate = self.rate(job, now, index, ledger)
         full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)

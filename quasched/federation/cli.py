@@ -11,7 +11,7 @@ from rich.console import Console
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
-DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware")
+DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "carbon-aware")
 
 
 def federation(
@@ -37,7 +37,8 @@ def federation(
     """Dispatch one job stream over clusters in different grid zones (with PUE): proportional split,
     least-loaded, static greenest-first, hourly carbon-greedy and ours (carbon-, fragmentation- and
     queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
-    week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast),
+    week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
+    ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""

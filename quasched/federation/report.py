@@ -61,11 +61,7 @@ def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
-    fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return _save(fig, path)
 
 
 def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
@@ -84,6 +80,34 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     ax.set_ylabel("share of GPU-hours (%)")
     ax.set_title(title)
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], title: str = "") -> Path:
+    """Per set, each dispatcher's dynamic carbon / the oracle's (mean, bar; every scenario, dots), with the 1.05 goal."""
+    frame = pd.DataFrame(list(rows))
+    carbon = frame.pivot_table(index=["set", "seed"], columns="dispatcher", values="carbon_job_kg", sort=False)
+    sets = list(dict.fromkeys(frame["set"]))
+    fig = Figure(figsize=(10, 4.5), dpi=120)
+    ax = fig.subplots()
+    width = 0.8 / len(dispatchers)
+    for k, name in enumerate(dispatchers):
+        ratio = carbon[name] / carbon["oracle"]
+        for i, group in enumerate(sets):
+            x = i + (k - (len(dispatchers) - 1) / 2) * width
+            ax.bar(x, ratio[group].mean(), width, color=f"C{k}", alpha=0.7, label=name if i == 0 else None)
+            ax.plot(np.full(len(ratio[group]), x), ratio[group], "k.", ms=3)
+    ax.axhline(1.05, color="tab:red", lw=1, ls="--", label="oracle + 5 %")
+    ax.set_xticks(range(len(sets)), sets, rotation=20, ha="right")
+    ax.set_ylabel("dynamic carbon / oracle's")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    """Adds the attribution and writes ``fig`` to ``path``."""
     fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,124 @@
+"""Ours with a derived crowding price (``ours-displace``): the rule of :mod:`.carbon_aware`, its price computed.
+
+The rule prices a crowded green slot by ``price × gap × u ** power``, a stand-in for the jobs not yet
+arrived. Here the price is the carbon the job's run is expected to displace. For each slot ``k`` of a
+candidate run on cluster ``c``, the load expected to arrive between now and ``k`` and still run then is
+a divisible load shared greenest first among the room the ledger leaves in the clusters (the fluid LP of
+:mod:`.fluid` on one slot: a water-filling). The job pays what its use ``q_j`` of ``c`` adds to that
+load's carbon, averaged over load samples ``s``::
+
+    rate[c, k] = rule's rate[c, k] + mean_s (F_s(room − q_j on c) − F_s(room)) / kw[j, c]
+    F_s(room)  = min  sum_c z_c P_s[c] I[c, k] + (1 − sum_c z_c) max_c P_s[c] I[c, k]       (g/h)
+                 s.t. 0 <= z_c <= min_r room[r, c, k] / D_s[r],  sum_c z_c <= 1
+
+(an overflow runs on the dirtiest cluster). Sample ``s`` is one of the past ``memory`` whole hours; the
+jobs that arrived in it, arriving at that rate over ``(now, now + L]``, ``L`` = end of slot ``k`` − now,
+leave ``D_s[r] = sum_i q[r, i] min(d_i, L) / 1 h`` of resource ``r`` and ``P_s[c] = sum_i kw[i, c]
+min(d_i, L) / 1 h`` of power on ``c`` running at ``k`` (flexible jobs weigh ``flexible``). The difference
+``F_s(room − q_j) − F_s(room)`` is the LP's capacity duals integrated over ``q_j``: zero while the
+expected load fits the cleaner clusters, the gap to the marginal cluster once it does not; the spread
+of the hourly samples smooths it. ``I`` is the rule's (observed hour, then the forecast), and so are the
+ledger, deferral, fit checks and fallback. The added price has no constant but ``memory`` and ``flexible``;
+the rule's own price is kept (``price=0`` drops it: measured worse on the tuning set, BENCHMARKS.md).
+The difference is computed only where it can be non-zero (some sample exceeds some cluster's room after the
+job), once per set of alike slots: the same result, less CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quasched.federation.carbon_aware import CarbonAware
+from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, View
+from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+
+#: longest lead of the expected load, in slots (later leads use it)
+LEAD_SLOTS = 48 * SLOTS_PER_HOUR
+
+
+class DisplacementPriced(CarbonAware):
+    name = "ours-displace"
+
+    def __init__(self, memory: float = 24, flexible: float = 0.0, **rule: float) -> None:
+        super().__init__(**rule)  # type: ignore[arg-type]
+        if memory < 1 or not 0 <= flexible <= 1:
+            raise ValueError(f"need memory >= 1, 0 <= flexible <= 1; got {memory}, {flexible}")
+        self.memory, self.flexible = int(memory), flexible
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.lead_h = np.arange(LEAD_SLOTS + 1) * SLOT_S / HOUR
+        self.samples = np.zeros((self.memory + 1, 2 + view.clusters, LEAD_SLOTS + 1))  # ring: demand (2), power
+        self.sample_hour = np.full(self.memory + 1, np.iinfo(np.int64).min // 2)  # none yet
+        self.cached = -1
+
+    def dispatch(self, job: int, now: float) -> Decision:
+        self.record(job, now)
+        return super().dispatch(job, now)
+
+    def record(self, job: int, now: float) -> None:
+        """Adds arriving ``job`` to the sample of the current hour (module docstring)."""
+        v, hour = self.view, int(now // HOUR)
+        weight = self.flexible if v.latest_start[job] > now else 1.0
+        i = hour % len(self.sample_hour)
+        if self.sample_hour[i] != hour:
+            self.samples[i], self.sample_hour[i] = 0.0, hour
+        if weight > 0:
+            run = weight * np.minimum(v.duration[job] / HOUR, self.lead_h)
+            self.samples[i] += np.concatenate([v.demand[:, job], v.kw[job]])[:, None] * run
+
+    def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        expected, gap = self.priced(now, index)
+        rate = expected + self.crowding(job, gap, ledger)
+        hour = int(now // HOUR)
+        past, most = self.past(hour)
+        if not len(past):
+            return rate
+        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
+        room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
+        after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
+        busy = np.flatnonzero((after < most[:, None, lead]).any(axis=(0, 1)))  # elsewhere every sample fits any cluster
+        if not len(busy):
+            return rate
+        # busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
+        _, first, alike = np.unique(np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]]),
+                                    axis=1, return_index=True, return_inverse=True)
+        pick = busy[first]
+        sample = past[:, :, lead[pick]]
+        sample = sample[(after[:, :, pick] < sample[:, :2, None]).any(axis=(1, 2, 3))]  # the others fit any cluster: 0
+        displaced = np.zeros(rate.shape)
+        displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike.reshape(-1)]
+        return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
+
+    def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
+        """The samples of the whole hours of the past ``memory`` before ``hour`` and, per resource and lead, their
+        largest demand (cached for the hour: those samples no longer change)."""
+        if self.cached != hour:
+            valid = (self.sample_hour >= hour - self.memory) & (self.sample_hour < hour)
+            self.cached, self.past_samples = hour, self.samples[valid]
+            self.most = self.past_samples[:, :2].max(axis=0) if valid.any() else np.zeros((2, LEAD_SLOTS + 1))
+        return self.past_samples, self.most
+
+    def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
+        the samples ``(samples, 2 + clusters, slots)``, the room without and with the job (``(2, clusters, slots)``) and ``I``."""
+        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
+        unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
+        order = np.argsort(unit, axis=1, kind="stable")  # greenest first
+        unit = np.take_along_axis(unit, order, axis=1)
+        base, after = (np.take_along_axis(fit_share(r, demand), order, axis=1) for r in (room, after))
+        variants = np.arange(-1, self.view.clusters)[:, None, None]  # -1: as is; c: the job on c
+        left, carbon = np.ones((len(variants), *unit[:, 0].shape)), 0.0  # (variants, samples, slots)
+        for i in range(self.view.clusters):  # greenest first
+            take = np.minimum(left, np.where(order[:, i] == variants, after[:, i], base[:, i]))
+            carbon = carbon + take * unit[:, i]
+            left -= take
+        carbon = carbon + left * unit[:, -1]
+        return (carbon[1:] - carbon[0]).sum(axis=1)
+
+def fit_share(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """``(samples, clusters, slots)``: the share of each sample's load that ``room`` ``(2, clusters, slots)`` holds
+    (``min_r room[r] / demand[s, r]``; infinite for a load of 0)."""
+    out = np.full(np.broadcast_shapes(room.shape, demand.shape), np.inf)
+    np.divide(room, demand, out=out, where=demand > 0)
+    return out.min(axis=1)
