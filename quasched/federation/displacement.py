@@ -37,6 +37,8 @@ LEAD_SLOTS = 48 * SLOTS_PER_HOUR
 
 
 class DisplacementPriced(CarbonAware):
+    """The rule with the carbon its run is expected to displace added to its price (module docstring)."""
+
     name = "ours-displace"
 
     def __init__(self, memory: float = 24, flexible: float = 0.0, **rule: float) -> None:
