@@ -15,9 +15,22 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from own_policy import sweep_arguments  # benchmarks/ is on sys.path
-from quasched.sim.arrival import ExperimentConfig, run_experiment
+from own_policy import analysed_runs, sweep_arguments  # benchmarks/ is on sys.path
+from quasched.sim.arrival import ExperimentResult
 from quasched.traces import catalog
+
+
+def multi_gpu_failures(result: ExperimentResult) -> tuple[Counter, Counter, dict[tuple[int, int], float]]:
+    """Per (GPUs, cores) multi-GPU shape of one run: arrived, failed, arrived load (%) at its first failure."""
+    events, pods = result.events, result.workload
+    multi = np.flatnonzero(pods.num_gpu[events.pod] > 1)
+    shape = list(zip(pods.num_gpu[events.pod[multi]].tolist(), (pods.cpu_milli[events.pod[multi]] // 1000).tolist()))
+    failed, first = Counter(), {}
+    for event, key in zip(multi, shape):
+        if events.node[event] < 0:
+            failed[key] += 1
+            first.setdefault(key, 100 * events.arrived_gpu_milli[event] / (1000 * result.total_gpus))
+    return Counter(shape), failed, first
 
 
 def main() -> None:
@@ -26,21 +39,14 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for trace in args.traces:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+        runs = analysed_runs(nodes, workload, args.policies, args.seeds, args.workers, multi_gpu_failures)
         for policy in args.policies:
             arrived, failed, first = Counter(), Counter(), defaultdict(list)
             for seed in args.seeds:
-                result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go"))
-                events, pods = result.events, result.workload
-                multi = np.flatnonzero(pods.num_gpu[events.pod] > 1)
-                shape = list(zip(pods.num_gpu[events.pod[multi]].tolist(),
-                                 (pods.cpu_milli[events.pod[multi]] // 1000).tolist()))
-                arrived.update(shape)
-                seen: dict[tuple[int, int], float] = {}
-                for event, key in zip(multi, shape):
-                    if events.node[event] < 0:
-                        failed[key] += 1
-                        seen.setdefault(key, 100 * events.arrived_gpu_milli[event] / (1000 * nodes.total_gpus))
-                for key in sorted(set(shape)):
+                shapes, fails, seen = runs[policy, seed]
+                arrived.update(shapes)
+                failed.update(fails)
+                for key in sorted(shapes):
                     first[key].append(f"{seen[key]:.0f}" if key in seen else "-")
             for key in sorted(arrived):
                 print(f"| {trace} | {policy} | {key[0]} × {key[1]} | {arrived[key]} | {failed[key]} | "

@@ -23,18 +23,42 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import numpy as np
 
-from quasched.sim.arrival import ExperimentConfig
+from quasched.sim.arrival import ExperimentConfig, ExperimentResult, run_experiment
 from quasched.compat.curves import discrete_curves
+from quasched.sim.backends import LocalBackend
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
 DEFAULT_TRACES = tuple(f"openb-{v}" for v in catalog.PAPER_VARIANTS)
 DEFAULT_POLICIES = ("fgd", "bestfit", "headroom")
 KINDS = ("cpu", "share", "gpu1", "multi")
+R = TypeVar("R")
 _LABEL = re.compile(r"GPU: (\d+) x \{(\d+)\}m")
+
+
+_SHARED: dict = {}
+
+
+def _share(nodes, workload) -> None:
+    _SHARED.update(nodes=nodes, workload=workload)
+
+
+def _analysed(task: tuple) -> object:
+    policy, seed, analyse = task
+    return analyse(run_experiment(_SHARED["nodes"], _SHARED["workload"],
+                                  ExperimentConfig(policy=policy, seed=seed, rng="go")))
+
+
+def analysed_runs(nodes, workload, policies: list[str], seeds: list[int], workers: int,
+                  analyse: Callable[[ExperimentResult], R]) -> dict[tuple[str, int], R]:
+    """``analyse(result)`` of the arrival run of every (policy, seed), over ``workers`` processes
+    (``analyse`` a module-level function: only its small result comes back)."""
+    tasks = [(policy, seed, analyse) for policy in policies for seed in seeds]
+    return {(p, s): out for (p, s, _), out in LocalBackend(workers).map(_analysed, tasks, _share, (nodes, workload))}
 
 
 def seed_range(text: str) -> list[int]:

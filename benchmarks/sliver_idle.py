@@ -14,16 +14,18 @@ largest pod (≤ 1000 − its milli), in points: the most of the stranded sliver
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 
 import numpy as np
 
-from own_policy import sweep_arguments  # benchmarks/ is on sys.path
-from quasched.sim.arrival import ExperimentConfig, run_experiment
+from own_policy import analysed_runs, sweep_arguments  # benchmarks/ is on sys.path
+from quasched.sim.arrival import ExperimentResult
 from quasched.traces import catalog
 
 
-def idle_by_biggest_pod(result, top: set[int]) -> tuple[Counter, Counter]:
-    """Devices and idle milli per class of the run's final cluster (module docstring)."""
+def idle_by_biggest_pod(top: set[int], result: ExperimentResult) -> tuple[Counter, Counter, float]:
+    """Devices and idle milli per class of the run's final cluster (module docstring), and the points of GPU
+    capacity that all arrived pods fitting the sliver next to the largest one could fill."""
     cluster = result.cluster
     biggest: dict[tuple[int, int], int] = {}
     for placement in cluster.placements.values():
@@ -37,7 +39,9 @@ def idle_by_biggest_pod(result, top: set[int]) -> tuple[Counter, Counter]:
             label = "empty" if m == 0 else f"biggest {m} m" if m in top else "other"
             devices[label] += 1
             idle[label] += int(cluster.gpu_free[node, device])
-    return devices, idle
+    arrived = result.workload.gpu_milli
+    small = 100 * arrived[(arrived > 0) & (arrived <= 1000 - max(top))].sum() / (1000 * result.total_gpus)
+    return devices, idle, float(small)
 
 
 def main() -> None:
@@ -48,16 +52,15 @@ def main() -> None:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
         sharing = np.unique(workload.gpu_milli[(workload.num_gpu == 1) & (workload.gpu_milli < 1000)])
         top = set(int(m) for m in sharing[::-1][: args.top])
+        runs = analysed_runs(nodes, workload, args.policies, args.seeds, args.workers, partial(idle_by_biggest_pod, top))
         for policy in args.policies:
             devices, idle, alloc, small = Counter(), Counter(), [], []
             for seed in args.seeds:
-                result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go"))
-                d, i = idle_by_biggest_pod(result, top)
+                d, i, fill = runs[policy, seed]
                 devices.update(d)
                 idle.update(i)
-                alloc.append(100 * (1 - sum(i.values()) / (1000 * result.total_gpus)))
-                arrived = result.workload.gpu_milli
-                small.append(100 * arrived[(arrived > 0) & (arrived <= 1000 - max(top))].sum() / (1000 * result.total_gpus))
+                alloc.append(100 * (1 - sum(i.values()) / (1000 * nodes.total_gpus)))
+                small.append(fill)
             total = 1000 * nodes.total_gpus * len(args.seeds)
             classes = "; ".join(f"{k}: {devices[k] / len(args.seeds):.0f} devices, {100 * idle[k] / total:.2f} idle points"
                                 for k in sorted(devices))
