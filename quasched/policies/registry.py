@@ -234,6 +234,17 @@ def _oursrare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0) -> P
                          (("device_balance:DeviceBalanceScore", gamma),), typical.with_heavy())
 
 
+def _oursguard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: float = 1.0) -> Policy:
+    """``oursrare`` + ``delta`` x the future pods a placement is expected to turn away by breaking the last
+    homes of a shape (:mod:`quasched.policies.last_homes`, Littlewood's rule):
+    ``... + δ (50 − E / 160)``."""
+    from quasched.policies.framework import Policy
+
+    rare = _oursrare(typical, beta, gamma)
+    guard = _plugin("last_homes:LastHomesScore")(typical.with_heavy())
+    return Policy(rare.plugins + [(guard, delta)], rare.device_rule, name="oursguard")
+
+
 #: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
 MIX_TOTAL = 1000
 
@@ -350,6 +361,12 @@ def _register_builtins() -> None:
                    "oursshare with the headroom kept, fixed, for the typical pods and the rare heavy shapes "
                    "(99 % of the GPU demand) instead of learned online",
                    _oursrare, _BALANCE_PARAMS[:2], artifact_label="Ours+Rare"),
+        PolicyInfo("oursguard", "Ours+Guard",
+                   "oursrare + delta x the pods a placement is expected to turn away by breaking the last nodes "
+                   "that can hold a shape (Littlewood's protection rule)",
+                   _oursguard, (*_BALANCE_PARAMS[:2],
+                                Param("delta", float, 1.0, "weight of the last-homes term", minimum=0.0)),
+                   artifact_label="Ours+Guard"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
         PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
