@@ -7,7 +7,9 @@
         "healthfgd+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
 
 A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
-options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the failure model
+options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...; ``drain_h=inf`` cordons for good) and
+the benchmark-only clairvoyant reference ``+oracle=flaky`` (the failure model's true flaky nodes cordoned from
+the start: a bound, not a scheduler; :func:`oracle_cordon`); the failure model
 options are the same for all setups. ``--repeat N`` replays N copies of the trace back to back
 (a longer horizon at the same rate). For every trace, failure rate, setup and seed: one replay
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
@@ -89,13 +91,25 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
         _INPUTS[trace, repeat] = nodes, repeat_workload(workload, repeat) if repeat > 1 else workload
     nodes, workload = _INPUTS[trace, repeat]
     policy, remedies = setup_options(setup)
-    config = ReplayConfig(policy=policy, seed=seed, failures=FailureConfig(rate=rate, seed=seed, **options, **remedies))
+    oracle = remedies.pop("oracle", None)
+    fc = FailureConfig(rate=rate, seed=seed, **options, **remedies)
     start = time.process_time()
-    result = replay(nodes, workload, config)
+    result = replay(nodes, workload, ReplayConfig(policy=policy, seed=seed, failures=fc),
+                    oracle_cordon=oracle_cordon(oracle, fc, np.asarray(nodes.num_gpus)))
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
             **kill_split(result), **what_moves_bought(result),
             "cpu_s": time.process_time() - start}
+
+
+def oracle_cordon(oracle: object, config: FailureConfig, num_gpus: np.ndarray) -> np.ndarray | None:
+    """The clairvoyant reference of a setup's ``+oracle=flaky``: the failure model's true flaky nodes, cordoned
+    from the start (a bound on what any node-level health signal could give, not a scheduler option)."""
+    if oracle is None:
+        return None
+    if oracle != "flaky":
+        raise ValueError(f"unknown oracle {oracle!r}: the only one is 'flaky' (the failure model's flaky nodes)")
+    return device_rates(config, num_gpus)[1]
 
 
 def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
@@ -162,7 +176,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
             "d_alloc": float(np.mean(g.gpu_alloc_avg_pct.to_numpy() - b.gpu_alloc_avg_pct.to_numpy())),
-            "wait_mean_s": g.wait_mean_s.mean(), "cpu_s": g.cpu_s.mean(),
+            "wait_mean_s": g.wait_mean_s.mean(), "never_placed": g.never_placed.mean(), "cpu_s": g.cpu_s.mean(),
         })
     return pd.DataFrame(rows)
 

@@ -330,7 +330,7 @@ def replay(
     drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
                                   "--drain-window-h (0 = never): no new pods, running ones finish."),
     drain_window_h: float = _failures(168.0, "Hours over which a node's errors count towards a drain."),
-    drain_h: float = _failures(72.0, "Hours a drained node stays cordoned."),
+    drain_h: float = _failures(72.0, "Hours a drained node stays cordoned (inf: for good)."),
     drain_flaky: float = _failures(0.0, "Also drain a node while the posterior probability that it is one of the "
                                    "flaky nodes (Bayes on its errors and clean time, from --flaky-share, "
                                    "--flaky-factor and the mean error rate) is at least this (0 = never)."),

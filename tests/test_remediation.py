@@ -193,3 +193,16 @@ def test_replay_cli_with_drains_and_migration(tmp_path):
     assert pd.read_csv(tmp_path / "pods_Health+FGD_42.csv")["migrations"].sum() == summary["migrations"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--migrate", "cluster"])
     assert bad.exit_code == 2 and "migrate" in bad.output
+
+
+
+def test_drain_h_inf_cordons_for_good():
+    # a warning on n0 at 100 s cordons it: p0 keeps running there until 10 h; p1 (2 GPUs) holds n1 from 200 s to
+    # 100 h; p2 (1 GPU) arrives at 11 h, when n0 is idle. Cordoned for good, n0 never takes it: it waits for
+    # n1 (100 h). Cordoned for 50 h, n0 takes it when the drain ends (100 s + 50 h)
+    pods = workload([(1000, 1024, 1, 1000, 0, 10 * HOUR), (1000, 1024, 2, 1000, 200, 100 * HOUR),
+                     (1000, 1024, 1, 1000, 11 * HOUR, 12 * HOUR)])
+    for drain_h, node, placed in ((np.inf, 1, 100 * HOUR), (50.0, 0, 100 + 50 * HOUR)):
+        r = run(SMALL_BIG, pods, [warning(100.0, 0)], config=FailureConfig(drain_errors=1, drain_h=drain_h))
+        assert r.pods.node.tolist() == [0, 1, node] and r.pods.placed[2] == pytest.approx(placed)
+        assert (r.pods.status == DONE).all() and r.summary()["drains"] == 1
