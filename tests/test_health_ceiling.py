@@ -87,3 +87,12 @@ def test_the_oracle_is_unreachable_from_policies_failure_options_and_the_cli():
     assert "oracle" not in inspect.getsource(cli)
     result = CliRunner().invoke(cli.app, ["replay", "--help"])
     assert result.exit_code == 0 and "oracle" not in result.output.lower()
+
+
+def test_replay_cli_with_a_lifted_drain():
+    args = ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1", "--drain-flaky",
+            "0.5", "--drain-lift", "1000", "--drain-lift-run", "known"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    bad = CliRunner().invoke(cli.app, [*args, "--drain-h", "inf"])
+    assert bad.exit_code == 2 and "finite drain_h" in bad.output

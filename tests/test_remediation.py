@@ -195,7 +195,6 @@ def test_replay_cli_with_drains_and_migration(tmp_path):
     assert bad.exit_code == 2 and "migrate" in bad.output
 
 
-
 def test_drain_h_inf_cordons_for_good():
     # a warning on n0 at 100 s cordons it: p0 keeps running there until 10 h; p1 (2 GPUs) holds n1 from 200 s to
     # 100 h; p2 (1 GPU) arrives at 11 h, when n0 is idle. Cordoned for good, n0 never takes it: it waits for
