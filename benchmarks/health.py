@@ -259,6 +259,34 @@ def print_what_if(rows: pd.DataFrame) -> None:
               f"{' | '.join(cells)} |")
 
 
+def plot_tradeoff(path: Path, summary: pd.DataFrame) -> None:
+    """Saving vs FGD against the mean wait's change vs FGD, one colour per setup (hollow: held-out seeds), the
+    30 % goal dashed; setups are labelled by what sets them apart."""
+    from matplotlib.figure import Figure
+
+    fgd = summary[summary.policy == "fgd"].set_index(["trace", "rate", "split"]).wait_mean_s
+    rows = summary[summary.policy != "fgd"]
+    setups = list(dict.fromkeys(rows.policy))
+    parts = {setup: setup.split("+") for setup in setups}
+    common = set.intersection(*(set(p[1:]) for p in parts.values())) if setups else set()
+    fig = Figure(figsize=(8, 5.5), dpi=110)
+    ax = fig.subplots()
+    for r in rows.itertuples():
+        colour = f"C{setups.index(r.policy) % 10}"
+        wait = 100 * (r.wait_mean_s / fgd[(r.trace, r.rate, r.split)] - 1)
+        own = " + ".join([display_label(parts[r.policy][0]), *(o for o in parts[r.policy][1:] if o not in common)])
+        ax.scatter(wait, r.saving_pct, s=40, edgecolors=colour, facecolors="none" if r.split == "held-out" else colour,
+                   label=f"{own}, {r.split} ({r.d_alloc:+.2f} pt alloc)")
+    ax.axhline(30, color="tab:red", ls="--", lw=1, label="goal: 30 % fewer lost GPU-h")
+    ax.set_xlabel("mean wait vs FGD, %")
+    ax.set_ylabel("lost GPU-hours saved vs FGD, % (paired seeds)")
+    ax.set_title(f"Saving against waiting; all setups: {' + '.join(sorted(common))}", fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=6, loc="lower center", ncol=2)
+    fig.tight_layout(rect=(0, 0.03 + 0.022 * len(rows), 1, 1))
+    fig.savefig(path)
+
+
 def plot_what_if(path: Path, rows: pd.DataFrame) -> None:
     """Bars: GPU-hours the moves' decisions lose per split, moving all against each rule and the oracle."""
     from matplotlib.figure import Figure
@@ -360,6 +388,7 @@ def main() -> None:
     if "placed_after_kills" in summary:
         print_split(summary)
         plot_split(args.out / "health_kills.png", summary)
+        plot_tradeoff(args.out / "health_tradeoff.png", summary)
     what_if = what_if_rows(summary)
     if len(what_if):
         print_what_if(what_if)
