@@ -352,6 +352,8 @@ def main() -> None:
     parser.add_argument("--precursor-lead-h", type=float, default=24.0)
     parser.add_argument("--false-warnings", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
+    parser.add_argument("--reuse", type=Path, nargs="+", default=[],
+                        help="runs CSVs of earlier batches with the same failure options: their runs are not repeated")
     parser.add_argument("--from-csv", action="store_true", help="no runs: table and plots from --out's health_runs.csv")
     parser.add_argument("--out", type=Path, default=Path("results/health"))
     args = parser.parse_args()
@@ -367,8 +369,14 @@ def main() -> None:
     else:
         jobs = list(product(args.traces, [args.data_dir], [args.repeat], args.rates, args.policies, args.seeds,
                             [options]))
+        done = pd.concat([pd.read_csv(path) for path in args.reuse] if args.reuse else
+                         [pd.DataFrame(columns=["trace", "rate", "policy", "seed"])])
+        done = done.drop_duplicates(["trace", "rate", "policy", "seed"]).set_index(["trace", "rate", "policy", "seed"])
+        todo = [job for job in jobs if (job[0], job[3], job[4], job[5]) not in done.index]
         with ProcessPoolExecutor(args.workers) as pool:
-            runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
+            fresh = pd.DataFrame(pool.map(one_run, *zip(*todo))) if todo else pd.DataFrame()
+        reused = done.loc[[key for job in jobs if (key := (job[0], job[3], job[4], job[5])) in done.index]]
+        runs = pd.concat([reused.reset_index(), fresh], ignore_index=True)
         runs.to_csv(args.out / "health_runs.csv", index=False)
     summary = summarise(runs, set(args.heldout))
     summary.to_csv(args.out / "health_summary.csv", index=False)
