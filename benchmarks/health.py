@@ -21,8 +21,9 @@ before it: only a move could have), what the migrations bought (how many averted
 failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
-were chosen on). Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png`` and
-``health_kills.png`` to ``--out`` and prints markdown tables.
+were chosen on). ``--reuse`` takes runs from earlier runs CSVs (same failure options) instead of repeating
+them. Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png``, ``health_kills.png`` and
+``health_tradeoff.png`` (saving against mean wait) to ``--out`` and prints markdown tables.
 """
 
 from __future__ import annotations

@@ -166,9 +166,10 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3),
                                 ("device", "pays", "now"), ("device", "pays", "checkpoint"),
                                 ("device", "pays_lindy", "checkpoint")]),
        lead_h=st.floats(0.1, 48), evict=st.booleans(), cost=st.floats(0, 0.2),
-       policy=st.sampled_from(["fgd", "healthfgd"]))
+       policy=st.sampled_from(["fgd", "healthfgd"]), flaky=st.sampled_from([0.0, 0.5]),
+       lift=st.sampled_from([(0.0, "mean"), (1e3, "mean"), (1e3, "known"), (1e7, "mean")]))
 def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
-        monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy):
+        monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy, flaky, lift):
     """After every event: no pod on an unhealthy device, no pod placed on a cordoned node (the fixture); at
     the end every pod is done, lost GPU-hours and energy are not negative, allocated − lost = the work."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)
@@ -178,7 +179,8 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
     scope, rule, at = migrate
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=scope,
                            migrate_rule=rule, migrate_at=at, precursor_lead_h=lead_h, evict=evict,
-                           checkpoint_cost_min=cost * 60)
+                           checkpoint_cost_min=cost * 60, drain_flaky=flaky, drain_lift=lift[0],
+                           drain_lift_run=lift[1])  # type: ignore[arg-type]
     r = run(cluster, pods, fails, policy=policy, config=config)
     assert monkeypatch_record  # checked after every event by the fixture
     assert_work_adds_up(r, jobs)
