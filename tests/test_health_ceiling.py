@@ -36,10 +36,10 @@ def run(config: FailureConfig, seed: int = 0, **kw):
 @pytest.mark.parametrize("lift_run", ["mean", "known"])
 def test_drain_lift_places_the_waiting_pod_once_it_has_waited_its_priced_wait(lift_run):
     # the warning on n0 at 10 s (C still there) gives p = 0.513 ≥ 0.5: n0 is drained for ~11 days. B has waited
-    # since 5 s; the node's priced wait is κ p (f − 1) λ R (C/2 + r) with λ = 2e-5 / 1.95 per GPU-hour, C/2 = 900 s,
-    # r = 0, R the mean GPU pod's work (mean) or B's day (known). B is placed on n0 when it has waited that long
-    # (its odds fade a little meanwhile, so the check at 5 s + W lifts the drain); without the lift it waits for the
-    # drain's end.
+    # since 5 s; the node's priced wait is κ p (f − 1) λ R (C/2 + r) with λ = 2e-5 / 1.95 per GPU-hour,
+    # C/2 = 900 s, r = 0, R the mean GPU pod's work (mean) or B's day (known). B is placed on n0 when it has
+    # waited that long (its odds fade a little meanwhile, so the check at 5 s + W lifts the drain); without the
+    # lift it waits for the drain's end.
     lam = 2e-5 / 1.95 / 3600
     p = 1 / (1 + np.exp(-(np.log(0.05 / 0.95) + np.log(20) - 19 * lam * 10)))
     run_s = {"mean": (100 * DAY + 20 + DAY) / 3, "known": DAY}[lift_run]

@@ -43,9 +43,10 @@ end of its restart overhead); it re-enters the scheduler at once and, when place
 Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
 (failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
 new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
-migrate (``kubectl drain`` with a checkpoint); ``drain_h = inf`` cordons it for good. With ``drain_flaky``, a node is also cordoned while the
-posterior probability that it is flaky (Bayes on its errors and clean time, from the model's own prior,
-:meth:`FailureConfig.error_prior`) is at least ``drain_flaky``; each error extends the hold. With ``drain_lift``
+migrate (``kubectl drain`` with a checkpoint); ``drain_h = inf`` cordons it for good. With
+``drain_flaky``, a node is also cordoned while the posterior probability that it is flaky (Bayes on its errors
+and clean time, from the model's own prior, :meth:`FailureConfig.error_prior`) is at least ``drain_flaky``;
+each error extends the hold. With ``drain_lift``
 (κ), a drained node takes pods while the longest-waiting pod has waited longer than κ × the extra GPU time per
 GPU a pod expects to lose there (:meth:`FailureConfig.lift_wait_s`; its run: the workload's mean, or with
 ``drain_lift_run="known"`` that pod's work left), and is cordoned again when no pod has. *Migrate*: right

@@ -59,10 +59,10 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     a while (a drain: its running pods finish, unless ``evict``: then they all migrate), then pods on the erring device or node
     checkpoint and re-arrive (``migrate`` events,
     then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
-    retry (``drain_h = inf``: it never ends). With ``drain_lift`` a drained node is uncordoned (and the queue
-    retries) while the longest-waiting pod has waited longer than its priced wait, and cordoned again when none
-    has (``check`` device events). With ``migrate_rule`` other than ``"always"`` a warned device's pod migrates only when
-    that pays (:func:`~quasched.sim.failures.plan_migration`), now or, deferred, at its next
+    retry (``drain_h = inf``: it never ends). With ``drain_lift`` a drained node is uncordoned (and the
+    queue retries) while the longest-waiting pod has waited longer than its priced wait, and cordoned
+    again when none has (``check`` device events). With ``migrate_rule`` other than ``"always"`` a
+    warned device's pod migrates only when that pays (:func:`~quasched.sim.failures.plan_migration`), now or, deferred, at its next
     periodic checkpoint (a ``migrate`` event then, if the pod still runs the same run).
 
 Energy and carbon
