@@ -7,7 +7,9 @@
         "healthfgd+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
 
 A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
-options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...); the failure model
+options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...; ``drain_h=inf`` cordons for good) and
+the benchmark-only clairvoyant reference ``+oracle=flaky`` (the failure model's true flaky nodes cordoned from
+the start: a bound, not a scheduler; :func:`oracle_cordon`); the failure model
 options are the same for all setups. ``--repeat N`` replays N copies of the trace back to back
 (a longer horizon at the same rate). For every trace, failure rate, setup and seed: one replay
 (``--departure duration``) whose failure process has ``FailureConfig(rate, seed=seed)`` (so
@@ -19,8 +21,9 @@ before it: only a move could have), what the migrations bought (how many averted
 failures, the GPU-hours averted, the moves' cost in all and of those that averted nothing), goodput, the time-average GPU allocation and the mean wait. Savings are paired: ``1 − Σ lost / Σ lost_FGD`` over the seeds of a split
 (the per-seed ratios are in the CSV); allocation differences are means of per-seed differences
 in points. Seeds in ``--heldout`` are reported apart from the others (the ones the defaults
-were chosen on). Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png`` and
-``health_kills.png`` to ``--out`` and prints markdown tables.
+were chosen on). ``--reuse`` takes runs from earlier runs CSVs (same failure options) instead of repeating
+them. Writes ``health_runs.csv``, ``health_summary.csv``, ``health_<trace>.png``, ``health_kills.png`` and
+``health_tradeoff.png`` (saving against mean wait) to ``--out`` and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -89,13 +92,25 @@ def one_run(trace: str, data_dir: Path, repeat: int, rate: float, setup: str, se
         _INPUTS[trace, repeat] = nodes, repeat_workload(workload, repeat) if repeat > 1 else workload
     nodes, workload = _INPUTS[trace, repeat]
     policy, remedies = setup_options(setup)
-    config = ReplayConfig(policy=policy, seed=seed, failures=FailureConfig(rate=rate, seed=seed, **options, **remedies))
+    oracle = remedies.pop("oracle", None)
+    fc = FailureConfig(rate=rate, seed=seed, **options, **remedies)
     start = time.process_time()
-    result = replay(nodes, workload, config)
+    result = replay(nodes, workload, ReplayConfig(policy=policy, seed=seed, failures=fc),
+                    oracle_cordon=oracle_cordon(oracle, fc, np.asarray(nodes.num_gpus)))
     s = result.summary()
     return {"trace": trace, "rate": rate, "policy": setup, "seed": seed, **{k: s[k] for k in KEYS},
             **kill_split(result), **what_moves_bought(result),
             "cpu_s": time.process_time() - start}
+
+
+def oracle_cordon(oracle: object, config: FailureConfig, num_gpus: np.ndarray) -> np.ndarray | None:
+    """The clairvoyant reference of a setup's ``+oracle=flaky``: the failure model's true flaky nodes, cordoned
+    from the start (a bound on what any node-level health signal could give, not a scheduler option)."""
+    if oracle is None:
+        return None
+    if oracle != "flaky":
+        raise ValueError(f"unknown oracle {oracle!r}: the only one is 'flaky' (the failure model's flaky nodes)")
+    return device_rates(config, num_gpus)[1]
 
 
 def what_moves_bought(result: ReplayResult) -> dict[str, float | int]:
@@ -162,7 +177,7 @@ def summarise(runs: pd.DataFrame, heldout: set[int]) -> pd.DataFrame:
             "seeds_better": int(np.sum(lost < lost_fgd)), "goodput_pct": g.goodput_pct.mean(),
             "alloc_pct": g.gpu_alloc_avg_pct.mean(),
             "d_alloc": float(np.mean(g.gpu_alloc_avg_pct.to_numpy() - b.gpu_alloc_avg_pct.to_numpy())),
-            "wait_mean_s": g.wait_mean_s.mean(), "cpu_s": g.cpu_s.mean(),
+            "wait_mean_s": g.wait_mean_s.mean(), "never_placed": g.never_placed.mean(), "cpu_s": g.cpu_s.mean(),
         })
     return pd.DataFrame(rows)
 
@@ -245,6 +260,34 @@ def print_what_if(rows: pd.DataFrame) -> None:
               f"{' | '.join(cells)} |")
 
 
+def plot_tradeoff(path: Path, summary: pd.DataFrame) -> None:
+    """Saving vs FGD against the mean wait's change vs FGD, one colour per setup (hollow: held-out seeds), the
+    30 % goal dashed; setups are labelled by what sets them apart."""
+    from matplotlib.figure import Figure
+
+    fgd = summary[summary.policy == "fgd"].set_index(["trace", "rate", "split"]).wait_mean_s
+    rows = summary[summary.policy != "fgd"]
+    setups = list(dict.fromkeys(rows.policy))
+    parts = {setup: setup.split("+") for setup in setups}
+    common = set.intersection(*(set(p[1:]) for p in parts.values())) if setups else set()
+    fig = Figure(figsize=(8, 5.5), dpi=110)
+    ax = fig.subplots()
+    for r in rows.itertuples():
+        colour = f"C{setups.index(r.policy) % 10}"
+        wait = 100 * (r.wait_mean_s / fgd[(r.trace, r.rate, r.split)] - 1)
+        own = " + ".join([display_label(parts[r.policy][0]), *(o for o in parts[r.policy][1:] if o not in common)])
+        ax.scatter(wait, r.saving_pct, s=40, edgecolors=colour, facecolors="none" if r.split == "held-out" else colour,
+                   label=f"{own}, {r.split} ({r.d_alloc:+.2f} pt alloc)")
+    ax.axhline(30, color="tab:red", ls="--", lw=1, label="goal: 30 % fewer lost GPU-h")
+    ax.set_xlabel("mean wait vs FGD, %")
+    ax.set_ylabel("lost GPU-hours saved vs FGD, % (paired seeds)")
+    ax.set_title(f"Saving against waiting; all setups: {' + '.join(sorted(common))}", fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=6, loc="lower center", ncol=2)
+    fig.tight_layout(rect=(0, 0.03 + 0.022 * len(rows), 1, 1))
+    fig.savefig(path)
+
+
 def plot_what_if(path: Path, rows: pd.DataFrame) -> None:
     """Bars: GPU-hours the moves' decisions lose per split, moving all against each rule and the oracle."""
     from matplotlib.figure import Figure
@@ -310,6 +353,8 @@ def main() -> None:
     parser.add_argument("--precursor-lead-h", type=float, default=24.0)
     parser.add_argument("--false-warnings", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
+    parser.add_argument("--reuse", type=Path, nargs="+", default=[],
+                        help="runs CSVs of earlier batches with the same failure options: their runs are not repeated")
     parser.add_argument("--from-csv", action="store_true", help="no runs: table and plots from --out's health_runs.csv")
     parser.add_argument("--out", type=Path, default=Path("results/health"))
     args = parser.parse_args()
@@ -325,8 +370,14 @@ def main() -> None:
     else:
         jobs = list(product(args.traces, [args.data_dir], [args.repeat], args.rates, args.policies, args.seeds,
                             [options]))
+        done = pd.concat([pd.read_csv(path) for path in args.reuse] if args.reuse else
+                         [pd.DataFrame(columns=["trace", "rate", "policy", "seed"])])
+        done = done.drop_duplicates(["trace", "rate", "policy", "seed"]).set_index(["trace", "rate", "policy", "seed"])
+        todo = [job for job in jobs if (job[0], job[3], job[4], job[5]) not in done.index]
         with ProcessPoolExecutor(args.workers) as pool:
-            runs = pd.DataFrame(pool.map(one_run, *zip(*jobs)))
+            fresh = pd.DataFrame(pool.map(one_run, *zip(*todo))) if todo else pd.DataFrame()
+        reused = done.loc[[key for job in jobs if (key := (job[0], job[3], job[4], job[5])) in done.index]]
+        runs = pd.concat([reused.reset_index(), fresh], ignore_index=True)
         runs.to_csv(args.out / "health_runs.csv", index=False)
     summary = summarise(runs, set(args.heldout))
     summary.to_csv(args.out / "health_summary.csv", index=False)
@@ -346,6 +397,7 @@ def main() -> None:
     if "placed_after_kills" in summary:
         print_split(summary)
         plot_split(args.out / "health_kills.png", summary)
+        plot_tradeoff(args.out / "health_tradeoff.png", summary)
     what_if = what_if_rows(summary)
     if len(what_if):
         print_what_if(what_if)

@@ -206,6 +206,11 @@ class MigrateAt(StrEnum):
     checkpoint = "checkpoint"
 
 
+class LiftRun(StrEnum):
+    mean = "mean"
+    known = "known"
+
+
 class BackendName(StrEnum):
     local = "local"
     ray = "ray"
@@ -330,10 +335,16 @@ def replay(
     drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
                                   "--drain-window-h (0 = never): no new pods, running ones finish."),
     drain_window_h: float = _failures(168.0, "Hours over which a node's errors count towards a drain."),
-    drain_h: float = _failures(72.0, "Hours a drained node stays cordoned."),
+    drain_h: float = _failures(72.0, "Hours a drained node stays cordoned (inf: for good)."),
     drain_flaky: float = _failures(0.0, "Also drain a node while the posterior probability that it is one of the "
                                    "flaky nodes (Bayes on its errors and clean time, from --flaky-share, "
                                    "--flaky-factor and the mean error rate) is at least this (0 = never)."),
+    drain_lift: float = _failures(0.0, "A drained node takes pods while the longest-waiting pod has waited more "
+                                  "than this many times the extra GPU time per GPU a pod expects to lose there "
+                                  "(its posterior of being flaky × the excess failure rate × run time × (half a "
+                                  "checkpoint interval + reload)); 0 = never."),
+    drain_lift_run: LiftRun = _failures(LiftRun.mean, "The run time --drain-lift prices: the workload's mean GPU "
+                                        "pod ('mean', no durations) or the waiting pod's work left ('known')."),
     migrate: Migrate = _failures(Migrate.off, "Proactive checkpoint-and-migrate right after a GPU error or warning: "
                                  "off, device (pods on that GPU) or node (pods on that node)."),
     evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
@@ -369,7 +380,8 @@ def replay(
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
-                drain_h=drain_h, drain_flaky=drain_flaky, migrate=migrate.value,  # type: ignore[arg-type]
+                drain_h=drain_h, drain_flaky=drain_flaky, drain_lift=drain_lift,
+                drain_lift_run=drain_lift_run.value, migrate=migrate.value,  # type: ignore[arg-type]
                 evict=evict, checkpoint_cost_min=checkpoint_cost_min,
                 migrate_rule=migrate_rule.value, migrate_at=migrate_at.value)  # type: ignore[arg-type]
         except ValueError as err:

@@ -166,9 +166,10 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3),
                                 ("device", "pays", "now"), ("device", "pays", "checkpoint"),
                                 ("device", "pays_lindy", "checkpoint")]),
        lead_h=st.floats(0.1, 48), evict=st.booleans(), cost=st.floats(0, 0.2),
-       policy=st.sampled_from(["fgd", "healthfgd"]))
+       policy=st.sampled_from(["fgd", "healthfgd"]), flaky=st.sampled_from([0.0, 0.5]),
+       lift=st.sampled_from([(0.0, "mean"), (1e3, "mean"), (1e3, "known"), (1e7, "mean")]))
 def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
-        monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy):
+        monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy, flaky, lift):
     """After every event: no pod on an unhealthy device, no pod placed on a cordoned node (the fixture); at
     the end every pod is done, lost GPU-hours and energy are not negative, allocated − lost = the work."""
     cluster = nodes(*[(64000, 1 << 20, 4, "A")] * 3)
@@ -178,7 +179,8 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
     scope, rule, at = migrate
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=scope,
                            migrate_rule=rule, migrate_at=at, precursor_lead_h=lead_h, evict=evict,
-                           checkpoint_cost_min=cost * 60)
+                           checkpoint_cost_min=cost * 60, drain_flaky=flaky, drain_lift=lift[0],
+                           drain_lift_run=lift[1])  # type: ignore[arg-type]
     r = run(cluster, pods, fails, policy=policy, config=config)
     assert monkeypatch_record  # checked after every event by the fixture
     assert_work_adds_up(r, jobs)
@@ -193,3 +195,15 @@ def test_replay_cli_with_drains_and_migration(tmp_path):
     assert pd.read_csv(tmp_path / "pods_Health+FGD_42.csv")["migrations"].sum() == summary["migrations"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--migrate", "cluster"])
     assert bad.exit_code == 2 and "migrate" in bad.output
+
+
+def test_drain_h_inf_cordons_for_good():
+    # a warning on n0 at 100 s cordons it: p0 keeps running there until 10 h; p1 (2 GPUs) holds n1 from 200 s to
+    # 100 h; p2 (1 GPU) arrives at 11 h, when n0 is idle. Cordoned for good, n0 never takes it: it waits for
+    # n1 (100 h). Cordoned for 50 h, n0 takes it when the drain ends (100 s + 50 h)
+    pods = workload([(1000, 1024, 1, 1000, 0, 10 * HOUR), (1000, 1024, 2, 1000, 200, 100 * HOUR),
+                     (1000, 1024, 1, 1000, 11 * HOUR, 12 * HOUR)])
+    for drain_h, node, placed in ((np.inf, 1, 100 * HOUR), (50.0, 0, 100 + 50 * HOUR)):
+        r = run(SMALL_BIG, pods, [warning(100.0, 0)], config=FailureConfig(drain_errors=1, drain_h=drain_h))
+        assert r.pods.node.tolist() == [0, 1, node] and r.pods.placed[2] == pytest.approx(placed)
+        assert (r.pods.status == DONE).all() and r.summary()["drains"] == 1

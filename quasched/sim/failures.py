@@ -43,9 +43,13 @@ end of its restart overhead); it re-enters the scheduler at once and, when place
 Remediation (scheduler side, off by default). *Drain*: a node with ``drain_errors`` errors
 (failures or warnings) within ``drain_window_h`` hours is cordoned for ``drain_h`` hours: no
 new pods, running ones finish (its failure rate does not change), or with ``evict`` they all
-migrate (``kubectl drain`` with a checkpoint). With ``drain_flaky``, a node is also cordoned while the
-posterior probability that it is flaky (Bayes on its errors and clean time, from the model's own prior,
-:meth:`FailureConfig.error_prior`) is at least ``drain_flaky``; each error extends the hold. *Migrate*: right
+migrate (``kubectl drain`` with a checkpoint); ``drain_h = inf`` cordons it for good. With
+``drain_flaky``, a node is also cordoned while the posterior probability that it is flaky (Bayes on its errors
+and clean time, from the model's own prior, :meth:`FailureConfig.error_prior`) is at least ``drain_flaky``;
+each error extends the hold. With ``drain_lift``
+(κ), a drained node takes pods while the longest-waiting pod has waited longer than κ × the extra GPU time per
+GPU a pod expects to lose there (:meth:`FailureConfig.lift_wait_s`; its run: the workload's mean, or with
+``drain_lift_run="known"`` that pod's work left), and is cordoned again when no pod has. *Migrate*: right
 after an error, the pods on the erring device (``migrate="device"``) or node (``"node"``) checkpoint on demand and
 re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` of their GPUs
 (writing the checkpoint) plus the restart overhead.
@@ -83,8 +87,8 @@ MigrateRule = Literal["always", "pays", "pays_lindy"]
 #: what a migration that pays does: nothing, checkpoint on demand now, or move at the next periodic checkpoint
 Move = Literal["stay", "now", "checkpoint"]
 #: what :meth:`DeviceFaults.pop` returns: a failure, a warning, a device back, a drained node back, a deferred
-#: migration due
-FaultKind = Literal["fail", "warn", "back", "uncordon", "move"]
+#: migration due, a drained node's lift check (``drain_lift``)
+FaultKind = Literal["fail", "warn", "back", "uncordon", "move", "check"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,11 @@ class FailureConfig:
     drain_h: float = 72.0
     #: cordon a node while its posterior probability of being flaky (:meth:`error_prior`) is at least this (0 = never)
     drain_flaky: float = 0.0
+    #: a drained node takes pods while the longest-waiting pod has waited this many times the expected extra loss
+    #: (GPU-seconds per GPU) of a pod on it (:meth:`lift_wait_s`; 0 = never)
+    drain_lift: float = 0.0
+    #: the run that loss is priced on: the workload's mean (``"mean"``, no durations) or the pod's work left
+    drain_lift_run: Literal["mean", "known"] = "mean"
     migrate: MigrateScope = "off"
     evict: bool = False
     checkpoint_cost_min: float = 1.0
@@ -118,7 +127,7 @@ class FailureConfig:
 
     def __post_init__(self) -> None:
         for name in ("rate", "reset_min", "repair_h", "restart_min", "precursor_lead_h", "false_warnings",
-                     "drain_errors", "drain_window_h", "drain_h", "checkpoint_cost_min"):
+                     "drain_errors", "drain_window_h", "drain_h", "drain_lift", "checkpoint_cost_min"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be at least 0")
         for name in ("checkpoint_min", "chunk_days"):
@@ -131,6 +140,10 @@ class FailureConfig:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
         if self.flaky_factor < 1:
             raise ValueError(f"failure option flaky_factor={self.flaky_factor} must be at least 1")
+        if self.drain_lift_run not in ("mean", "known"):
+            raise ValueError(f"failure option drain_lift_run={self.drain_lift_run!r}: choose from mean, known")
+        if self.drain_lift and not np.isfinite(self.drain_h):
+            raise ValueError("failure option drain_lift needs a finite drain_h: a drain for good is never lifted")
         if self.migrate not in ("off", "device", "node"):
             raise ValueError(f"failure option migrate={self.migrate!r}: choose from off, device, node")
         if self.migrate_rule not in ("always", "pays", "pays_lindy"):
@@ -149,9 +162,19 @@ class FailureConfig:
         counts, ``1 + (1 − transient_share) · precursor_share · (1 + false_warnings)`` per failure on average; the
         ordinary GPU's rate keeps the mean at ``rate`` with the expected flaky share."""
         per_failure = 1 + (1 - self.transient_share) * self.precursor_share * (1 + self.false_warnings)
-        mean_weight = 1 - self.flaky_share + self.flaky_share * self.flaky_factor
-        return ErrorPrior(self.flaky_share, self.flaky_factor, self.rate * per_failure / mean_weight / SECONDS_PER_HOUR,
-                          since)
+        return ErrorPrior(self.flaky_share, self.flaky_factor, self.ordinary_rate * per_failure, since)
+
+    @property
+    def ordinary_rate(self) -> float:
+        """Failures per second of an ordinary (not flaky) GPU: the mean ``rate`` over the expected flaky share."""
+        return self.rate / (1 - self.flaky_share + self.flaky_share * self.flaky_factor) / SECONDS_PER_HOUR
+
+    def lift_wait_s(self, flaky_p: float, run_s: float) -> float:
+        """Seconds a pod waits before a drained node whose posterior of being flaky is ``flaky_p`` takes it
+        (``drain_lift`` = κ): κ × the extra GPU-seconds per GPU that a pod running ``run_s`` seconds there loses in
+        expectation against an ordinary node, ``κ · p (f − 1) λ R (C/2 + r)`` (to first order in the kill odds)."""
+        excess = flaky_p * (self.flaky_factor - 1) * self.ordinary_rate
+        return self.drain_lift * excess * run_s * (self.checkpoint_min * 30 + self.restart_min * 60)
 
     def fatal_within(self, seconds: float) -> float:
         """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and lead)."""
@@ -289,9 +312,14 @@ class DeviceFaults:
         return min(back, self._next.time) if failures and self._next is not None else back
 
     def hold(self, node: int, until: float) -> None:
-        """``node`` is drained until ``until`` (then :meth:`pop` returns its ``"uncordon"``)."""
-        heapq.heappush(self._back, (until, node, -1, "uncordon"))
+        """``node`` is drained until ``until`` (then :meth:`pop` returns its ``"uncordon"``; inf: never)."""
+        if np.isfinite(until):
+            heapq.heappush(self._back, (until, node, -1, "uncordon"))
         self.drained += 1
+
+    def check(self, node: int, when: float) -> None:
+        """Drained ``node``'s lift is to be checked at ``when`` (:meth:`pop` returns ``(when, node, -1, "check")``)."""
+        heapq.heappush(self._back, (when, node, -1, "check"))
 
     def defer(self, uid: int, node: int, when: float) -> None:
         """Pod ``uid`` on ``node`` is to migrate at ``when`` (:meth:`pop` returns ``(when, node, uid, "move")``)."""

@@ -59,8 +59,10 @@ GPU failures (``failures=``, :mod:`quasched.sim.failures`; ``"duration"`` depart
     a while (a drain: its running pods finish, unless ``evict``: then they all migrate), then pods on the erring device or node
     checkpoint and re-arrive (``migrate`` events,
     then ``start``/``queue``), all before the killed pods re-arrive; a drain's end lets the queue
-    retry. With ``migrate_rule`` other than ``"always"`` a warned device's pod migrates only when
-    that pays (:func:`~quasched.sim.failures.plan_migration`), now or, deferred, at its next
+    retry (``drain_h = inf``: it never ends). With ``drain_lift`` a drained node is uncordoned (and the
+    queue retries) while the longest-waiting pod has waited longer than its priced wait, and cordoned
+    again when none has (``check`` device events). With ``migrate_rule`` other than ``"always"`` a
+    warned device's pod migrates only when that pays (:func:`~quasched.sim.failures.plan_migration`), now or, deferred, at its next
     periodic checkpoint (a ``migrate`` event then, if the pod still runs the same run).
 
 Energy and carbon
@@ -276,7 +278,8 @@ class _Replay:
     """The event loop (one instance per run)."""
 
     def __init__(self, nodes: NodeSpec, workload: Workload, config: ReplayConfig,
-                 typical: TypicalPods | None, failures: Iterable[DeviceFailure] | None = None) -> None:
+                 typical: TypicalPods | None, failures: Iterable[DeviceFailure] | None = None,
+                 oracle_cordon: np.ndarray | None = None) -> None:
         if config.departure not in ("trace", "duration"):
             raise ValueError(f"unknown departure mode {config.departure!r}; use 'trace' or 'duration'")
         if config.failures is not None and config.departure != "duration":
@@ -310,8 +313,12 @@ class _Replay:
         self.faults: DeviceFaults | None = None
         #: pods whose migration waits for their next periodic checkpoint -> (the due time of that run, the move's)
         self.deferred: dict[int, tuple[float, float]] = {}
-        #: drained nodes -> when their latest hold ends
+        #: drained nodes -> when their latest hold ends, and (``drain_lift``) when their lift is checked next
         self.cordon_until: dict[int, float] = {}
+        self.next_check: dict[int, float] = {}
+        gpu_work = self.work[(workload.gpu_milli > 0) & np.isfinite(self.work)]
+        #: the mean run of a GPU pod, what ``drain_lift`` prices a wait on without durations
+        self.mean_run_s = float(gpu_work.mean()) if len(gpu_work) else 0.0
         self.ledger: WorkLedger | None = None
         if config.failures is not None:
             fc = config.failures
@@ -321,6 +328,9 @@ class _Replay:
             self.ledger = WorkLedger(self.work, gpu_share(workload.gpu_milli, workload.num_gpu),
                                      fc.checkpoint_min * 60, fc.restart_min * 60)
             self.cluster.errors.prior = fc.error_prior(start)
+            for node in np.flatnonzero(oracle_cordon if oracle_cordon is not None else []).tolist():
+                self.cluster.cordon(node)  # for good, and not counted as a drain
+                self.cordon_until[node] = np.inf
 
     # ---------------------------------------------------------------- helpers
     def pod(self, uid: int) -> Pod:
@@ -378,6 +388,9 @@ class _Replay:
         t, node, device, kind = event
         if kind == "move":
             self.deferred_move(t, node, device)
+            return
+        if kind == "check":
+            self.lift_check(t, node)
             return
         if kind == "uncordon":
             if t < self.cordon_until[node]:
@@ -478,7 +491,36 @@ class _Replay:
         self.cluster.cordon(node)
         self.cordon_until[node] = until
         self.faults.hold(node, until)
+        if fc.drain_lift:
+            self.next_check[node] = t
+            self.lift_check(t, node)
         return drained
+
+    def lift_check(self, t: float, node: int) -> None:
+        """``drain_lift``: the drained ``node`` takes pods while the longest-waiting pod has waited longer than
+        :meth:`FailureConfig.lift_wait_s` of the node's posterior, else it is cordoned; checked again when that
+        can change (at least a minute later), until its drain ends."""
+        fc, ledger, faults, errors = self.config.failures, self.ledger, self.faults, self.cluster.errors
+        assert fc is not None and ledger is not None and faults is not None and errors.prior is not None
+        if self.next_check.get(node) != t or t >= self.cordon_until[node]:
+            return  # superseded by a later drain's check, or the drain is over
+        queued = np.flatnonzero(self.status == QUEUED)
+        since = np.where(np.isfinite(ledger.killed_at[queued]), ledger.killed_at[queued], self.outcome.arrival[queued])
+        oldest = int(np.argmin(since)) if len(queued) else -1
+        waited = t - since[oldest] if len(queued) else 0.0
+        run = ledger.left[queued[oldest]] if fc.drain_lift_run == "known" and len(queued) else self.mean_run_s
+        log_odds = float(errors.prior.log_odds(errors.count(node, -np.inf), self.cluster.num_gpus[node], t))
+        wait = fc.lift_wait_s(1 / (1 + np.exp(-log_odds)), run if np.isfinite(run) else np.inf)
+        lift = len(queued) > 0 and waited >= wait
+        if lift and self.cluster.cordoned[node]:
+            self.cluster.uncordon(node)
+            self.retry(t)
+        elif not lift:
+            self.cluster.cordon(node)
+        after = wait if lift else wait - waited
+        if np.isfinite(after) and t + after < self.cordon_until[node]:
+            self.next_check[node] = t + max(after, 60.0)
+            faults.check(node, self.next_check[node])
 
     def depart_batch(self, t: float) -> None:
         """Every departure and withdrawal at ``t`` (file order), then one queue retry."""
@@ -538,11 +580,15 @@ def replay(
     carbon_start: np.datetime64 | None = None,
     pue: float = 1.0,
     failures: Iterable[DeviceFailure] | None = None,
+    oracle_cordon: np.ndarray | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on ``nodes``; ``progress(arrived, total)`` is called every 500 arrivals.
 
     ``failures``: explicit device failures in time order instead of ``config.failures``'s
     random process (which still sets checkpoints and restarts; tests and what-if timelines).
+    ``oracle_cordon``: a node mask cordoned from the start for the whole run. It is a clairvoyant reference for
+    benchmarks (e.g. the failure model's true flaky nodes), not a scheduler option: no policy spec, CLI option or
+    :class:`FailureConfig` field reaches it.
 
     ``typical`` overrides the typical pods used for fragmentation (and FGD);
     by default they come from the whole ``workload``. ``carbon``, ``carbon_start`` and
@@ -553,7 +599,9 @@ def replay(
     start = _time.perf_counter()
     if failures is not None and config.failures is None:
         raise ValueError("explicit failures need config.failures (checkpoint interval, restart overhead)")
-    run = _Replay(nodes, workload, config, typical, failures)
+    if oracle_cordon is not None and config.failures is None:
+        raise ValueError("oracle_cordon is a reference on a failure model: it needs config.failures")
+    run = _Replay(nodes, workload, config, typical, failures, oracle_cordon)
     run.run(progress)
     return ReplayResult(
         config=config,
