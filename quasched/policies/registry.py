@@ -234,7 +234,7 @@ def _oursrare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0) -> P
                          (("device_balance:DeviceBalanceScore", gamma),), typical.with_heavy())
 
 
-def _oursguard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: float = 1.0) -> Policy:
+def _oursguard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: float = 16.0) -> Policy:
     """``oursrare`` + ``delta`` x the future pods a placement is expected to turn away by breaking the last
     homes of a shape (:mod:`quasched.policies.last_homes`, Littlewood's rule):
     ``... + δ (50 − E / 160)``."""
@@ -365,7 +365,7 @@ def _register_builtins() -> None:
                    "oursrare + delta x the pods a placement is expected to turn away by breaking the last nodes "
                    "that can hold a shape (Littlewood's protection rule)",
                    _oursguard, (*_BALANCE_PARAMS[:2],
-                                Param("delta", float, 1.0, "weight of the last-homes term", minimum=0.0)),
+                                Param("delta", float, 16.0, "weight of the last-homes term", minimum=0.0)),
                    artifact_label="Ours+Guard"),
         PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
