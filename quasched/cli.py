@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from enum import StrEnum
@@ -11,6 +12,7 @@ from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
@@ -36,7 +38,7 @@ DATA_DIR_HELP = (
 )
 POLICY_HELP = (
     "Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,headroom:beta=2,bestfit), "
-    "or 'all' (the six paper policies). " + describe_policies()
+    "or 'all' (the six paper policies). " + escape(describe_policies())
 )
 RNG_HELP = ("Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's Go simulator "
             "bit for bit (Go's math/rand, seeded from the packaged rngCooked table).")
@@ -50,17 +52,23 @@ class Rng(StrEnum):
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``42``, ``42-51`` or ``42,45,50`` → list of seeds."""
+    """``42``, ``42-51`` or ``42,45,50`` → list of seeds; a clear ``--seeds`` error otherwise."""
     seeds: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part[1:]:
-            lo, hi = part.split("-", 1)
-            seeds += range(int(lo), int(hi) + 1)
-        elif part:
-            seeds.append(int(part))
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part[1:].partition("-")
+        try:
+            first, last = (int(part[0] + lo), int(hi)) if dash else (int(part), int(part))
+        except ValueError:
+            if not part:
+                continue
+            raise typer.BadParameter(f"{part!r} is not a seed: write 42, 42-51 or 42,45,50",
+                                     param_hint="--seeds") from None
+        if first > last:
+            raise typer.BadParameter(f"empty range {part!r}: write the low seed first ({last}-{first})",
+                                     param_hint="--seeds")
+        seeds += range(first, last + 1)
     if not seeds:
-        raise typer.BadParameter(f"no seeds in {text!r}")
+        raise typer.BadParameter(f"no seeds in {text!r}: write 42, 42-51 or 42,45,50", param_hint="--seeds")
     return seeds
 
 
@@ -71,7 +79,7 @@ def parse_policies(text: str) -> list[str]:
     try:
         return [str(spec) for spec in parse_specs(text)]
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+        raise typer.BadParameter(str(err), param_hint="--policy") from None
 
 
 def fail(message: str) -> NoReturn:
@@ -122,7 +130,7 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
+        1.3, min=0, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -136,7 +144,7 @@ def simulate(
         None, help="Write curves CSVs (published layout), failed pods and PNG plots here."
     ),
     events: bool = typer.Option(False, help="Also write one per-event CSV per run into --out."),
-    workers: int = typer.Option(0, help="Worker processes (0 = one per CPU core)."),
+    workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per CPU core)."),
 ) -> None:
     """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
@@ -184,6 +192,15 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
+def failure_option_error(message: str) -> str:
+    """A failure model's error (``failure option checkpoint_min=0 ...``) in terms of the replay's options."""
+    def option(match: re.Match[str]) -> str:
+        name = {"rate": "failure_rate", "seed": "failure_seed"}.get(match[1], match[1])
+        return "--" + name.replace("_", "-") + " "
+
+    return re.sub(r"failure option (\w+)=", option, message)
+
+
 def _failures(default: float | str | bool, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
@@ -206,6 +223,16 @@ class MigrateAt(StrEnum):
     checkpoint = "checkpoint"
 
 
+class Departure(StrEnum):
+    duration = "duration"
+    trace = "trace"
+
+
+class MissingCreation(StrEnum):
+    start = "start"
+    skip = "skip"
+
+
 class BackendName(StrEnum):
     local = "local"
     ray = "ray"
@@ -218,7 +245,7 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, help="Tune each workload to this multiple of cluster GPU capacity."),
+    tune: float = typer.Option(1.3, min=0, help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option(Rng.go, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     store: Path = typer.Option(
@@ -227,9 +254,9 @@ def sweep(
     ),
     backend: BackendName = typer.Option(
         BackendName.local, help="'local': a process pool on this machine; 'ray': Ray tasks "
-        "(pip install 'quasched[ray]'; every Ray node needs --data-dir)."
+        "(pip install 'quasched\\[ray]'; every Ray node needs --data-dir)."
     ),
-    workers: int = typer.Option(0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
+    workers: int = typer.Option(0, min=0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
     ray_address: Optional[str] = typer.Option(None, help="Address of a running Ray cluster (default: start one)."),
     out: Optional[Path] = typer.Option(
         None, help="Write matrix.csv, a heat map per metric and each trace's curves (published layout) here."
@@ -286,16 +313,16 @@ def replay(
     ),
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
-    departure: str = typer.Option(
-        "duration", help="'duration': a pod runs its trace lifetime from placement; "
+    departure: Departure = typer.Option(
+        Departure.duration, help="'duration': a pod runs its trace lifetime from placement; "
         "'trace': it leaves at its trace deletion time (withdrawn if still queued)."
     ),
-    missing_creation: str = typer.Option(
-        "start", help="Rows without creation time (created before the trace window): "
+    missing_creation: MissingCreation = typer.Option(
+        MissingCreation.start, help="Rows without creation time (created before the trace window): "
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
+        1.0, min=0.01, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -309,7 +336,7 @@ def replay(
         None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
-    pue: float = typer.Option(1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
+    pue: float = typer.Option(1.0, min=1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
     failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
                                     "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
                                     "lost GPU-hours and goodput."),
@@ -373,7 +400,7 @@ def replay(
                 evict=evict, checkpoint_cost_min=checkpoint_cost_min,
                 migrate_rule=migrate_rule.value, migrate_at=migrate_at.value)  # type: ignore[arg-type]
         except ValueError as err:
-            fail(str(err))
+            fail(failure_option_error(str(err)))
     carbon = None
     if carbon_zone is not None:
         import numpy as np
@@ -381,8 +408,11 @@ def replay(
         from quasched.traces.carbon import load_carbon
 
         try:
-            carbon = load_carbon(carbon_zone, carbon_dir)
             start_at = np.datetime64(carbon_start, "s")
+        except ValueError:
+            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00")
+        try:
+            carbon = load_carbon(carbon_zone, carbon_dir)
         except ValueError as err:
             fail(str(err))
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
@@ -397,7 +427,7 @@ def replay(
                 task = bar.add_task(f"{name} seed {seed}", total=len(workload))
                 try:
                     results.append(run_replay(
-                        nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
+                        nodes, workload, name, seed, departure=departure.value, missing_creation=missing_creation.value,
                         rng=rng.value, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
                         failures=failures,
                         progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -495,7 +525,7 @@ def serve(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + describe_policies()),
+    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
     clock: Clock = typer.Option(Clock.wall, help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "

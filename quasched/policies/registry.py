@@ -116,7 +116,10 @@ def parse_spec(text: str) -> PolicySpec:
         if not eq or key.strip() not in by_name:
             known = ", ".join(by_name) or "none"
             raise ValueError(f"policy {info.name}: bad parameter {item!r} (parameters: {known})")
-        params[key.strip()] = by_name[key.strip()].parse(value.strip())
+        try:
+            params[key.strip()] = by_name[key.strip()].parse(value.strip())
+        except ValueError as err:
+            raise ValueError(f"policy {info.name}: {err}") from None
     return PolicySpec(info.name, params)
 
 

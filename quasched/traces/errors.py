@@ -32,7 +32,7 @@ class TraceError(ValueError):
 
 
 class TraceNotFound(TraceError):
-    """A trace file found in none of the searched locations (and not downloaded)."""
+    """An input file (trace, cluster, workload, carbon) found in none of the searched locations (and not downloaded)."""
 
     def __init__(self, file: str | Path, searched: Sequence[str], fix: str) -> None:
         self.searched = tuple(searched)
@@ -40,4 +40,4 @@ class TraceNotFound(TraceError):
         super().__init__(file, f"not found. Looked in:{looked}\n{fix}")
 
     def __str__(self) -> str:
-        return f"trace file {self.file!r} {self.message}"
+        return f"file {self.file!r} {self.message}"
