@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Literal, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -46,9 +45,15 @@ CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats
 WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
 
 
-class Rng(StrEnum):
-    go = "go"
-    native = "native"
+# Choices of options (typer shows them as <a|b> and rejects anything else).
+Rng = Literal["go", "native"]
+Migrate = Literal["off", "device", "node"]
+MigrateRule = Literal["always", "pays", "pays_lindy"]
+MigrateAt = Literal["now", "checkpoint"]
+Departure = Literal["duration", "trace"]
+MissingCreation = Literal["start", "skip"]
+BackendName = Literal["local", "ray"]
+Clock = Literal["wall", "virtual"]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -103,7 +108,7 @@ def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = N
 def curve_function(rng: Rng):
     """How runs are binned into curves: with ``--rng go`` the artifact's rounding (a reproduction,
     so curves equal the published ones), else exact bin means."""
-    if rng is Rng.go:
+    if rng == "go":
         from quasched.compat.curves import discrete_curves
 
         return discrete_curves
@@ -132,7 +137,7 @@ def simulate(
     tune: float = typer.Option(
         1.3, min=0, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -157,7 +162,7 @@ def simulate(
     from quasched.traces.catalog import inputs_label
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    if rng is Rng.go:
+    if rng == "go":
         from quasched.compat.gorand import CompatDataMissing, load_cooked
 
         try:
@@ -166,11 +171,11 @@ def simulate(
             fail(str(err))
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     trace = inputs_label(trace, cluster_file, workload_file)
-    config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
+    config = ExperimentConfig(tune_ratio=tune, rng=rng, compat_data=compat_data)
     curves = curve_function(rng)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
-        f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
+        f"tune {tune}, rng {rng}, {len(policies)} policies × {len(seed_list)} seeds"
     )
     start = time.perf_counter()
     with progress_bar() as bar:
@@ -206,38 +211,6 @@ def _failures(default: float | str | bool, help: str):
     return typer.Option(default, help=help, rich_help_panel="Failures")
 
 
-class Migrate(StrEnum):
-    off = "off"
-    device = "device"
-    node = "node"
-
-
-class MigrateRule(StrEnum):
-    always = "always"
-    pays = "pays"
-    pays_lindy = "pays_lindy"
-
-
-class MigrateAt(StrEnum):
-    now = "now"
-    checkpoint = "checkpoint"
-
-
-class Departure(StrEnum):
-    duration = "duration"
-    trace = "trace"
-
-
-class MissingCreation(StrEnum):
-    start = "start"
-    skip = "skip"
-
-
-class BackendName(StrEnum):
-    local = "local"
-    ray = "ray"
-
-
 @app.command()
 def sweep(
     traces: str = typer.Option(
@@ -246,14 +219,14 @@ def sweep(
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
     tune: float = typer.Option(1.3, min=0, help="Tune each workload to this multiple of cluster GPU capacity."),
-    rng: Rng = typer.Option(Rng.go, help=RNG_HELP),
+    rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     store: Path = typer.Option(
         Path("results/sweep.sqlite"), help="SQLite results store: finished runs are kept here and skipped "
         "when the sweep is run again (same trace data, policy, seed, settings and simulator code)."
     ),
     backend: BackendName = typer.Option(
-        BackendName.local, help="'local': a process pool on this machine; 'ray': Ray tasks "
+        "local", help="'local': a process pool on this machine; 'ray': Ray tasks "
         "(pip install 'quasched\\[ray]'; every Ray node needs --data-dir)."
     ),
     workers: int = typer.Option(0, min=0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
@@ -282,15 +255,15 @@ def sweep(
         fail(str(err))
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
     curves = curve_function(rng)
-    tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng.value), curves,
+    tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
     console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
-                  f"store {store}, backend {backend.value}")
+                  f"store {store}, backend {backend}")
     start = time.perf_counter()
     with ResultStore(store) as results, progress_bar() as bar:
         task = bar.add_task("runs", total=len(tasks))
         try:
-            result = run_matrix(tasks, results, make_backend(backend.value, workers or None, ray_address),
+            result = run_matrix(tasks, results, make_backend(backend, workers or None, ray_address),
                                 on_done=lambda *_: bar.advance(task))
         except TraceError as err:
             fail(str(err))
@@ -314,17 +287,17 @@ def replay(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
     departure: Departure = typer.Option(
-        Departure.duration, help="'duration': a pod runs its trace lifetime from placement; "
+        "duration", help="'duration': a pod runs its trace lifetime from placement; "
         "'trace': it leaves at its trace deletion time (withdrawn if still queued)."
     ),
     missing_creation: MissingCreation = typer.Option(
-        MissingCreation.start, help="Rows without creation time (created before the trace window): "
+        "start", help="Rows without creation time (created before the trace window): "
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
         1.0, min=0.01, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -361,17 +334,17 @@ def replay(
     drain_flaky: float = _failures(0.0, "Also drain a node while the posterior probability that it is one of the "
                                    "flaky nodes (Bayes on its errors and clean time, from --flaky-share, "
                                    "--flaky-factor and the mean error rate) is at least this (0 = never)."),
-    migrate: Migrate = _failures(Migrate.off, "Proactive checkpoint-and-migrate right after a GPU error or warning: "
+    migrate: Migrate = _failures("off", "Proactive checkpoint-and-migrate right after a GPU error or warning: "
                                  "off, device (pods on that GPU) or node (pods on that node)."),
     evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
     checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
                                            "(counted as lost, with --restart-min)."),
-    migrate_rule: MigrateRule = _failures(MigrateRule.always, "With --migrate device: move a warned GPU's pods "
+    migrate_rule: MigrateRule = _failures("always", "With --migrate device: move a warned GPU's pods "
                                           "always, or only when the expected loss of staying (the warning's odds "
                                           "of a fatal failure before the pod ends × half a checkpoint interval + "
                                           "reload) exceeds the move's cost: 'pays' knows the pod's remaining run "
                                           "time, 'pays_lindy' estimates it by the time it has run."),
-    migrate_at: MigrateAt = _failures(MigrateAt.now, "With a 'pays' rule: 'checkpoint' lets a move wait for the "
+    migrate_at: MigrateAt = _failures("now", "With a 'pays' rule: 'checkpoint' lets a move wait for the "
                                       "pod's next periodic checkpoint (no on-demand checkpoint) when that is "
                                       "expected to cost less."),
 ) -> None:
@@ -396,9 +369,9 @@ def replay(
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
-                drain_h=drain_h, drain_flaky=drain_flaky, migrate=migrate.value,  # type: ignore[arg-type]
+                drain_h=drain_h, drain_flaky=drain_flaky, migrate=migrate,
                 evict=evict, checkpoint_cost_min=checkpoint_cost_min,
-                migrate_rule=migrate_rule.value, migrate_at=migrate_at.value)  # type: ignore[arg-type]
+                migrate_rule=migrate_rule, migrate_at=migrate_at)
         except ValueError as err:
             fail(failure_option_error(str(err)))
     carbon = None
@@ -427,8 +400,8 @@ def replay(
                 task = bar.add_task(f"{name} seed {seed}", total=len(workload))
                 try:
                     results.append(run_replay(
-                        nodes, workload, name, seed, departure=departure.value, missing_creation=missing_creation.value,
-                        rng=rng.value, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
+                        nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
+                        rng=rng, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
                         failures=failures,
                         progress=lambda done, total: bar.update(task, completed=done, total=total),
                     ))
@@ -478,11 +451,6 @@ ServerOption = typer.Option("http://127.0.0.1:8080", "--server", envvar="QUASCHE
 TokenOption = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_HELP, show_default=False)
 
 
-class Clock(StrEnum):
-    wall = "wall"
-    virtual = "virtual"
-
-
 def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
     """``serve --clock virtual``: the service's loop driven by a trace, compared with the replay."""
     import numpy as np
@@ -494,11 +462,11 @@ def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path |
     [spec] = parse_policies(policy)[:1]
     start = time.perf_counter()
     try:
-        served = run_virtual(nodes, workload, spec, seed, rng=rng.value)
+        served = run_virtual(nodes, workload, spec, seed, rng=rng)
     except ValueError as err:
         fail(str(err))
     elapsed = time.perf_counter() - start
-    replayed = run_replay(nodes, workload, spec, seed, rng=rng.value)
+    replayed = run_replay(nodes, workload, spec, seed, rng=rng)
     names = np.array([nodes.name[n] if n >= 0 else "" for n in replayed.pods.node], dtype=object)
     same = bool((names == served.node).all()) and np.array_equal(
         np.nan_to_num(replayed.pods.placed, nan=-1), np.nan_to_num(served.started, nan=-1))
@@ -526,13 +494,13 @@ def serve(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
     policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
-    clock: Clock = typer.Option(Clock.wall, help=(
+    clock: Clock = typer.Option("wall", help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "
         "placements are checked against `quasched replay`'s.")),
     trace: str = typer.Option("synthetic", help="With --clock virtual: the trace to drive the loop (openb-*, synthetic)."),
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     order: str = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
     decay_alpha: Optional[float] = typer.Option(None, help="The k-th pending job of one user/app weighs "
@@ -563,7 +531,7 @@ def serve(
     from quasched.policies.registry import parse_specs
     from quasched.traces.errors import TraceError
 
-    if clock == Clock.virtual:
+    if clock == "virtual":
         return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
     if order not in ("fair", "fifo"):
         raise typer.BadParameter("use 'fair' or 'fifo'", param_hint="--order")

@@ -219,9 +219,9 @@ def test_replay_cli_with_failures_writes_losses(tmp_path):
     pods = pd.read_csv(tmp_path / "pods_FGD_42.csv")
     assert pods["interruptions"].sum() == summary["interruptions"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--checkpoint-min", "0"])
-    assert bad.exit_code == 2 and "checkpoint_min" in bad.output
+    assert bad.exit_code == 2 and "--checkpoint-min" in bad.output
     drained = runner.invoke(app, ["replay", "--policy", "healthfgd:flaky=256", "--failure-rate", "5e-3",
                                   "--drain-flaky", "0.5"])
     assert drained.exit_code == 0, drained.output
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--drain-flaky", "1"])
-    assert bad.exit_code == 2 and "drain_flaky" in bad.output
+    assert bad.exit_code == 2 and "--drain-flaky" in bad.output

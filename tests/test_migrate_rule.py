@@ -162,4 +162,4 @@ def test_replay_cli_with_the_rule(tmp_path):
     assert result.exit_code == 0, result.output
     assert (pd.read_csv(tmp_path / "summary.csv")["warnings"] > 0).all()
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--migrate", "node", "--migrate-rule", "pays"])
-    assert bad.exit_code == 2 and "migrate_rule" in bad.output
+    assert bad.exit_code == 2 and "--migrate-rule" in bad.output

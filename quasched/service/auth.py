@@ -14,7 +14,7 @@ FastAPI dependencies:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -36,10 +36,6 @@ class Principal:
         if not self.may_act_for(team):
             raise HTTPException(status.HTTP_403_FORBIDDEN,
                                 f"token {self.name!r} acts for team {self.team!r}, not {team!r}")
-
-
-class TokenLookup(Protocol):
-    def token(self, secret: str) -> Any: ...
 
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")

@@ -55,8 +55,6 @@ class Reason(StrEnum):
     INSUFFICIENT = "InsufficientResources"
     #: victims were chosen and are stopping within their grace period
     PREEMPTION_PENDING = "PreemptionPending"
-    #: no node of the cluster could host it even when empty (rejected at submit)
-    INFEASIBLE = "Infeasible"
 
 
 @dataclass(frozen=True)
