@@ -154,10 +154,7 @@ class Sync:
 
             def apply(ctl: Any, now: float) -> None:
                 for name in changes.remove:
-                    self._end_pods_on(name)
-                    ctl.remove_node(name, now)
-                    service.store.delete_node(name)
-                    del service.records[name]
+                    self._remove_node(ctl, name, now)
                 for record in changes.add:
                     ctl.add_node(record, now)
                     service.store.put_node(record)
@@ -225,16 +222,19 @@ class Sync:
             self.apply_pods([obj], complete=False)
 
     def _remove(self, names: list[str]) -> None:
-        service = self.bridge.service
-
         def apply(ctl: Any, now: float) -> None:
             for name in names:
-                self._end_pods_on(name)
-                ctl.remove_node(name, now)
-                service.store.delete_node(name)
-                del service.records[name]
+                self._remove_node(ctl, name, now)
 
-        service.mutate(apply)
+        self.bridge.service.mutate(apply)
+
+    def _remove_node(self, ctl: Any, name: str, now: float) -> None:
+        """End the pods on node ``name`` and forget the node (controller, store, records)."""
+        service = self.bridge.service
+        self._end_pods_on(name)
+        ctl.remove_node(name, now)
+        service.store.delete_node(name)
+        del service.records[name]
 
     # ------------------------------------------------------------ run
     def resync(self) -> None:

@@ -225,10 +225,7 @@ class Service:
         """Fire due timers and run a cycle; seconds until the next timer (at most :data:`TICK_S`)."""
         with self.lock:
             now = self.clock()
-            start = time.perf_counter()
-            self.ctl.cycle(now)
-            self.metrics.decision.observe(time.perf_counter() - start)
-            events = self._persist(self.ctl)
+            events = self._cycle(now)
             nxt = self.ctl.next_timer()
         self.broker.publish(list(events))
         return TICK_S if nxt is None else min(TICK_S, max(0.001, nxt - now))
@@ -256,12 +253,16 @@ class Service:
         with self.lock:
             now = self.clock()
             result = change(self.ctl, now)
-            start = time.perf_counter()
-            self.ctl.cycle(now)
-            self.metrics.decision.observe(time.perf_counter() - start)
-            events = self._persist(self.ctl)
+            events = self._cycle(now)
         self.broker.publish(list(events))
         return result
+
+    def _cycle(self, now: float) -> list[Event]:
+        """A timed scheduling cycle and its persisted changes (caller holds the lock)."""
+        start = time.perf_counter()
+        self.ctl.cycle(now)
+        self.metrics.decision.observe(time.perf_counter() - start)
+        return self._persist(self.ctl)
 
     # ------------------------------------------------------------ views
     def job_out(self, job: Job) -> JobOut:
