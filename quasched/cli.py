@@ -7,7 +7,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,13 @@ from rich.markup import escape
 from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
 from quasched.policies.registry import describe as describe_policies
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from quasched.model.cluster import NodeSpec
+    from quasched.model.workload import Workload
+    from quasched.sim.sweep import CurveFunction
 
 # Command bodies import NumPy, pandas, matplotlib and the engines, so --help starts fast.
 
@@ -93,7 +100,7 @@ def fail(message: str) -> NoReturn:
 
 
 def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = None,
-                workload_file: Path | None = None):
+                workload_file: Path | None = None) -> tuple[NodeSpec, Workload]:
     """``(nodes, workload)`` of a named trace, optionally replaced by a cluster and/or workload
     file; a clean error (exit 2) when they cannot be loaded."""
     from quasched.traces import catalog
@@ -105,7 +112,7 @@ def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = N
         fail(str(err))
 
 
-def curve_function(rng: Rng):
+def curve_function(rng: Rng) -> CurveFunction:
     """How runs are binned into curves: with ``--rng go`` the artifact's rounding (a reproduction,
     so curves equal the published ones), else exact bin means."""
     if rng == "go":
@@ -117,7 +124,7 @@ def curve_function(rng: Rng):
     return arrival_curves
 
 
-def progress_bar():
+def progress_bar() -> Progress:
     """A transient bar with count and elapsed time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -6,7 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 import typer
 from rich.console import Console
@@ -37,7 +37,8 @@ def parse_machines(text: str) -> list[int]:
     return counts
 
 
-def parse_list(text: str, known, what: str) -> list[str]:
+def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
+    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``what`` else)."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [v for v in names if v not in known]
     if unknown or not names:
