@@ -95,6 +95,7 @@ def parse_policies(text: str) -> list[str]:
 
 
 def fail(message: str) -> NoReturn:
+    """Print ``error: message`` and exit with code 2 (no traceback)."""
     console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
 
@@ -606,6 +607,7 @@ def serve(
 
 
 def resolve_token(token: str | None) -> str | None:
+    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``."""
     if token:
         return token.strip()
     if TOKEN_FILE.is_file():
@@ -652,10 +654,12 @@ def call(server: str, token: str | None, method: str, path: str, **kwargs: Any) 
 
 
 def gpus_text(gpus: float) -> str:
+    """GPUs as the shortest text (``0.5``, ``8``)."""
     return f"{gpus:g}"
 
 
 def placement_text(job: dict[str, Any]) -> str:
+    """A job's placement as ``node[dev,dev] node[dev]``."""
     parts = []
     for p in job["placement"]:
         devices = ",".join(map(str, p["devices"]))
@@ -664,6 +668,7 @@ def placement_text(job: dict[str, Any]) -> str:
 
 
 def age(seconds: float | None) -> str:
+    """Time since the epoch second ``seconds`` as ``3d``, ``5h``, ``12m`` or ``40s`` (empty for ``None``)."""
     if seconds is None:
         return ""
     seconds = max(0.0, time.time() - seconds)

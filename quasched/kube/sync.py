@@ -35,6 +35,7 @@ DONE = {"Succeeded": "succeeded", "Failed": "failed"}
 
 @dataclass
 class NodeChanges:
+    """What a node listing changes in the registered nodes: new, updated and gone ones."""
     add: list[NodeRecord] = field(default_factory=list)
     #: registered nodes whose labels, cordon or capacity changed (the new record)
     update: list[NodeRecord] = field(default_factory=list)
@@ -90,6 +91,7 @@ def bound_pod(pod: Mapping[str, Any]) -> BoundPod | None:
 
 @dataclass
 class PodChanges:
+    """What a pod listing changes: bound GPU pods to adopt as jobs and jobs whose pods ended."""
     adopt: list[BoundPod] = field(default_factory=list)
     #: (pod uid, outcome: succeeded | failed | cancelled)
     end: list[tuple[str, str]] = field(default_factory=list)

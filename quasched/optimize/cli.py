@@ -47,6 +47,7 @@ def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
 
 
 def row(instance: str, machines: int, result: Assignment) -> dict:
+    """One results row of ``result`` on ``instance`` with ``machines`` machines (verified figures)."""
     v = result.verdict
     assert v is not None, "solve() attaches the verifier's verdict"
     return {

@@ -13,6 +13,7 @@ INF = highspy.kHighsInf
 
 @dataclass
 class Solution:
+    """What HiGHS returned: status, values, objective, proven bound, gap, time and (LPs) row duals."""
     status: str  # "optimal", "feasible", "infeasible", "unbounded", "no_solution"
     x: np.ndarray | None
     objective: float

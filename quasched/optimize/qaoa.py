@@ -43,6 +43,7 @@ class QaoaRun:
 
 @dataclass
 class QaoaStats:
+    """Every QAOA run of one solve, summarised by :meth:`summary`."""
     runs: list[QaoaRun] = field(default_factory=list)
 
     def summary(self) -> dict:

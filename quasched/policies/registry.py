@@ -97,6 +97,7 @@ REGISTRY: dict[str, PolicyInfo] = {}
 
 
 def register(info: PolicyInfo) -> PolicyInfo:
+    """Add a policy to :data:`REGISTRY` (a second one of the same name is an error)."""
     if info.name in REGISTRY:
         raise ValueError(f"policy {info.name!r} is already registered")
     REGISTRY[info.name] = info
@@ -151,6 +152,7 @@ def display_label(spec: str) -> str:
 
 
 def policy_names() -> tuple[str, ...]:
+    """Names of all registered policies, in registry order."""
     return tuple(REGISTRY)
 
 

@@ -139,6 +139,7 @@ class Broker:
 
 
 def sse(ev: Event) -> str:
+    """One event as a server-sent-events frame (``id``, ``event``, ``data``)."""
     data = json.dumps(EventOut.of(ev).model_dump(mode="json"), separators=(",", ":"))
     head = f"id: {ev.id}\n" if ev.id is not None else ""
     return f"{head}event: {ev.kind}\ndata: {data}\n\n"
@@ -286,6 +287,7 @@ def field_error(field: str, message: str, code: int = status.HTTP_422_UNPROCESSA
 
 
 def not_found(what: str) -> HTTPException:
+    """A 404 saying ``no <what>``."""
     return HTTPException(status.HTTP_404_NOT_FOUND, f"no {what}")
 
 
@@ -369,6 +371,7 @@ NodeName = Annotated[str, PathParam(min_length=1, max_length=253, description="N
 
 
 def add_routes(app: FastAPI, service: Service) -> None:
+    """Register the ``/api/v1`` routes of ``service`` on ``app``."""
     lock = service.lock
 
     # ------------------------------------------------------------ jobs
