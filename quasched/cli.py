@@ -96,7 +96,7 @@ def parse_policies(text: str) -> list[str]:
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` and exit with code 2 (no traceback)."""
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(2)
 
 
@@ -262,6 +262,10 @@ def sweep(
     except TraceError as err:
         fail(str(err))
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    try:
+        runner = make_backend(backend, workers or None, ray_address)
+    except RuntimeError as err:
+        fail(str(err))
     curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
@@ -271,8 +275,7 @@ def sweep(
     with ResultStore(store) as results, progress_bar() as bar:
         task = bar.add_task("runs", total=len(tasks))
         try:
-            result = run_matrix(tasks, results, make_backend(backend, workers or None, ray_address),
-                                on_done=lambda *_: bar.advance(task))
+            result = run_matrix(tasks, results, runner, on_done=lambda *_: bar.advance(task))
         except TraceError as err:
             fail(str(err))
     wall = time.perf_counter() - start
