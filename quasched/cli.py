@@ -61,6 +61,8 @@ Departure = Literal["duration", "trace"]
 MissingCreation = Literal["start", "skip"]
 BackendName = Literal["local", "ray"]
 Clock = Literal["wall", "virtual"]
+Order = Literal["fair", "fifo"]
+BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -513,14 +515,14 @@ def serve(
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
     rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
-    order: str = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
-    decay_alpha: Optional[float] = typer.Option(None, help="The k-th pending job of one user/app weighs "
+    order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
+    decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
                                                 "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
-    grace: float = typer.Option(30.0, help="Seconds a preempted job gets to stop."),
+    grace: float = typer.Option(30.0, min=0, help="Seconds a preempted job gets to stop."),
     preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
-    defrag_per_hour: int = typer.Option(0, help="Job swapping: migrate at most this many running jobs per hour "
+    defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
                                         "so a waiting multi-GPU job can start (0 = off)."),
-    batch_solver: Optional[str] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
+    batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
                                                "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
     kube_extender: bool = typer.Option(False, "--kube-extender", help=(
         "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
@@ -544,10 +546,6 @@ def serve(
 
     if clock == "virtual":
         return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
-    if order not in ("fair", "fifo"):
-        raise typer.BadParameter("use 'fair' or 'fifo'", param_hint="--order")
-    if batch_solver not in (None, "milp", "qubo-sa", "qaoa", "greedy"):
-        raise typer.BadParameter("use milp, qubo-sa, qaoa or greedy", param_hint="--batch-solver")
     try:
         specs = parse_specs(policy)
     except ValueError as err:

@@ -53,6 +53,8 @@ def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
     ("simulate", "--tune", "-1"), ("simulate", "--workers", "-1"), ("sweep", "--workers", "-2"),
     ("replay", "--headroom", "0"), ("replay", "--pue", "0.5"), ("batch", "--time-limit", "-1"),
     ("batch", "--heavy", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
+    ("serve", "--order", "lifo"), ("serve", "--batch-solver", "cplex"), ("serve", "--grace", "-1"),
+    ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"),
 ])
 def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
