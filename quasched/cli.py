@@ -102,6 +102,15 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def output_dir(out: Path | None) -> None:
+    """Create ``--out`` before any run, so that a folder that cannot be written fails at once, not at the end."""
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            fail(f"--out {out}: cannot create the folder ({err.strerror}); pass a writable folder")
+
+
 def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = None,
                 workload_file: Path | None = None) -> tuple[NodeSpec, Workload]:
     """``(nodes, workload)`` of a named trace, optionally replaced by a cluster and/or workload
@@ -172,6 +181,9 @@ def simulate(
     from quasched.traces.catalog import inputs_label
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    if events and out is None:
+        raise typer.BadParameter("the per-event CSVs go into --out: pass --out DIR too", param_hint="--events")
+    output_dir(out)
     if rng == "go":
         from quasched.compat.gorand import CompatDataMissing, load_cooked
 
@@ -268,6 +280,7 @@ def sweep(
         runner = make_backend(backend, workers or None, ray_address)
     except RuntimeError as err:
         fail(str(err))
+    output_dir(out)
     curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
@@ -372,6 +385,7 @@ def replay(
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    output_dir(out)
     failures = None
     if failure_rate != 0:
         from quasched.sim.failures import FailureConfig

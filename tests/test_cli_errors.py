@@ -118,3 +118,27 @@ def invoke_help(command: str) -> str:
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"})
     assert result.exit_code == 0
     return re.sub(r"[\s│]+", " ", result.output)
+
+
+@pytest.mark.parametrize("command", ["simulate", "replay", "sweep", "batch"])
+def test_unwritable_out_fails_before_any_run(tmp_path, command):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "out"  # below a regular file: cannot be created
+    extra = ["--store", str(tmp_path / "s.sqlite"), "--traces", "synthetic"] if command == "sweep" else []
+    text = invoke(command, "--out", str(out), *extra)
+    assert f"{out}" in text and "cannot create" in text and "Not a directory" in text
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_events_need_out():
+    assert "--events: the per-event CSVs go into --out: pass --out DIR too" in invoke("simulate", "--events")
+
+
+def test_malformed_go_table_names_file_and_line(tmp_path):
+    from quasched.compat.gorand import COOKED_FILE
+
+    (tmp_path / COOKED_FILE).write_text("1\n2\nthree\n")
+    text = invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))
+    assert f"{tmp_path / COOKED_FILE} line 3: 'three' is not an integer" in text
+    (tmp_path / COOKED_FILE).write_text("1\n2\n")
+    assert "expected 607 constants, found 2" in invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))

@@ -98,6 +98,11 @@ def batch(
     if trace != "dlrm-2025":
         raise typer.BadParameter("only dlrm-2025 defines Qua's instances", param_hint="--trace")
     names = parse_list(instances, INSTANCES, "instance")
+    if out is not None:  # before any solve: a folder that cannot be written fails at once
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise typer.BadParameter(f"cannot create {out} ({err.strerror})", param_hint="--out") from None
     chosen = parse_list(solvers, SOLVERS, "solver")
     counts = parse_machines(machines)
     if rules not in ("default", "qua"):
@@ -131,7 +136,6 @@ def batch(
             rows += here
     console.print(table)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         with open(out / "results.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()
