@@ -850,5 +850,15 @@ def token(
     console.print(made["token"])
 
 
+def one_line_summaries(typer_app: typer.Typer) -> None:
+    """The command list of ``--help`` shows each docstring's first paragraph with its line breaks (rich
+    markup mode): give it that paragraph on one line."""
+    for command in typer_app.registered_commands:
+        if command.callback is not None and command.short_help is None:
+            command.short_help = " ".join((command.callback.__doc__ or "").split("\n\n")[0].split())
+
+
+one_line_summaries(app)
+
 if __name__ == "__main__":
     app()

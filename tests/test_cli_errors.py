@@ -142,3 +142,9 @@ def test_malformed_go_table_names_file_and_line(tmp_path):
     assert f"{tmp_path / COOKED_FILE} line 3: 'three' is not an integer" in text
     (tmp_path / COOKED_FILE).write_text("1\n2\n")
     assert "expected 607 constants, found 2" in invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))
+
+
+def test_command_list_shows_each_summary_unbroken():
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "400"})
+    lines = [line for line in result.output.splitlines() if "│ simulate " in line]
+    assert len(lines) == 1 and "are tuned to --tune × GPU capacity, never depart; report GPU allocation" in lines[0]
