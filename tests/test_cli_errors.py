@@ -148,3 +148,9 @@ def test_command_list_shows_each_summary_unbroken():
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "400"})
     lines = [line for line in result.output.splitlines() if "│ simulate " in line]
     assert len(lines) == 1 and "are tuned to --tune × GPU capacity, never depart; report GPU allocation" in lines[0]
+
+
+@pytest.mark.parametrize("option", ["--cluster", "--workload"])
+def test_a_folder_for_a_file_is_named_as_one(tmp_path, option):
+    assert f"file '{tmp_path}' not found. Looked in: - {tmp_path} Fix: it is a folder: pass the file inside it." in \
+        invoke("simulate", option, str(tmp_path))

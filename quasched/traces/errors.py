@@ -41,3 +41,10 @@ class TraceNotFound(TraceError):
 
     def __str__(self) -> str:
         return f"file {self.file!r} {self.message}"
+
+
+def require_file(path: Path) -> None:
+    """:class:`TraceNotFound` unless ``path`` is a file (a folder is named as one)."""
+    if not path.is_file():
+        fix = "it is a folder: pass the file inside it" if path.is_dir() else "check the path"
+        raise TraceNotFound(path, [str(path)], f"Fix: {fix}.")
