@@ -228,6 +228,12 @@ def failure_option_error(message: str) -> str:
     return re.sub(r"failure option (\w+)=", option, message)
 
 
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not its default or an environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def _failures(default: float | str | bool, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
@@ -307,6 +313,7 @@ def sweep(
 
 @app.command()
 def replay(
+    ctx: typer.Context,
     trace: str = typer.Option(
         "synthetic", help="Trace with creation/deletion times: synthetic (no download), dlrm-2025, openb-*."
     ),
@@ -387,6 +394,11 @@ def replay(
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
     output_dir(out)
     failures = None
+    if failure_rate == 0 and not given(ctx, "failure_rate"):
+        idle = [p.opts[0] for p in ctx.command.params
+                if getattr(p, "rich_help_panel", None) == "Failures" and given(ctx, p.name or "")]
+        if idle:
+            fail(f"{', '.join(idle)} act on GPU failures, which are off: pass --failure-rate too (e.g. 2e-5)")
     if failure_rate != 0:
         from quasched.sim.failures import FailureConfig
 

@@ -154,3 +154,10 @@ def test_command_list_shows_each_summary_unbroken():
 def test_a_folder_for_a_file_is_named_as_one(tmp_path, option):
     assert f"file '{tmp_path}' not found. Looked in: - {tmp_path} Fix: it is a folder: pass the file inside it." in \
         invoke("simulate", option, str(tmp_path))
+
+
+def test_failure_options_without_failures_are_an_error():
+    text = invoke("replay", "--drain-errors", "1", "--migrate", "device")
+    assert "--drain-errors, --migrate act on GPU failures, which are off: pass --failure-rate too" in text
+    explicit = runner.invoke(app, ["replay", "--failure-rate", "0", "--drain-errors", "1"])
+    assert explicit.exit_code == 0, explicit.output  # an explicit rate 0 (a baseline run) keeps the options quiet
