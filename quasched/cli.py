@@ -3,18 +3,26 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
 from quasched.policies.registry import describe as describe_policies
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from quasched.model.cluster import NodeSpec
+    from quasched.model.workload import Workload
+    from quasched.sim.sweep import CurveFunction
 
 # Command bodies import NumPy, pandas, matplotlib and the engines, so --help starts fast.
 
@@ -36,7 +44,7 @@ DATA_DIR_HELP = (
 )
 POLICY_HELP = (
     "Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,headroom:beta=2,bestfit), "
-    "or 'all' (the six paper policies). " + describe_policies()
+    "or 'all' (the six paper policies). " + escape(describe_policies())
 )
 RNG_HELP = ("Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's Go simulator "
             "bit for bit (Go's math/rand, seeded from the packaged rngCooked table).")
@@ -44,23 +52,38 @@ CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats
 WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/file-formats.md)."
 
 
-class Rng(StrEnum):
-    go = "go"
-    native = "native"
+# Choices of options (typer shows them as <a|b> and rejects anything else).
+Rng = Literal["go", "native"]
+Migrate = Literal["off", "device", "node"]
+MigrateRule = Literal["always", "pays", "pays_lindy"]
+MigrateAt = Literal["now", "checkpoint"]
+LiftRun = Literal["mean", "known"]
+Departure = Literal["duration", "trace"]
+MissingCreation = Literal["start", "skip"]
+BackendName = Literal["local", "ray"]
+Clock = Literal["wall", "virtual"]
+Order = Literal["fair", "fifo"]
+BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``42``, ``42-51`` or ``42,45,50`` → list of seeds."""
+    """``42``, ``42-51`` or ``42,45,50`` → list of seeds; a clear ``--seeds`` error otherwise."""
     seeds: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part[1:]:
-            lo, hi = part.split("-", 1)
-            seeds += range(int(lo), int(hi) + 1)
-        elif part:
-            seeds.append(int(part))
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part[1:].partition("-")
+        try:
+            first, last = (int(part[0] + lo), int(hi)) if dash else (int(part), int(part))
+        except ValueError:
+            if not part:
+                continue
+            raise typer.BadParameter(f"{part!r} is not a seed: write 42, 42-51 or 42,45,50",
+                                     param_hint="--seeds") from None
+        if first > last:
+            raise typer.BadParameter(f"empty range {part!r}: write the low seed first ({last}-{first})",
+                                     param_hint="--seeds")
+        seeds += range(first, last + 1)
     if not seeds:
-        raise typer.BadParameter(f"no seeds in {text!r}")
+        raise typer.BadParameter(f"no seeds in {text!r}: write 42, 42-51 or 42,45,50", param_hint="--seeds")
     return seeds
 
 
@@ -71,16 +94,26 @@ def parse_policies(text: str) -> list[str]:
     try:
         return [str(spec) for spec in parse_specs(text)]
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+        raise typer.BadParameter(str(err), param_hint="--policy") from None
 
 
 def fail(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {message}")
+    """Print ``error: message`` and exit with code 2 (no traceback)."""
+    console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(2)
 
 
+def output_dir(out: Path | None) -> None:
+    """Create ``--out`` before any run, so that a folder that cannot be written fails at once, not at the end."""
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            fail(f"--out {out}: cannot create the folder ({err.strerror}); pass a writable folder")
+
+
 def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = None,
-                workload_file: Path | None = None):
+                workload_file: Path | None = None) -> tuple[NodeSpec, Workload]:
     """``(nodes, workload)`` of a named trace, optionally replaced by a cluster and/or workload
     file; a clean error (exit 2) when they cannot be loaded."""
     from quasched.traces import catalog
@@ -92,10 +125,10 @@ def load_inputs(trace: str, data_dir: Path | None, cluster_file: Path | None = N
         fail(str(err))
 
 
-def curve_function(rng: Rng):
+def curve_function(rng: Rng) -> CurveFunction:
     """How runs are binned into curves: with ``--rng go`` the artifact's rounding (a reproduction,
     so curves equal the published ones), else exact bin means."""
-    if rng is Rng.go:
+    if rng == "go":
         from quasched.compat.curves import discrete_curves
 
         return discrete_curves
@@ -104,7 +137,7 @@ def curve_function(rng: Rng):
     return arrival_curves
 
 
-def progress_bar():
+def progress_bar() -> Progress:
     """A transient bar with count and elapsed time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -122,9 +155,9 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
+        1.3, min=0, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -136,7 +169,7 @@ def simulate(
         None, help="Write curves CSVs (published layout), failed pods and PNG plots here."
     ),
     events: bool = typer.Option(False, help="Also write one per-event CSV per run into --out."),
-    workers: int = typer.Option(0, help="Worker processes (0 = one per CPU core)."),
+    workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per CPU core)."),
 ) -> None:
     """Run the FGD paper's arrival experiment: pods arrive in shuffled order, are tuned to
     --tune × GPU capacity, never depart; report GPU allocation and fragmentation per policy."""
@@ -149,7 +182,10 @@ def simulate(
     from quasched.traces.catalog import inputs_label
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
-    if rng is Rng.go:
+    if events and out is None:
+        raise typer.BadParameter("the per-event CSVs go into --out: pass --out DIR too", param_hint="--events")
+    output_dir(out)
+    if rng == "go":
         from quasched.compat.gorand import CompatDataMissing, load_cooked
 
         try:
@@ -158,11 +194,11 @@ def simulate(
             fail(str(err))
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
     trace = inputs_label(trace, cluster_file, workload_file)
-    config = ExperimentConfig(tune_ratio=tune, rng=rng.value, compat_data=compat_data)
+    config = ExperimentConfig(tune_ratio=tune, rng=rng, compat_data=compat_data)
     curves = curve_function(rng)
     console.print(
         f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
-        f"tune {tune}, rng {rng.value}, {len(policies)} policies × {len(seed_list)} seeds"
+        f"tune {tune}, rng {rng}, {len(policies)} policies × {len(seed_list)} seeds"
     )
     start = time.perf_counter()
     with progress_bar() as bar:
@@ -184,36 +220,24 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
+def failure_option_error(message: str) -> str:
+    """A failure model's error (``failure option checkpoint_min=0 ...``) in terms of the replay's options."""
+    def option(match: re.Match[str]) -> str:
+        name = {"rate": "failure_rate", "seed": "failure_seed"}.get(match[1], match[1])
+        return "--" + name.replace("_", "-") + " "
+
+    return re.sub(r"failure option (\w+)=", option, message)
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not its default or an environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def _failures(default: float | str | bool, help: str):
     """An option of the replay's failure model (shown in its own help panel)."""
     return typer.Option(default, help=help, rich_help_panel="Failures")
-
-
-class Migrate(StrEnum):
-    off = "off"
-    device = "device"
-    node = "node"
-
-
-class MigrateRule(StrEnum):
-    always = "always"
-    pays = "pays"
-    pays_lindy = "pays_lindy"
-
-
-class MigrateAt(StrEnum):
-    now = "now"
-    checkpoint = "checkpoint"
-
-
-class LiftRun(StrEnum):
-    mean = "mean"
-    known = "known"
-
-
-class BackendName(StrEnum):
-    local = "local"
-    ray = "ray"
 
 
 @app.command()
@@ -223,18 +247,18 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, help="Tune each workload to this multiple of cluster GPU capacity."),
-    rng: Rng = typer.Option(Rng.go, help=RNG_HELP),
+    tune: float = typer.Option(1.3, min=0, help="Tune each workload to this multiple of cluster GPU capacity."),
+    rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     store: Path = typer.Option(
         Path("results/sweep.sqlite"), help="SQLite results store: finished runs are kept here and skipped "
         "when the sweep is run again (same trace data, policy, seed, settings and simulator code)."
     ),
     backend: BackendName = typer.Option(
-        BackendName.local, help="'local': a process pool on this machine; 'ray': Ray tasks "
-        "(pip install 'quasched[ray]'; every Ray node needs --data-dir)."
+        "local", help="'local': a process pool on this machine; 'ray': Ray tasks "
+        "(pip install 'quasched\\[ray]'; every Ray node needs --data-dir)."
     ),
-    workers: int = typer.Option(0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
+    workers: int = typer.Option(0, min=0, help="Worker processes, or CPUs for a local Ray (0 = one per CPU core)."),
     ray_address: Optional[str] = typer.Option(None, help="Address of a running Ray cluster (default: start one)."),
     out: Optional[Path] = typer.Option(
         None, help="Write matrix.csv, a heat map per metric and each trace's curves (published layout) here."
@@ -259,17 +283,21 @@ def sweep(
     except TraceError as err:
         fail(str(err))
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    try:
+        runner = make_backend(backend, workers or None, ray_address)
+    except RuntimeError as err:
+        fail(str(err))
+    output_dir(out)
     curves = curve_function(rng)
-    tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng.value), curves,
+    tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
     console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
-                  f"store {store}, backend {backend.value}")
+                  f"store {store}, backend {backend}")
     start = time.perf_counter()
     with ResultStore(store) as results, progress_bar() as bar:
         task = bar.add_task("runs", total=len(tasks))
         try:
-            result = run_matrix(tasks, results, make_backend(backend.value, workers or None, ray_address),
-                                on_done=lambda *_: bar.advance(task))
+            result = run_matrix(tasks, results, runner, on_done=lambda *_: bar.advance(task))
         except TraceError as err:
             fail(str(err))
     wall = time.perf_counter() - start
@@ -286,23 +314,24 @@ def sweep(
 
 @app.command()
 def replay(
+    ctx: typer.Context,
     trace: str = typer.Option(
         "synthetic", help="Trace with creation/deletion times: synthetic (no download), dlrm-2025, openb-*."
     ),
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
-    departure: str = typer.Option(
+    departure: Departure = typer.Option(
         "duration", help="'duration': a pod runs its trace lifetime from placement; "
         "'trace': it leaves at its trace deletion time (withdrawn if still queued)."
     ),
-    missing_creation: str = typer.Option(
+    missing_creation: MissingCreation = typer.Option(
         "start", help="Rows without creation time (created before the trace window): "
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
+        1.0, min=0.01, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
     workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
@@ -314,7 +343,7 @@ def replay(
         None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
-    pue: float = typer.Option(1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
+    pue: float = typer.Option(1.0, min=1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
     failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
                                     "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
                                     "lost GPU-hours and goodput."),
@@ -343,19 +372,19 @@ def replay(
                                   "than this many times the extra GPU time per GPU a pod expects to lose there "
                                   "(its posterior of being flaky × the excess failure rate × run time × (half a "
                                   "checkpoint interval + reload)); 0 = never."),
-    drain_lift_run: LiftRun = _failures(LiftRun.mean, "The run time --drain-lift prices: the workload's mean GPU "
+    drain_lift_run: LiftRun = _failures("mean", "The run time --drain-lift prices: the workload's mean GPU "
                                         "pod ('mean', no durations) or the waiting pod's work left ('known')."),
-    migrate: Migrate = _failures(Migrate.off, "Proactive checkpoint-and-migrate right after a GPU error or warning: "
+    migrate: Migrate = _failures("off", "Proactive checkpoint-and-migrate right after a GPU error or warning: "
                                  "off, device (pods on that GPU) or node (pods on that node)."),
     evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
     checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
                                            "(counted as lost, with --restart-min)."),
-    migrate_rule: MigrateRule = _failures(MigrateRule.always, "With --migrate device: move a warned GPU's pods "
+    migrate_rule: MigrateRule = _failures("always", "With --migrate device: move a warned GPU's pods "
                                           "always, or only when the expected loss of staying (the warning's odds "
                                           "of a fatal failure before the pod ends × half a checkpoint interval + "
                                           "reload) exceeds the move's cost: 'pays' knows the pod's remaining run "
                                           "time, 'pays_lindy' estimates it by the time it has run."),
-    migrate_at: MigrateAt = _failures(MigrateAt.now, "With a 'pays' rule: 'checkpoint' lets a move wait for the "
+    migrate_at: MigrateAt = _failures("now", "With a 'pays' rule: 'checkpoint' lets a move wait for the "
                                       "pod's next periodic checkpoint (no on-demand checkpoint) when that is "
                                       "expected to cost less."),
 ) -> None:
@@ -370,7 +399,13 @@ def replay(
     from quasched.traces.dlrm import dlrm_cluster
 
     policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    output_dir(out)
     failures = None
+    if failure_rate == 0 and not given(ctx, "failure_rate"):
+        idle = [p.opts[0] for p in ctx.command.params
+                if getattr(p, "rich_help_panel", None) == "Failures" and given(ctx, p.name or "")]
+        if idle:
+            fail(f"{', '.join(idle)} act on GPU failures, which are off: pass --failure-rate too (e.g. 2e-5)")
     if failure_rate != 0:
         from quasched.sim.failures import FailureConfig
 
@@ -381,11 +416,11 @@ def replay(
                 flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
                 drain_h=drain_h, drain_flaky=drain_flaky, drain_lift=drain_lift,
-                drain_lift_run=drain_lift_run.value, migrate=migrate.value,  # type: ignore[arg-type]
+                drain_lift_run=drain_lift_run, migrate=migrate,
                 evict=evict, checkpoint_cost_min=checkpoint_cost_min,
-                migrate_rule=migrate_rule.value, migrate_at=migrate_at.value)  # type: ignore[arg-type]
+                migrate_rule=migrate_rule, migrate_at=migrate_at)
         except ValueError as err:
-            fail(str(err))
+            fail(failure_option_error(str(err)))
     carbon = None
     if carbon_zone is not None:
         import numpy as np
@@ -393,8 +428,11 @@ def replay(
         from quasched.traces.carbon import load_carbon
 
         try:
-            carbon = load_carbon(carbon_zone, carbon_dir)
             start_at = np.datetime64(carbon_start, "s")
+        except ValueError:
+            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00")
+        try:
+            carbon = load_carbon(carbon_zone, carbon_dir)
         except ValueError as err:
             fail(str(err))
     nodes, workload = load_inputs(trace, data_dir, cluster_file, workload_file)
@@ -410,7 +448,7 @@ def replay(
                 try:
                     results.append(run_replay(
                         nodes, workload, name, seed, departure=departure, missing_creation=missing_creation,
-                        rng=rng.value, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
+                        rng=rng, carbon=carbon, carbon_start=start_at if carbon is not None else None, pue=pue,
                         failures=failures,
                         progress=lambda done, total: bar.update(task, completed=done, total=total),
                     ))
@@ -460,11 +498,6 @@ ServerOption = typer.Option("http://127.0.0.1:8080", "--server", envvar="QUASCHE
 TokenOption = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_HELP, show_default=False)
 
 
-class Clock(StrEnum):
-    wall = "wall"
-    virtual = "virtual"
-
-
 def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
     """``serve --clock virtual``: the service's loop driven by a trace, compared with the replay."""
     import numpy as np
@@ -476,11 +509,11 @@ def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path |
     [spec] = parse_policies(policy)[:1]
     start = time.perf_counter()
     try:
-        served = run_virtual(nodes, workload, spec, seed, rng=rng.value)
+        served = run_virtual(nodes, workload, spec, seed, rng=rng)
     except ValueError as err:
         fail(str(err))
     elapsed = time.perf_counter() - start
-    replayed = run_replay(nodes, workload, spec, seed, rng=rng.value)
+    replayed = run_replay(nodes, workload, spec, seed, rng=rng)
     names = np.array([nodes.name[n] if n >= 0 else "" for n in replayed.pods.node], dtype=object)
     same = bool((names == served.node).all()) and np.array_equal(
         np.nan_to_num(replayed.pods.placed, nan=-1), np.nan_to_num(served.started, nan=-1))
@@ -507,23 +540,23 @@ def serve(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + describe_policies()),
-    clock: Clock = typer.Option(Clock.wall, help=(
+    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
+    clock: Clock = typer.Option("wall", help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "
         "placements are checked against `quasched replay`'s.")),
     trace: str = typer.Option("synthetic", help="With --clock virtual: the trace to drive the loop (openb-*, synthetic)."),
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
-    rng: Rng = typer.Option(Rng.native, help=RNG_HELP),
+    rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
-    order: str = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
-    decay_alpha: Optional[float] = typer.Option(None, help="The k-th pending job of one user/app weighs "
+    order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
+    decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
                                                 "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
-    grace: float = typer.Option(30.0, help="Seconds a preempted job gets to stop."),
+    grace: float = typer.Option(30.0, min=0, help="Seconds a preempted job gets to stop."),
     preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
-    defrag_per_hour: int = typer.Option(0, help="Job swapping: migrate at most this many running jobs per hour "
+    defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
                                         "so a waiting multi-GPU job can start (0 = off)."),
-    batch_solver: Optional[str] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
+    batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
                                                "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
     kube_extender: bool = typer.Option(False, "--kube-extender", help=(
         "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
@@ -545,12 +578,8 @@ def serve(
     from quasched.policies.registry import parse_specs
     from quasched.traces.errors import TraceError
 
-    if clock == Clock.virtual:
+    if clock == "virtual":
         return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
-    if order not in ("fair", "fifo"):
-        raise typer.BadParameter("use 'fair' or 'fifo'", param_hint="--order")
-    if batch_solver not in (None, "milp", "qubo-sa", "qaoa", "greedy"):
-        raise typer.BadParameter("use milp, qubo-sa, qaoa or greedy", param_hint="--batch-solver")
     try:
         specs = parse_specs(policy)
     except ValueError as err:
@@ -613,6 +642,7 @@ def serve(
 
 
 def resolve_token(token: str | None) -> str | None:
+    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``."""
     if token:
         return token.strip()
     if TOKEN_FILE.is_file():
@@ -659,10 +689,12 @@ def call(server: str, token: str | None, method: str, path: str, **kwargs: Any) 
 
 
 def gpus_text(gpus: float) -> str:
+    """GPUs as the shortest text (``0.5``, ``8``)."""
     return f"{gpus:g}"
 
 
 def placement_text(job: dict[str, Any]) -> str:
+    """A job's placement as ``node[dev,dev] node[dev]``."""
     parts = []
     for p in job["placement"]:
         devices = ",".join(map(str, p["devices"]))
@@ -671,6 +703,7 @@ def placement_text(job: dict[str, Any]) -> str:
 
 
 def age(seconds: float | None) -> str:
+    """Time since the epoch second ``seconds`` as ``3d``, ``5h``, ``12m`` or ``40s`` (empty for ``None``)."""
     if seconds is None:
         return ""
     seconds = max(0.0, time.time() - seconds)
@@ -836,6 +869,16 @@ def token(
     made = call(server, token_, "POST", "/tokens", json={"name": name, "team": team, "admin": admin})
     console.print(made["token"])
 
+
+def one_line_summaries(typer_app: typer.Typer) -> None:
+    """The command list of ``--help`` shows each docstring's first paragraph with its line breaks (rich
+    markup mode): give it that paragraph on one line."""
+    for command in typer_app.registered_commands:
+        if command.callback is not None and command.short_help is None:
+            command.short_help = " ".join((command.callback.__doc__ or "").split("\n\n")[0].split())
+
+
+one_line_summaries(app)
 
 if __name__ == "__main__":
     app()

@@ -55,9 +55,10 @@ def test_malformed_trace_names_file_line_and_field(tmp_path, data_dir):
 
 
 def test_unknown_policy_and_trace_are_rejected():
-    assert runner.invoke(app, ["simulate", "--policy", "nope"]).exit_code == 2
+    result = runner.invoke(app, ["simulate", "--policy", "nope"])
+    assert result.exit_code == 2 and "unknown policy 'nope'; choose from" in result.output
     result = runner.invoke(app, ["simulate", "--trace", "nope"])
-    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "nope: unknown trace; known: synthetic" in result.output
 
 
 def test_traces_list_names_every_family():

@@ -54,7 +54,7 @@ def test_offline_error_names_file_locations_and_fixes(env) -> None:
     with pytest.raises(TraceNotFound) as err:
         resolve_trace(REL, env["explicit"])
     text = str(err.value)
-    assert text.startswith(f"trace file {REL!r} not found")
+    assert text.startswith(f"file {REL!r} not found")
     for label, folder in (("--data-dir", env["explicit"]), ("QUASCHED_DATA", env["env"]),
                           ("user cache", env["xdg"] / "quasched")):
         assert f"{folder / REL} ({label})" in text

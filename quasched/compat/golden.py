@@ -18,6 +18,7 @@ EVENT_FLOAT = ("frag_milli", "frag_ratio", "q124")
 
 @dataclass(frozen=True)
 class CurveDiff:
+    """Cells where one run's curve differs from the published row: ``(bin, published, ours)``."""
     policy: str
     seed: int
     curve: str

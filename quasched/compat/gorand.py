@@ -42,7 +42,7 @@ ENV_VAR = "QUASCHED_COMPAT_DATA"
 
 
 class CompatDataMissing(FileNotFoundError):
-    """The Go ``rngCooked`` table is not in the directory it was pointed at."""
+    """The Go ``rngCooked`` table is not where it was pointed at, or is malformed."""
 
 
 def override_dirs(*dirs: Path | None) -> list[Path]:
@@ -74,7 +74,13 @@ def load_cooked(*dirs: Path | None) -> tuple[int, ...]:
     else:
         packaged = resources.files("quasched.compat") / "data" / COOKED_FILE
         where, text = str(packaged), packaged.read_text()
-    values = [int(line) for line in text.split()]
+    values = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            values += [int(word) for word in line.split()]
+        except ValueError:
+            raise CompatDataMissing(f"{where} line {number}: {line.strip()[:40]!r} is not an integer; the table "
+                                    f"holds {_LEN} integers (Go's rngCooked)") from None
     if len(values) != _LEN:
         raise CompatDataMissing(f"{where}: expected {_LEN} constants, found {len(values)}")
     return tuple(v & _MASK64 for v in values)

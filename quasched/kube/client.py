@@ -18,7 +18,7 @@ import httpx
 
 
 def _json(response: Any) -> dict[str, Any]:
-    return json.loads(response.data)  # type: ignore[no-any-return]
+    return json.loads(response.data)
 
 
 class ApiError(RuntimeError):
@@ -37,7 +37,7 @@ def _checked(response: httpx.Response) -> dict[str, Any]:
         body = {"message": response.text[:200]}
     if response.status_code >= 400:
         raise ApiError(response.status_code, str(body.get("message") or response.reason_phrase))
-    return body  # type: ignore[no-any-return]
+    return body
 
 
 def http_client(configuration: Any) -> httpx.Client:

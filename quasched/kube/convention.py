@@ -221,11 +221,13 @@ def devices_of(pod: Mapping[str, Any]) -> tuple[int, ...] | None:
 
 
 def devices_text(devices: tuple[int, ...]) -> str:
+    """Device indices as the annotation value ``0,3``."""
     return ",".join(str(d) for d in devices)
 
 
 # ---------------------------------------------------------------- nodes
 def node_model(labels: Mapping[str, Any]) -> str:
+    """A node's GPU model from the first set label of :data:`MODEL_LABELS` (empty if none)."""
     return next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), "")
 
 

@@ -433,6 +433,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def router(bridge: Bridge) -> APIRouter:
+    """The extender's routes ``filter``, ``prioritize`` and ``bind`` under :data:`PREFIX`, served by ``bridge``."""
     routes = APIRouter(prefix=PREFIX, tags=["kubernetes"])
 
     async def call(request: Request, verb: Any) -> Any:
@@ -469,4 +470,5 @@ def mount(app: FastAPI, service: Service, options: KubeOptions) -> Bridge:
 
 
 def log(message: str) -> None:
+    """One line on stderr prefixed ``quasched kube:``."""
     print(f"quasched kube: {message}", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
 def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Turn off Nagle's algorithm on a TCP transport (a no-op for other sockets)."""
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         try:

@@ -35,6 +35,7 @@ DONE = {"Succeeded": "succeeded", "Failed": "failed"}
 
 @dataclass
 class NodeChanges:
+    """What a node listing changes in the registered nodes: new, updated and gone ones."""
     add: list[NodeRecord] = field(default_factory=list)
     #: registered nodes whose labels, cordon or capacity changed (the new record)
     update: list[NodeRecord] = field(default_factory=list)
@@ -90,6 +91,7 @@ def bound_pod(pod: Mapping[str, Any]) -> BoundPod | None:
 
 @dataclass
 class PodChanges:
+    """What a pod listing changes: bound GPU pods to adopt as jobs and jobs whose pods ended."""
     adopt: list[BoundPod] = field(default_factory=list)
     #: (pod uid, outcome: succeeded | failed | cancelled)
     end: list[tuple[str, str]] = field(default_factory=list)
@@ -154,10 +156,7 @@ class Sync:
 
             def apply(ctl: Any, now: float) -> None:
                 for name in changes.remove:
-                    self._end_pods_on(name)
-                    ctl.remove_node(name, now)
-                    service.store.delete_node(name)
-                    del service.records[name]
+                    self._remove_node(ctl, name, now)
                 for record in changes.add:
                     ctl.add_node(record, now)
                     service.store.put_node(record)
@@ -225,16 +224,19 @@ class Sync:
             self.apply_pods([obj], complete=False)
 
     def _remove(self, names: list[str]) -> None:
-        service = self.bridge.service
-
         def apply(ctl: Any, now: float) -> None:
             for name in names:
-                self._end_pods_on(name)
-                ctl.remove_node(name, now)
-                service.store.delete_node(name)
-                del service.records[name]
+                self._remove_node(ctl, name, now)
 
-        service.mutate(apply)
+        self.bridge.service.mutate(apply)
+
+    def _remove_node(self, ctl: Any, name: str, now: float) -> None:
+        """End the pods on node ``name`` and forget the node (controller, store, records)."""
+        service = self.bridge.service
+        self._end_pods_on(name)
+        ctl.remove_node(name, now)
+        service.store.delete_node(name)
+        del service.records[name]
 
     # ------------------------------------------------------------ run
     def resync(self) -> None:

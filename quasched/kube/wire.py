@@ -64,6 +64,7 @@ def parse(body: bytes) -> dict[str, Any]:
 
 
 def object_of(args: Mapping[str, Any], key: str, required: bool = True) -> dict[str, Any] | None:
+    """``args[key]`` as a JSON object (:class:`BadRequest` if it is not one; ``None`` if absent and optional)."""
     value = args.get(key)
     if value is None and not required:
         return None
@@ -73,6 +74,7 @@ def object_of(args: Mapping[str, Any], key: str, required: bool = True) -> dict[
 
 
 def text_of(args: Mapping[str, Any], key: str, required: bool = True) -> str:
+    """``args[key]`` as a non-empty string of at most 253 characters (:class:`BadRequest` otherwise)."""
     value = args.get(key)
     if value is None and not required:
         return ""

@@ -124,7 +124,7 @@ class TypicalWindow:
         self._recent: deque[Shape] = deque(maxlen=window)
         self._seen = 0
 
-    def observe(self, pod) -> None:
+    def observe(self, pod: Pod) -> None:
         """Record an arriving :class:`~quasched.model.workload.Pod`."""
         self._recent.append(pod.shape)
         self._seen += 1

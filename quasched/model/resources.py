@@ -22,9 +22,13 @@ Adding a resource needs no change outside the registry and the loaders::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from quasched.model.cluster import NodeSpec
+    from quasched.model.workload import Workload
 
 #: Kubernetes' default pod limit per node, as in the FGD simulator.
 MAX_PODS_PER_NODE = 1001
@@ -52,7 +56,7 @@ class Resource:
     default_capacity: int | None = None
     per_pod: int | None = None
 
-    def capacity(self, nodes) -> np.ndarray:
+    def capacity(self, nodes: NodeSpec) -> np.ndarray:
         """Capacity of every node of a ``NodeSpec`` (int64)."""
         values = self._values(nodes)
         if values is None:
@@ -61,7 +65,7 @@ class Resource:
             return np.full(len(nodes), self.default_capacity, dtype=np.int64)
         return np.asarray(values, dtype=np.int64)
 
-    def request(self, workload) -> np.ndarray:
+    def request(self, workload: Workload) -> np.ndarray:
         """Request of every pod of a ``Workload`` (int64)."""
         if self.per_pod is not None:
             return np.full(len(workload), self.per_pod, dtype=np.int64)
@@ -107,11 +111,11 @@ class ResourceRegistry:
     def __len__(self) -> int:
         return len(self._resources)
 
-    def capacity_matrix(self, nodes) -> np.ndarray:
+    def capacity_matrix(self, nodes: NodeSpec) -> np.ndarray:
         """``(N, R)`` node capacities."""
         return np.stack([r.capacity(nodes) for r in self], axis=1).reshape(len(nodes), len(self))
 
-    def request_matrix(self, workload) -> np.ndarray:
+    def request_matrix(self, workload: Workload) -> np.ndarray:
         """``(P, R)`` pod requests."""
         return np.stack([r.request(workload) for r in self], axis=1).reshape(len(workload), len(self))
 

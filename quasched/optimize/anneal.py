@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dimod
 import numpy as np
 from dwave.samplers import SimulatedAnnealingSampler
@@ -9,7 +11,10 @@ from dwave.samplers import SimulatedAnnealingSampler
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.decompose import QuboPricer, solve_decomposed
 from quasched.optimize.problem import BatchProblem
-from quasched.optimize.qubo import build_qubo, decode_placement, placement_ok
+from quasched.optimize.qubo import PatternQubo, PlacementQubo, build_qubo, decode_placement, placement_ok
+
+#: a QUBO solver: QUBO -> samples (rows of 0/1 in variable order), best first
+QuboSolver = Callable[[PlacementQubo | PatternQubo], np.ndarray]
 
 
 def ordered(sampleset: dimod.SampleSet, n_vars: int) -> np.ndarray:
@@ -19,19 +24,19 @@ def ordered(sampleset: dimod.SampleSet, n_vars: int) -> np.ndarray:
     return sampleset.record.sample[order][:, columns]
 
 
-def annealer(reads: int = 32, sweeps: int = 1000, seed: int = 0):
+def annealer(reads: int = 32, sweeps: int = 1000, seed: int = 0) -> QuboSolver:
     """A QUBO solver running ``reads`` independent anneals of ``sweeps`` sweeps each."""
     sampler = SimulatedAnnealingSampler()
     rng = np.random.default_rng(seed)
 
-    def solve(qubo) -> np.ndarray:
+    def solve(qubo: PlacementQubo | PatternQubo) -> np.ndarray:
         result = sampler.sample(qubo.bqm, num_reads=reads, num_sweeps=sweeps, seed=int(rng.integers(2**31)))
         return ordered(result, qubo.n_vars)
 
     return solve
 
 
-def random_bits(reads: int = 32, seed: int = 0):
+def random_bits(reads: int = 32, seed: int = 0) -> QuboSolver:
     """A control "solver" returning ``reads`` uniformly random bit vectors (for ablations)."""
     rng = np.random.default_rng(seed)
     return lambda qubo: rng.integers(0, 2, size=(reads, qubo.n_vars), dtype=np.int8)

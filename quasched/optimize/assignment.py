@@ -9,11 +9,6 @@ import numpy as np
 
 from quasched.optimize.verifier import Verdict
 
-#: statuses: ``optimal`` (proven), ``feasible`` (limit reached, bound known),
-#: ``heuristic`` (no bound), ``incomplete`` (a heuristic missed exactly-once),
-#: ``infeasible`` (proven: no assignment exists), ``error``
-STATUSES = ("optimal", "feasible", "heuristic", "incomplete", "infeasible", "error")
-
 
 @dataclass
 class Assignment:
@@ -21,7 +16,9 @@ class Assignment:
 
     ``objective`` is what the solver believes it achieved, ``bound`` a proven
     upper bound on the weighted objective (``None`` when the solver has none);
-    :func:`quasched.optimize.solve` sets ``verdict`` from the verifier.
+    :func:`quasched.optimize.solve` sets ``verdict`` from the verifier. ``status``: ``optimal`` (proven),
+    ``feasible`` (limit reached, bound known), ``heuristic`` (no bound), ``incomplete`` (a heuristic missed
+    exactly-once), ``infeasible`` (proven: no assignment exists) or ``error``.
     """
 
     solver: str

@@ -6,7 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 import typer
 from rich.console import Console
@@ -25,13 +25,20 @@ def parse_machines(text: str) -> list[int]:
     try:
         if ":" in text:
             start, stop, step = (int(v) for v in text.split(":"))
-            return list(range(start, stop + 1, step))
-        return [int(v) for v in text.split(",") if v.strip()]
+            counts = list(range(start, stop + 1, step))
+        else:
+            counts = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
-        raise typer.BadParameter(f"bad machine list {text!r}: use 10:100:10 or 10,20,30") from exc
+        raise typer.BadParameter(f"bad machine list {text!r}: use 10:100:10 or 10,20,30",
+                                 param_hint="--machines") from exc
+    if not counts or min(counts) < 1:
+        raise typer.BadParameter(f"{text!r} gives {counts or 'no machine counts'}: every count must be at least 1 "
+                                 "(start:stop:step with start <= stop)", param_hint="--machines")
+    return counts
 
 
-def parse_list(text: str, known, what: str) -> list[str]:
+def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
+    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``what`` else)."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [v for v in names if v not in known]
     if unknown or not names:
@@ -40,6 +47,7 @@ def parse_list(text: str, known, what: str) -> list[str]:
 
 
 def row(instance: str, machines: int, result: Assignment) -> dict:
+    """One results row of ``result`` on ``instance`` with ``machines`` machines (verified figures)."""
     v = result.verdict
     assert v is not None, "solve() attaches the verifier's verdict"
     return {
@@ -63,11 +71,11 @@ def batch(
                               "memory not heavy, no per-node app limit)."),
     objective: str = typer.Option("weighted", help="weighted (Qua's priority-weighted jobs) or lexicographic "
                                   "(then the most jobs)."),
-    alpha: float = typer.Option(0.6, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
-    heavy: float = typer.Option(0.4, help="Heavy-job share threshold of the default rule."),
-    time_limit: float = typer.Option(10.0, help="MILP time limit per instance, seconds."),
-    mip_gap: float = typer.Option(1e-6, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
-    qaoa_max_machines: int = typer.Option(10, help="Run qaoa only on instances with at most this many machines "
+    alpha: float = typer.Option(0.6, min=0, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
+    heavy: float = typer.Option(0.4, min=0, max=1, help="Heavy-job share threshold of the default rule."),
+    time_limit: float = typer.Option(10.0, min=0.01, help="MILP time limit per instance, seconds."),
+    mip_gap: float = typer.Option(1e-6, min=0, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
+    qaoa_max_machines: int = typer.Option(10, min=0, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
     seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
     polish: bool = typer.Option(True, "--polish/--no-polish", help="Polish QUBO samples classically (qubo-sa, "
@@ -90,6 +98,11 @@ def batch(
     if trace != "dlrm-2025":
         raise typer.BadParameter("only dlrm-2025 defines Qua's instances", param_hint="--trace")
     names = parse_list(instances, INSTANCES, "instance")
+    if out is not None:  # before any solve: a folder that cannot be written fails at once
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise typer.BadParameter(f"cannot create {out} ({err.strerror})", param_hint="--out") from None
     chosen = parse_list(solvers, SOLVERS, "solver")
     counts = parse_machines(machines)
     if rules not in ("default", "qua"):
@@ -123,7 +136,6 @@ def batch(
             rows += here
     console.print(table)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         with open(out / "results.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()

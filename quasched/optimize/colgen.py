@@ -62,6 +62,8 @@ class Shapes:
 
 
 def shapes(problem: BatchProblem, classes: list[JobClass]) -> Shapes:
+    """The job classes merged into distinct (demand, GPU spec) shapes, priced against each machine type
+    (jobs per shape, how many one machine holds, heavy flags): the column-generation view of ``problem``."""
     keys: dict[tuple, int] = {}
     shape_of = np.array([
         keys.setdefault((tuple(c.demand.tolist()), str(problem.gpu_spec[c.jobs[0]])), len(keys)) for c in classes

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+from numpy.typing import ArrayLike
 
 INF = highspy.kHighsInf
 
 
 @dataclass
 class Solution:
+    """What HiGHS returned: status, values, objective, proven bound, gap, time and (LPs) row duals."""
     status: str  # "optimal", "feasible", "infeasible", "unbounded", "no_solution"
     x: np.ndarray | None
     objective: float
@@ -34,7 +36,8 @@ class LinearModel:
         self.row_lo: list[float] = []
         self.row_hi: list[float] = []
 
-    def add_vars(self, count: int, lb=0.0, ub=INF, cost=0.0, integer: bool = False) -> np.ndarray:
+    def add_vars(self, count: int, lb: ArrayLike = 0.0, ub: ArrayLike = INF, cost: ArrayLike = 0.0,
+                 integer: bool = False) -> np.ndarray:
         """``count`` new variables; returns their indices."""
         self.lb.append(np.broadcast_to(np.asarray(lb, dtype=float), (count,)))
         self.ub.append(np.broadcast_to(np.asarray(ub, dtype=float), (count,)))
@@ -44,13 +47,13 @@ class LinearModel:
         self.n += count
         return index
 
-    def set_objective(self, index, value) -> None:
+    def set_objective(self, index: ArrayLike, value: ArrayLike) -> None:
         """Replace the objective by ``sum(value * x[index])``."""
         cost = np.zeros(self.n)
         cost[np.asarray(index, dtype=np.int64)] = value
         self.cost = [cost]
 
-    def add_row(self, index, value, lo: float = -INF, hi: float = INF) -> None:
+    def add_row(self, index: ArrayLike, value: ArrayLike, lo: float = -INF, hi: float = INF) -> None:
         """``lo <= sum(value * x[index]) <= hi``."""
         index = np.asarray(index, dtype=np.int64)
         value = np.broadcast_to(np.asarray(value, dtype=float), index.shape)

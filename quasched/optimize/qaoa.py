@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from qiskit import QuantumCircuit, transpile
@@ -21,9 +22,9 @@ from qiskit_aer import AerSimulator
 from scipy.optimize import minimize
 
 from quasched.optimize.assignment import Assignment
-from quasched.optimize.decompose import QuboPricer, solve_decomposed
+from quasched.optimize.decompose import QuboPricer, SubSolver, solve_decomposed
 from quasched.optimize.problem import BatchProblem
-from quasched.optimize.qubo import dense
+from quasched.optimize.qubo import PatternQubo, dense
 
 MAX_QUBITS = 20
 
@@ -42,6 +43,7 @@ class QaoaRun:
 
 @dataclass
 class QaoaStats:
+    """Every QAOA run of one solve, summarised by :meth:`summary`."""
     runs: list[QaoaRun] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -124,10 +126,10 @@ def qaoa(lin: np.ndarray, quad: np.ndarray, offset: float = 0.0, *, layers: int 
     return samples, run
 
 
-def qaoa_solver(stats: QaoaStats, **options):
+def qaoa_solver(stats: QaoaStats, **options: Any) -> SubSolver:
     """A decomposition sub-solver running :func:`qaoa` and recording each run in ``stats``."""
 
-    def solve(qubo) -> np.ndarray:
+    def solve(qubo: PatternQubo) -> np.ndarray:
         samples, run = qaoa(*dense(qubo.bqm), seed=len(stats.runs), **options)
         stats.runs.append(run)
         return samples
@@ -136,7 +138,8 @@ def qaoa_solver(stats: QaoaStats, **options):
 
 
 def solve_qaoa(problem: BatchProblem, *, max_qubits: int = 16, layers: int = 2, shots: int = 512,
-               maxiter: int = 60, max_slack_bits: int = 3, formulations=((4.0, 20.0), None),
+               maxiter: int = 60, max_slack_bits: int = 3,
+               formulations: tuple[tuple[float, float] | None, ...] = ((4.0, 20.0), None),
                time_limit: float = 600.0, polish: bool = True) -> Assignment:
     """The QUBO decomposition with every pricing subproblem solved by QAOA (at most ``max_qubits``).
 

@@ -25,6 +25,7 @@ from functools import reduce
 
 import dimod
 import numpy as np
+from numpy.typing import ArrayLike
 
 from quasched.optimize.problem import BatchProblem
 
@@ -71,7 +72,7 @@ def _slack_coefficients(top: int) -> list[int]:
     return coefs
 
 
-def build_qubo(problem: BatchProblem, jobs, machines, free: np.ndarray | None = None,
+def build_qubo(problem: BatchProblem, jobs: ArrayLike, machines: ArrayLike, free: np.ndarray | None = None,
                penalty: float = PENALTY, max_slack_bits: int | None = None) -> PlacementQubo:
     """QUBO placing ``jobs`` on ``machines`` (empty unless ``free`` (len(machines), R) says what is left)."""
     jobs, machines = np.asarray(jobs, dtype=np.int64), np.asarray(machines, dtype=np.int64)

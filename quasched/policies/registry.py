@@ -97,6 +97,7 @@ REGISTRY: dict[str, PolicyInfo] = {}
 
 
 def register(info: PolicyInfo) -> PolicyInfo:
+    """Add a policy to :data:`REGISTRY` (a second one of the same name is an error)."""
     if info.name in REGISTRY:
         raise ValueError(f"policy {info.name!r} is already registered")
     REGISTRY[info.name] = info
@@ -116,7 +117,10 @@ def parse_spec(text: str) -> PolicySpec:
         if not eq or key.strip() not in by_name:
             known = ", ".join(by_name) or "none"
             raise ValueError(f"policy {info.name}: bad parameter {item!r} (parameters: {known})")
-        params[key.strip()] = by_name[key.strip()].parse(value.strip())
+        try:
+            params[key.strip()] = by_name[key.strip()].parse(value.strip())
+        except ValueError as err:
+            raise ValueError(f"policy {info.name}: {err}") from None
     return PolicySpec(info.name, params)
 
 
@@ -148,6 +152,7 @@ def display_label(spec: str) -> str:
 
 
 def policy_names() -> tuple[str, ...]:
+    """Names of all registered policies, in registry order."""
     return tuple(REGISTRY)
 
 

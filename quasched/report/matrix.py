@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from quasched.policies.registry import display_label
+from quasched.report.plots import save_figure
 from quasched.sim.matrix import MatrixResult
 
 #: (column, curve, arrived %) of every cell
@@ -83,7 +84,4 @@ def plot_matrix(path: Path, result: MatrixResult, metric: str = "alloc@130") -> 
     ax.set_yticks(range(len(traces)), traces)
     fig.colorbar(image, ax=ax, label=f"{metric} (%)")
     ax.set_title(f"{metric}, mean over seeds")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)

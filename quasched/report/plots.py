@@ -41,6 +41,11 @@ def plot_curves(path: Path, runs: Sequence[RunSummary], curve: str = "alloc", ti
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Lay ``fig`` out and write it to ``path`` (parent folders created)."""
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

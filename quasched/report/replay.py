@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from quasched.policies.registry import display_label
+from quasched.report.plots import save_figure
 from quasched.sim.records import KILL
 from quasched.sim.replay import STATUS_NAMES, ReplayResult
 
@@ -142,9 +143,7 @@ def _two_panels(path: Path, results: Sequence[ReplayResult], series: Callable[[R
         ax.grid(alpha=0.3)
     axes[1].set_xlabel("trace time (hours)")
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_timeline(path: Path, results: Sequence[ReplayResult]) -> Path:

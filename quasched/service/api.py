@@ -139,6 +139,7 @@ class Broker:
 
 
 def sse(ev: Event) -> str:
+    """One event as a server-sent-events frame (``id``, ``event``, ``data``)."""
     data = json.dumps(EventOut.of(ev).model_dump(mode="json"), separators=(",", ":"))
     head = f"id: {ev.id}\n" if ev.id is not None else ""
     return f"{head}event: {ev.kind}\ndata: {data}\n\n"
@@ -225,10 +226,7 @@ class Service:
         """Fire due timers and run a cycle; seconds until the next timer (at most :data:`TICK_S`)."""
         with self.lock:
             now = self.clock()
-            start = time.perf_counter()
-            self.ctl.cycle(now)
-            self.metrics.decision.observe(time.perf_counter() - start)
-            events = self._persist(self.ctl)
+            events = self._cycle(now)
             nxt = self.ctl.next_timer()
         self.broker.publish(list(events))
         return TICK_S if nxt is None else min(TICK_S, max(0.001, nxt - now))
@@ -256,12 +254,16 @@ class Service:
         with self.lock:
             now = self.clock()
             result = change(self.ctl, now)
-            start = time.perf_counter()
-            self.ctl.cycle(now)
-            self.metrics.decision.observe(time.perf_counter() - start)
-            events = self._persist(self.ctl)
+            events = self._cycle(now)
         self.broker.publish(list(events))
         return result
+
+    def _cycle(self, now: float) -> list[Event]:
+        """A timed scheduling cycle and its persisted changes (caller holds the lock)."""
+        start = time.perf_counter()
+        self.ctl.cycle(now)
+        self.metrics.decision.observe(time.perf_counter() - start)
+        return self._persist(self.ctl)
 
     # ------------------------------------------------------------ views
     def job_out(self, job: Job) -> JobOut:
@@ -285,6 +287,7 @@ def field_error(field: str, message: str, code: int = status.HTTP_422_UNPROCESSA
 
 
 def not_found(what: str) -> HTTPException:
+    """A 404 saying ``no <what>``."""
     return HTTPException(status.HTTP_404_NOT_FOUND, f"no {what}")
 
 
@@ -368,6 +371,7 @@ NodeName = Annotated[str, PathParam(min_length=1, max_length=253, description="N
 
 
 def add_routes(app: FastAPI, service: Service) -> None:
+    """Register the ``/api/v1`` routes of ``service`` on ``app``."""
     lock = service.lock
 
     # ------------------------------------------------------------ jobs

@@ -14,7 +14,7 @@ FastAPI dependencies:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,10 +38,6 @@ class Principal:
                                 f"token {self.name!r} acts for team {self.team!r}, not {team!r}")
 
 
-class TokenLookup(Protocol):
-    def token(self, secret: str) -> Any: ...
-
-
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
@@ -60,22 +56,26 @@ def principal_of(request: Request, secret: str | None) -> Principal:
 
 
 def reader(request: Request, credentials: Credentials) -> Principal:
+    """Dependency: the principal of the bearer token (any valid token)."""
     return principal_of(request, credentials.credentials if credentials else None)
 
 
 def stream_reader(request: Request, credentials: Credentials,
                   token: Annotated[str | None, Query(max_length=512, description=(
                       "The token, for clients that cannot send headers (EventSource)."))] = None) -> Principal:
+    """Dependency: like :func:`reader`, also accepting ``?token=`` (EventSource cannot send headers)."""
     return principal_of(request, credentials.credentials if credentials else token)
 
 
 def team_or_admin(who: Annotated[Principal, Depends(reader)]) -> Principal:
+    """Dependency: a team or admin token (403 for read-only tokens)."""
     if not (who.admin or who.team):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {who.name!r} may only read")
     return who
 
 
 def admin(who: Annotated[Principal, Depends(reader)]) -> Principal:
+    """Dependency: an admin token (403 otherwise)."""
     if not who.admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {who.name!r} is not an admin token")
     return who

@@ -153,7 +153,7 @@ class Controller:
         self.cluster = Cluster(nodes)
         self.window = TypicalWindow(initial=typical) if typical is None else None
         self.typical: TypicalPods | TypicalWindow = typical if typical is not None else self.window  # type: ignore[assignment]
-        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng)  # type: ignore[arg-type]
+        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng)
         self.quota = QuotaBook(queues)
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)

@@ -25,6 +25,7 @@ PRIORITY_CLASSES: dict[str, int] = {"low": 0, "normal": 100, "high": 1000}
 
 
 class JobState(StrEnum):
+    """A job's life: pending, running, preempting, then one of the finished states."""
     PENDING = "pending"
     RUNNING = "running"
     #: running, chosen as a preemption victim, stopping within its grace period
@@ -55,8 +56,6 @@ class Reason(StrEnum):
     INSUFFICIENT = "InsufficientResources"
     #: victims were chosen and are stopping within their grace period
     PREEMPTION_PENDING = "PreemptionPending"
-    #: no node of the cluster could host it even when empty (rejected at submit)
-    INFEASIBLE = "Infeasible"
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,7 @@ class JobSpec:
 
 @dataclass
 class PendingReason:
+    """Why a pending job waits: a :class:`Reason` code, a sentence and its evidence."""
     code: Reason
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,7 @@ FINISHED = {s.value for s in JobState if s.finished}
 
 
 class ServiceMetrics:
+    """The service's Prometheus metrics in a registry of their own (rendered at ``/metrics``)."""
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.gpu_allocation = Gauge("quasched_gpu_allocation_percent", "GPU milli allocated / GPU capacity, %",

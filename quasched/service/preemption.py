@@ -23,6 +23,7 @@ from quasched.service.quota import QuotaBook
 
 
 def fits_on(cluster: Cluster, pod: Pod, node: int) -> bool:
+    """Whether ``pod`` fits on ``node`` as the cluster stands (the one fit rule)."""
     return bool(fit_matrix(cluster, Demand.of([pod]), np.array([node]))[0, 0])
 
 

@@ -171,6 +171,7 @@ class JobSubmit(Strict):
 
 
 class JobComplete(Strict):
+    """The job's runtime reports that it ended: succeeded, or failed."""
     failed: bool = Field(False, description="The job's runtime failed (else it succeeded).")
 
 
@@ -221,20 +222,24 @@ class NodeIn(Strict):
 
 
 class ClusterYaml(Strict):
+    """Nodes to add, as a cluster file."""
     cluster_yaml: str = Field(min_length=1, max_length=1_000_000,
                               description="A cluster file (docs/file-formats.md) whose nodes are added.")
 
 
 class NodePatch(Strict):
+    """Cordon or uncordon a node, optionally draining it."""
     cordoned: bool | None = Field(None, description="Cordon (true) or uncordon (false).")
     drain: bool = Field(False, description="With cordoned=true: requeue the jobs running on the node.")
 
 
 class DeviceHealth(Strict):
+    """Mark one GPU of a node healthy or failed."""
     healthy: bool
 
 
 class TokenCreate(Strict):
+    """A new API token: a team token, or an admin token."""
     name: Annotated[str, Field(min_length=1, max_length=63, pattern=TEAM_PATTERN)]
     team: TeamName | None = Field(None, description="The team this token acts for (none: an admin token).")
     admin: bool = False
@@ -242,17 +247,20 @@ class TokenCreate(Strict):
 
 # ---------------------------------------------------------------- responses
 class PlacementOut(BaseModel):
+    """One pod's node and GPU devices."""
     node: str
     devices: list[int]
 
 
 class ReasonOut(BaseModel):
+    """Why a job is pending: a code, a sentence and the figures behind it."""
     code: Reason
     message: str
     evidence: dict[str, Any] = {}
 
 
 class JobOut(BaseModel):
+    """A job: its request, state, placement, queue position and pending reason."""
     id: int
     name: str
     team: str
@@ -294,6 +302,7 @@ class JobOut(BaseModel):
 
 
 class EventOut(BaseModel):
+    """One event of the log and the live stream (submitted, started, preempted, ...)."""
     id: int | None
     time: float
     kind: str
@@ -308,10 +317,12 @@ class EventOut(BaseModel):
 
 
 class JobDetail(JobOut):
+    """A job with its events."""
     events: list[EventOut] = []
 
 
 class QueueOut(BaseModel):
+    """A team's queue: quota, cohort, usage, borrowing, fair share and job counts."""
     name: str
     cohort: str
     weight: float
@@ -326,6 +337,7 @@ class QueueOut(BaseModel):
 
 
 class NodeOut(BaseModel):
+    """A node: GPU model, per-device use and health, CPU and memory in use, cordon, jobs."""
     name: str
     gpu_model: str
     num_gpus: int
@@ -342,6 +354,7 @@ class NodeOut(BaseModel):
 
 
 class SnapshotOut(BaseModel):
+    """The cluster at one moment: nodes, GPU allocation, fragmentation and job counts."""
     nodes: list[NodeOut]
     gpus: int
     gpu_allocation_pct: float
@@ -351,6 +364,7 @@ class SnapshotOut(BaseModel):
 
 
 class SampleOut(BaseModel):
+    """One point of the allocation, fragmentation and queue time series."""
     time: float
     gpu_allocation_pct: float
     fragmentation_pct: float
@@ -358,6 +372,7 @@ class SampleOut(BaseModel):
 
 
 class TokenOut(BaseModel):
+    """A created token; ``token`` is the secret, shown only here."""
     name: str
     team: str | None
     admin: bool
@@ -365,6 +380,7 @@ class TokenOut(BaseModel):
 
 
 class WhoAmI(BaseModel):
+    """The principal of the calling token."""
     name: str
     team: str | None
     admin: bool

@@ -29,6 +29,7 @@ UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
 
 
 class Base(DeclarativeBase):
+    """Declarative base of the tables, with named constraints (stable migrations)."""
     metadata = MetaData(naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_name)s",
         "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -78,6 +79,7 @@ class JobRow(Base):
 
 
 class EventRow(Base):
+    """One event; its id is the live stream's cursor."""
     __tablename__ = "events"
     __table_args__ = {"sqlite_autoincrement": True}  # ids are the stream's cursor: never reuse one
 
@@ -110,6 +112,7 @@ class NodeRow(Base):
 
 
 class QueueRow(Base):
+    """A team's queue: quota per GPU model, cohort, borrowing limit, weight."""
     __tablename__ = "queues"
 
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -132,6 +135,7 @@ class TokenRow(Base):
 
 
 class TokenInfo(NamedTuple):
+    """A stored token's name, team and admin flag (never the secret)."""
     name: str
     team: str | None
     admin: bool
@@ -156,6 +160,7 @@ def job_values(job: Job) -> dict[str, Any]:
 
 
 def to_job(row: JobRow) -> Job:
+    """The domain :class:`Job` of a row."""
     reason = None if row.reason_code is None else PendingReason(
         Reason(row.reason_code), row.reason_message or "", row.reason_evidence or {})
     return Job(spec=JobSpec(**{c: getattr(row, c) for c in SPEC_COLUMNS}), **{c: getattr(row, c) for c in JOB_COLUMNS},
@@ -164,34 +169,41 @@ def to_job(row: JobRow) -> Job:
 
 
 def node_values(node: NodeRecord) -> dict[str, Any]:
+    """Column values of a node record."""
     return {"name": node.name, "cpu_milli": node.cpu_milli, "memory_mib": node.memory_mib, "num_gpus": node.num_gpus,
             "gpu_model": node.gpu_model, "labels": dict(node.labels), "cordoned": node.cordoned,
             "unhealthy": list(node.unhealthy)}
 
 
 def to_node(row: NodeRow) -> NodeRecord:
+    """The :class:`NodeRecord` of a row."""
     return NodeRecord(row.name, row.cpu_milli, row.memory_mib, row.num_gpus, row.gpu_model, dict(row.labels),
                       row.cordoned, tuple(row.unhealthy))
 
 
 def queue_values(queue: QueueSpec) -> dict[str, Any]:
+    """Column values of a queue spec."""
     return {"name": queue.name, "quota": dict(queue.quota), "cohort": queue.cohort,
             "borrowing_limit": queue.borrowing_limit, "weight": queue.weight}
 
 
 def to_queue(row: QueueRow) -> QueueSpec:
+    """The :class:`QueueSpec` of a row."""
     return QueueSpec(row.name, dict(row.quota), row.cohort, row.borrowing_limit, row.weight)
 
 
 def event_values(ev: Event) -> dict[str, Any]:
+    """Column values of an event (the id is the database's)."""
     return {"time": ev.time, "kind": ev.kind, "job_id": ev.job_id, "node": ev.node, "data": dict(ev.data)}
 
 
 def to_event(row: EventRow) -> Event:
+    """The :class:`Event` of a row, with its id."""
     return Event(row.time, row.kind, row.job_id, row.node, dict(row.data), row.id)
 
 
 def digest(secret: str) -> str:
+    """SHA-256 of a token secret (only digests are stored)."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 

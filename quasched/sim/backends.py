@@ -10,6 +10,7 @@ a :class:`RayBackend` starts.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -53,15 +54,17 @@ class RayBackend:
     """Ray tasks on a running cluster (``address``) or a local one started on first use."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        try:
+            importlib.import_module("ray")  # a missing Ray is an error here, before any run
+        except ImportError as err:
+            raise RuntimeError("the Ray backend needs Ray: pip install 'quasched[ray]'") from err
         self.address = address
         self.num_cpus = num_cpus
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T], initializer: Initializer = None,
             initargs: tuple = ()) -> Iterator[tuple[T, R]]:
-        try:
-            import ray
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise RuntimeError("the Ray backend needs Ray: pip install 'quasched[ray]'") from err
+        import ray
+
         if not ray.is_initialized():
             ray.init(address=self.address, num_cpus=None if self.address else self.num_cpus,
                      include_dashboard=False, log_to_driver=False)

@@ -62,6 +62,7 @@ def matrix_tasks(traces: Sequence[str], policies: Sequence[str], seeds: Sequence
 
 
 def task_key(task: MatrixTask, inputs: str) -> RunKey:
+    """The store key of ``task`` on trace data with digest ``inputs``."""
     return RunKey.of(task.trace, inputs, task.config, f"{task.curves.__module__}.{task.curves.__qualname__}")
 
 

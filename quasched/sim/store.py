@@ -90,6 +90,7 @@ def summary_to_json(run: RunSummary) -> str:
 
 
 def summary_from_json(text: str) -> RunSummary:
+    """A :class:`RunSummary` back from its stored JSON."""
     data = json.loads(text)
     curves = Curves(**{name: np.asarray(values, dtype=float) for name, values in data.pop("curves").items()})
     return RunSummary(curves=curves, failed_shapes=Counter(data.pop("failed_shapes")), **data)

@@ -19,7 +19,7 @@ from quasched.metrics.allocation import allocation_summary
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.sim.arrival import ExperimentConfig, ExperimentResult, run_experiment
 from quasched.sim.backends import LocalBackend
 from quasched.sim.records import EventRecords
 
@@ -55,7 +55,7 @@ class RunSummary:
 CurveFunction = Callable[..., Curves]
 
 
-def summarize(result, keep_log: bool = False, curves: CurveFunction = arrival_curves) -> RunSummary:
+def summarize(result: ExperimentResult, keep_log: bool = False, curves: CurveFunction = arrival_curves) -> RunSummary:
     """Condense an :class:`~quasched.sim.arrival.ExperimentResult`; ``curves`` bins its records
     (:func:`~quasched.compat.curves.discrete_curves` for the artifact's rounding)."""
     log, w = result.events, result.workload

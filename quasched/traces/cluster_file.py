@@ -18,7 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from quasched.model.cluster import NodeSpec
 from quasched.model.resources import RDMA_CAPACITY, RESOURCES, UNLIMITED, Resource, ResourceRegistry
-from quasched.traces.errors import TraceError, TraceNotFound
+from quasched.traces.errors import TraceError, require_file
 from quasched.traces.table import MODEL_NAME
 from quasched.traces.units import parse_cpu, parse_memory
 
@@ -120,8 +120,7 @@ class _Document:
     """A composed YAML file and checked readers of its nodes."""
 
     def __init__(self, path: Path) -> None:
-        if not path.is_file():
-            raise TraceNotFound(path, [str(path)], "Fix: check the path.")
+        require_file(path)
         self.path = path
         try:
             root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)

@@ -32,7 +32,7 @@ class TraceError(ValueError):
 
 
 class TraceNotFound(TraceError):
-    """A trace file found in none of the searched locations (and not downloaded)."""
+    """An input file (trace, cluster, workload, carbon) found in none of the searched locations (and not downloaded)."""
 
     def __init__(self, file: str | Path, searched: Sequence[str], fix: str) -> None:
         self.searched = tuple(searched)
@@ -40,4 +40,11 @@ class TraceNotFound(TraceError):
         super().__init__(file, f"not found. Looked in:{looked}\n{fix}")
 
     def __str__(self) -> str:
-        return f"trace file {self.file!r} {self.message}"
+        return f"file {self.file!r} {self.message}"
+
+
+def require_file(path: Path) -> None:
+    """:class:`TraceNotFound` unless ``path`` is a file (a folder is named as one)."""
+    if not path.is_file():
+        fix = "it is a folder: pass the file inside it" if path.is_dir() else "check the path"
+        raise TraceNotFound(path, [str(path)], f"Fix: {fix}.")

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from quasched.traces.errors import TraceError, TraceNotFound
+from quasched.traces.errors import TraceError, require_file
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _MAX_EXACT = 2.0**53  # larger numbers are not exact integers in float64
@@ -33,8 +33,7 @@ def read_table(
     Other columns are ignored, or rejected if ``strict``.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceNotFound(path, [str(path)], "Fix: check the path.")
+    require_file(path)
     try:
         frame = pd.read_csv(
             path, header=None, dtype=str, na_filter=False, skip_blank_lines=False, encoding="utf-8"

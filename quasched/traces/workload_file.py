@@ -17,7 +17,7 @@ import pandas as pd
 
 from quasched.model.resources import RDMA_CAPACITY, RESOURCES, ResourceRegistry
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
-from quasched.traces.errors import TraceError, TraceNotFound
+from quasched.traces.errors import TraceError, require_file
 from quasched.traces.table import Table, read_table
 from quasched.traces.units import parse_cpu, parse_gpu, parse_memory
 
@@ -84,6 +84,7 @@ def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES
     columns present go into ``Workload.extra``.
     """
     path = Path(path)
+    require_file(path)
     suffix = path.suffix.lower()
     extras = extra_columns(resources)
     clash = [c.name for c in extras if c.name in (*REQUIRED, *OPTIONAL)]
@@ -145,8 +146,6 @@ def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES
 
 def _read_json_lines(path: Path, known: list[str]) -> Table:
     """One JSON object per non-blank line with keys among ``known``, values as text cells ("" for null or absent)."""
-    if not path.is_file():
-        raise TraceNotFound(path, [str(path)], "Fix: check the path.")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (UnicodeDecodeError, OSError) as exc:

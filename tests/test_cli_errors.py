@@ -1,0 +1,163 @@
+"""Bad command-line input: each error names the option (or file, row and field) and the fix, never a traceback."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from quasched.cli import app, parse_seeds
+from quasched.optimize.cli import parse_machines
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> str:
+    """Output of a command that must fail cleanly (exit 2, no traceback), whitespace and frames folded."""
+    result = runner.invoke(app, list(args), env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return re.sub(r"[\s│╭╮╰╯─]+", " ", result.output)
+
+
+@pytest.mark.parametrize(("seeds", "says"), [
+    ("abc", "'abc' is not a seed: write 42, 42-51 or 42,45,50"),
+    ("5-1", "empty range '5-1': write the low seed first (1-5)"),
+    ("1,x-3", "'x-3' is not a seed"),
+    (",", "no seeds in ','"),
+])
+def test_bad_seeds_name_the_option_and_the_form(seeds, says):
+    for command in ("simulate", "replay", "sweep"):
+        assert f"--seeds: {says}" in invoke(command, "--seeds", seeds)
+
+
+def test_seed_ranges_and_negative_seeds():
+    assert parse_seeds("3-5, 9") == [3, 4, 5, 9]
+    assert parse_seeds("-2--1,-7") == [-2, -1, -7]
+    assert parse_seeds("4-4") == [4]
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("fgd:beta=x", "--policy: policy fgd: bad parameter 'beta=x' (parameters: scale)"),
+    ("oursrare:nosuch=1", "--policy: policy oursrare: bad parameter 'nosuch=1' (parameters: beta, gamma)"),
+    ("headroom:beta=-1", "--policy: policy headroom: parameter beta='-1' must be at least 0"),
+    ("headroom:beta=two", "policy headroom: parameter beta='two' is not a float"),
+    ("nosuch", "--policy: unknown policy 'nosuch'; choose from random,"),
+])
+def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
+    assert says in invoke("simulate", "--policy", spec)
+
+
+@pytest.mark.parametrize("args", [
+    ("simulate", "--tune", "-1"), ("simulate", "--workers", "-1"), ("sweep", "--workers", "-2"),
+    ("replay", "--headroom", "0"), ("replay", "--pue", "0.5"), ("batch", "--time-limit", "-1"),
+    ("batch", "--heavy", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
+    ("serve", "--order", "lifo"), ("serve", "--batch-solver", "cplex"), ("serve", "--grace", "-1"),
+    ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"),
+])
+def test_out_of_range_options_are_rejected_by_name(args):
+    assert f"Invalid value for '{args[1]}'" in invoke(*args)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--failure-rate", "-1"), "--failure-rate -1.0 must be at least 0"),
+    (("--failure-rate", "1e-3", "--checkpoint-min", "0"), "--checkpoint-min 0.0 must be positive"),
+    (("--failure-rate", "1e-3", "--flaky-share", "2"), "--flaky-share 2.0 must be within 0..1"),
+    (("--carbon-zone", "DE-LU", "--carbon-start", "noon"), "--carbon-start 'noon' is not a UTC time"),
+])
+def test_replay_model_options_are_named_in_errors(args, says):
+    assert says in invoke("replay", *args)
+
+
+def test_unreadable_carbon_dir_names_the_file_and_the_fix(tmp_path):
+    text = invoke("replay", "--carbon-zone", "DE-LU", "--carbon-dir", str(tmp_path / "none"))
+    assert "carbon_intensity_2023_hourly.csv" in text and "pass --carbon-dir DIR or set QUASCHED_CARBON" in text
+
+
+def test_bad_trace_name_in_sweep_lists_the_known_ones(tmp_path):
+    text = invoke("sweep", "--traces", "openb-default,openb-nosuch", "--store", str(tmp_path / "s.sqlite"))
+    assert "openb-nosuch: unknown trace; known: synthetic, openb-default" in text
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_workload_file_errors_name_file_line_and_field(tmp_path):
+    rows = ["name,cpu,memory,gpu"] + [f"p{i},4,16Gi,1" for i in range(5)] + ["p5,4,16Gi,lots"]
+    (tmp_path / "w.csv").write_text("\n".join(rows) + "\n")
+    text = invoke("simulate", "--workload", str(tmp_path / "w.csv"))
+    assert "w.csv line 7, field 'gpu': 'lots'" in text
+    missing = tmp_path / "missing.csv"
+    assert f"error: file '{missing}' not found" in invoke("simulate", "--workload", str(missing))
+
+
+@pytest.mark.parametrize(("text", "counts"), [("10:30:10", [10, 20, 30]), ("5", [5]), ("3,1", [3, 1])])
+def test_machine_lists(text, counts):
+    assert parse_machines(text) == counts
+
+
+@pytest.mark.parametrize(("machines", "says"), [
+    ("10:5:1", "'10:5:1' gives no machine counts: every count must be at least 1"),
+    ("0,10", "'0,10' gives [0, 10]"), ("10:20:0", "bad machine list '10:20:0'"),
+])
+def test_bad_machine_lists(machines, says):
+    assert f"--machines: {says}" in invoke("batch", "--machines", machines)
+
+
+def test_help_keeps_bracketed_text():
+    """Rich markup would swallow ``[scale=sigmoid]`` and ``[ray]``: every policy's parameters must show."""
+    from quasched.policies.registry import REGISTRY
+
+    simulate = invoke_help("simulate")
+    for info in REGISTRY.values():
+        for param in info.params:
+            assert f"{param.name}={param.default}" in simulate, (info.name, param.name)
+    assert "pip install 'quasched[ray]'" in invoke_help("sweep")
+
+
+def invoke_help(command: str) -> str:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    return re.sub(r"[\s│]+", " ", result.output)
+
+
+@pytest.mark.parametrize("command", ["simulate", "replay", "sweep", "batch"])
+def test_unwritable_out_fails_before_any_run(tmp_path, command):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "out"  # below a regular file: cannot be created
+    extra = ["--store", str(tmp_path / "s.sqlite"), "--traces", "synthetic"] if command == "sweep" else []
+    text = invoke(command, "--out", str(out), *extra)
+    assert f"{out}" in text and "cannot create" in text and "Not a directory" in text
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_events_need_out():
+    assert "--events: the per-event CSVs go into --out: pass --out DIR too" in invoke("simulate", "--events")
+
+
+def test_malformed_go_table_names_file_and_line(tmp_path):
+    from quasched.compat.gorand import COOKED_FILE
+
+    (tmp_path / COOKED_FILE).write_text("1\n2\nthree\n")
+    text = invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))
+    assert f"{tmp_path / COOKED_FILE} line 3: 'three' is not an integer" in text
+    (tmp_path / COOKED_FILE).write_text("1\n2\n")
+    assert "expected 607 constants, found 2" in invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))
+
+
+def test_command_list_shows_each_summary_unbroken():
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "400"})
+    lines = [line for line in result.output.splitlines() if "│ simulate " in line]
+    assert len(lines) == 1 and "are tuned to --tune × GPU capacity, never depart; report GPU allocation" in lines[0]
+
+
+@pytest.mark.parametrize("option", ["--cluster", "--workload"])
+def test_a_folder_for_a_file_is_named_as_one(tmp_path, option):
+    assert f"file '{tmp_path}' not found. Looked in: - {tmp_path} Fix: it is a folder: pass the file inside it." in \
+        invoke("simulate", option, str(tmp_path))
+
+
+def test_failure_options_without_failures_are_an_error():
+    text = invoke("replay", "--drain-errors", "1", "--migrate", "device")
+    assert "--drain-errors, --migrate act on GPU failures, which are off: pass --failure-rate too" in text
+    explicit = runner.invoke(app, ["replay", "--failure-rate", "0", "--drain-errors", "1"])
+    assert explicit.exit_code == 0, explicit.output  # an explicit rate 0 (a baseline run) keeps the options quiet
