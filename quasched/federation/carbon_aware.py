@@ -100,6 +100,11 @@ class CarbonAware(Dispatcher):
         return self.price * gap * np.minimum(after, 1) ** self.power
 
     def dispatch(self, job: int, now: float) -> Decision:
+        return self.book(job, self.choose(job, now, *self.options(job, now)))
+
+    def options(self, job: int, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The candidate starts of ``job``, their ``(clusters, starts)`` costs and which the plan rules out (the
+        ledger's room, placeability; module docstring)."""
         v = self.view
         slots = self.ledger.shape[2]
         duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
@@ -118,17 +123,21 @@ class CarbonAware(Dispatcher):
             windows = slice(1, len(starts) - 1 + len(share))
             cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
             blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
-        blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
         blocked[~v.placeable[job]] = True
         cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        return starts, cost, blocked
+
+    def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
+        """The cheapest feasible candidate of :meth:`options` (``planned``: those the plan rules out; a start now
+        also needs room now and an empty queue), else the fallback (module docstring)."""
+        v, load = self.view, self.view.load_after(job)
+        blocked = planned.copy()
+        blocked[:, 0] |= (v.queued > 0) | (load > 1)
         if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
-            load = v.load_after(job)
             fits = (load <= 1) & (v.queued == 0)
-            pick = Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
-        else:
-            s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
-            pick = Decision(int(c), float(starts[s]))
-        return self.book(job, pick)
+            return Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
+        s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
+        return Decision(int(c), float(starts[s]))
 
     def book(self, job: int, pick: Decision) -> Decision:
         """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""
