@@ -79,7 +79,9 @@ class DisplacementPriced(CarbonAware):
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
         after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
-        least = after.min(axis=1)  # (2, slots): a sample fits every cluster where it fits the fullest
+        least = after[:, 0]  # (2, slots): a sample fits every cluster where it fits the fullest
+        for c in range(1, self.view.clusters):
+            least = np.minimum(least, after[:, c])
         busy = np.flatnonzero((least < most[:, lead]).any(axis=0))  # elsewhere every sample fits any cluster
         if not len(busy):
             return rate
