@@ -10,7 +10,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``held-out zones``: the 4 held-out zones, seeds 1-10;
 - ``synthetic``: 4 synthetic zones per seed (random daily/seasonal shape, AR(1) noise), seeds 1-10;
 - ``fresh seeds``, ``fresh zones``, ``fresh synthetic``: the same with seeds never run before the
-  ``ours-displace`` branch (11-15, 11-15, 11-20), for sets the earlier branches had looked at 3 times.
+  ``ours-displace`` branch (11-15, 11-15, 11-20), for sets the earlier branches had looked at 3 times;
+- ``fresh2 seeds``, ``fresh2 zones``, ``fresh2 synthetic``: the same with seeds 21-25, 21-25, 21-30, never run
+  before the backfilling branch (``fed5``).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -25,7 +27,7 @@ import argparse
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,14 +53,14 @@ def synthetic_zones(seed: int, count: int = 4) -> list:
             for i in range(count)]
 
 
-def summary(rows: pd.DataFrame, ours: str) -> pd.DataFrame:
+def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataFrame:
     """Per set: mean saving, misses and p95 wait per dispatcher; ours (and ``carbon-aware`` when ours is another
-    dispatcher) vs the oracle at ours's misses, the oracle bound and greedy; CPU s per scenario."""
+    dispatcher, and ``also``) vs the oracle at ours's misses, the oracle bound and greedy; CPU s per scenario."""
     table = rows.pivot_table(index="set", columns="dispatcher", values="saving_pct", aggfunc="mean", sort=False)
     per = rows.set_index(["set", "seed", "dispatcher"])
     carbon, saving = per["carbon_job_kg"].unstack(), per["saving_pct"].unstack()
     by_set = lambda frame: frame.groupby("set", sort=False)  # noqa: E731
-    compared = [d for d in dict.fromkeys([ours, OURS]) if d in table.columns]
+    compared = [d for d in dict.fromkeys([ours, OURS, *also]) if d in table.columns]
     out = pd.DataFrame({
         "scenarios": by_set(rows)["seed"].nunique(),
         **{f"saving {d} %": table[d] for d in table.columns},
@@ -102,7 +104,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11)),
             "fresh seeds": (lambda s: tuning, range(11, 16)), "fresh zones": (lambda s: [real[z] for z in held], range(11, 16)),
-            "fresh synthetic": (synthetic_zones, range(11, 21))}
+            "fresh synthetic": (synthetic_zones, range(11, 21)),
+            "fresh2 seeds": (lambda s: tuning, range(21, 26)), "fresh2 zones": (lambda s: [real[z] for z in held], range(21, 26)),
+            "fresh2 synthetic": (synthetic_zones, range(21, 31))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]
@@ -118,14 +122,16 @@ def _evaluate(dispatchers: list[str], policy: str, ours: str, item: tuple[str, i
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
-    parser.add_argument("--ours", default=OURS, help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
+    parser.add_argument("--ours", default="carbon-aware-backfill", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
                         "(the oracle is held to its misses; carbon-aware is always run too)")
+    parser.add_argument("--also", default="", help="more dispatchers to run and compare with the oracle (comma-separated)")
     parser.add_argument("--policy", default="fgd")
     parser.add_argument("--rows", type=Path, help="summarise this federation_rows.csv instead of running")
     parser.add_argument("--workers", type=int, default=1, help="scenarios evaluated in parallel (processes)")
     args = parser.parse_args()
     label = args.ours.partition(":")[0]  # rows name ours by its dispatcher; carbon-aware runs beside any other
-    dispatchers = ["proportional", "least-loaded", "greenest", "greedy", *([OURS] if label != OURS else []), args.ours]
+    also = [d for d in args.also.split(",") if d]
+    dispatchers = ["proportional", "least-loaded", "greenest", "greedy", *([OURS] if label != OURS else []), *also, args.ours]
     rows = pd.read_csv(args.rows).drop(columns="attribution").to_dict("records") if args.rows else []
     todo = [] if args.rows else list(scenarios(args))
     run = partial(_evaluate, dispatchers, args.policy, args.ours)
@@ -135,7 +141,7 @@ def main() -> None:
             write_rows(args.out / "federation_rows.csv", rows)
             print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
     frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: label}})
-    result = summary(frame, label)
+    result = summary(frame, label, also)
     Console(width=200).print(federation_table(frame.to_dict("records")))
     with pd.option_context("display.width", 250, "display.max_columns", 40):
         print(result.T.to_string())
@@ -144,7 +150,7 @@ def main() -> None:
     for name in frame["set"].unique():
         plot_savings(args.out / f"savings_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
                      title=f"{name}: {args.days:g}-day windows, 4 clusters")
-    plot_ratios(args.out / "ratios.png", frame.to_dict("records"), list(dict.fromkeys([OURS, label])),
+    plot_ratios(args.out / "ratios.png", frame.to_dict("records"), list(dict.fromkeys([OURS, *also, label])),
                 title=f"ours / oracle (at <= {label}'s misses), {args.days:g}-day windows, 4 clusters")
     print(f"ours = {args.ours}. saving = 1 - dynamic kg CO2e (job model) / proportional split's. {ATTRIBUTION}")
 

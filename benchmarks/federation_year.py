@@ -4,7 +4,8 @@
 
 The one-month trace is repeated back to back (:func:`repeat_workload`) and cut to 365 days; the
 cluster (``dlrm_cluster`` of the month, ``--headroom``) is split at random into 4 clusters in 4
-zones drawn from the 12; half the jobs of at most 24 h get 4-24 h of slack. Prints the load and
+zones drawn from the 12 (``--days``: only the first days, for speed checks; ``--decisions``: every job's
+cluster, release and placement, to check that a speed-up keeps the decisions); half the jobs of at most 24 h get 4-24 h of slack. Prints the load and
 replay wall and CPU times (the machine may be shared: CPU time is the
 figure to compare with the 5-minute budget) and the run's summary. Carbon: Electricity Maps (ODbL).
 """
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from quasched.federation.engine import run_federation
 from quasched.federation.metrics import summarize
@@ -27,7 +29,7 @@ from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
 from quasched.traces.catalog import load_trace
 from quasched.traces.dlrm import dlrm_cluster
 
-YEAR_S = 365 * 24 * 3600.0
+DAY_S = 24 * 3600.0
 
 
 def main() -> None:
@@ -38,13 +40,16 @@ def main() -> None:
     parser.add_argument("--policy", default="fgd")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--headroom", type=float, default=1.2)
+    parser.add_argument("--days", type=float, default=365, help="replay only the first DAYS days (speed checks)")
+    parser.add_argument("--decisions", type=Path, help="write every job's cluster, release and placement time (CSV)")
     args = parser.parse_args()
     began, cpu = time.perf_counter(), time.process_time()
     _, month = load_trace("dlrm-2025", args.data_dir)
     arrival, duration = jobs_of(month)
-    year = repeat_workload(month, math.ceil(YEAR_S / float((arrival + duration).max())))
+    span = args.days * DAY_S
+    year = repeat_workload(month, math.ceil(span / float((arrival + duration).max())))
     arrival, _ = jobs_of(year)
-    year = year.take(np.flatnonzero(arrival < YEAR_S))
+    year = year.take(np.flatnonzero(arrival < span))
     zones = [load_carbon(z, args.carbon_dir) for z in carbon_zones(args.carbon_dir)]
     scenario = build_scenario(dlrm_cluster(month, headroom=args.headroom), year, zones, args.seed)
     loaded, cpu_loaded = time.perf_counter(), time.process_time()
@@ -58,6 +63,9 @@ def main() -> None:
     for key, value in summarize(run).items():
         print(f"  {key}: {value:,.3f}" if isinstance(value, float) else f"  {key}: {value}")
     print(ATTRIBUTION)
+    if args.decisions:
+        pd.DataFrame({"cluster": run.cluster, "released": run.released, "placed": run.placed}).to_csv(
+            args.decisions, index_label="job")
 
 
 if __name__ == "__main__":

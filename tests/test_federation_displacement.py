@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quasched.federation.dispatch import View
-from quasched.federation.displacement import DisplacementPriced
+from quasched.federation.carbon_aware import CarbonAware
+from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
 from quasched.federation.engine import make_view
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
@@ -89,3 +90,55 @@ def test_price_reads_only_the_forecast_and_past_arrivals(sc, hour, seed):
     for j in np.flatnonzero(sc.arrival <= now).tolist():
         d.record(j, float(sc.arrival[j]))
     assert np.all(d.rate(job, now, index, d.ledger[:, :, index]) >= expected - 1e-9)
+
+
+def plain_displacement(d: DisplacementPriced, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+    """The module docstring's added price, slot by slot, sample by sample, cluster by cluster (loops; no pruning of
+    slots or samples, no sharing between alike slots): the reference for the vectorised :meth:`rate`."""
+    v, hour = d.view, int(now // H)
+    past, _ = d.past(hour)
+    expected = d.priced(now, index)[0]
+    room = np.clip(d.fill * d.capacity - ledger, 0, None)
+    out = np.zeros((v.clusters, len(index)))
+    for k in range(len(index) if len(past) else 0):
+        lead = int(np.clip(np.round(((index[k] + 1) * 900.0 - now) / 900.0), 0, LEAD_SLOTS))
+        for s in past:
+            demand, unit = s[:2, lead], s[2:, lead] * expected[:, k]
+
+            def carbon(free: np.ndarray) -> float:
+                left, total = 1.0, 0.0
+                for c in np.argsort(unit, kind="stable"):
+                    share = min((free[r, c] / demand[r] if demand[r] > 0 else np.inf) for r in range(2))
+                    take = min(left, share)
+                    total, left = total + take * unit[c], left - take
+                return total + left * unit.max()
+
+            for c in range(v.clusters):
+                free = room[:, :, k].copy()
+                free[:, c] = np.clip(free[:, c] - v.demand[:, job], 0, None)
+                out[c, k] += carbon(free) - carbon(room[:, :, k])
+    return out / max(min(hour, d.memory), 1) / np.maximum(v.kw[job], 1e-9)[:, None]
+
+
+@settings(max_examples=25, deadline=None)
+@given(small_scenarios(), st.integers(1, 5), st.floats(0.0, 1.5), st.integers(0, 100))
+def test_vectorised_price_equals_the_plain_loops(sc, hour, fill, seed):
+    """On random ledgers up to ``fill`` × capacity, the rate is the rule's plus :func:`plain_displacement`."""
+    now, view = hour * H + 1200.0, make_view(sc)
+    d = DisplacementPriced(memory=3)
+    d.reset(view)
+    for j in np.flatnonzero(sc.arrival <= now).tolist():
+        d.record(j, float(sc.arrival[j]))
+    index = np.minimum(np.arange(int(now // 900), int(now // 900) + 40), view.slots - 1)
+    d.ledger[:] = np.random.default_rng(seed).uniform(0, fill, d.ledger.shape) * np.where(np.isfinite(d.capacity), d.capacity, 0)
+    ledger = d.ledger[:, :, index]
+    rule = CarbonAware.rate(d, 0, now, index, ledger)
+    assert d.rate(0, now, index, ledger) == pytest.approx(rule + plain_displacement(d, 0, now, index, ledger), rel=1e-9, abs=1e-9)
+
+
+def test_vectorised_price_is_not_trivially_zero():
+    """The hand view of :func:`test_displacement_price_by_hand` through the plain loops gives its 200 g/kWh."""
+    d = DisplacementPriced(price=0, perfect=True)
+    d.reset(hand_view(0.5))
+    d.record(0, 0.0)
+    assert plain_displacement(d, 1, H, np.array([4, 7]), np.zeros((2, 2, 2))) == pytest.approx(np.array([[0.0, 200.0], [0.0, 0.0]]))

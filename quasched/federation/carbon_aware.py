@@ -71,6 +71,7 @@ class CarbonAware(Dispatcher):
         self.ledger = np.zeros((2, view.clusters, view.slots))
         self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
+        self.limit = self.fill * self.capacity + 1e-9  # a ledger above it is full
 
     def expected(self, now: float, hours: np.ndarray) -> np.ndarray:
         """``(clusters, len(hours))`` intensity × PUE of ``hours`` as known at ``now`` (module docstring)."""
@@ -96,10 +97,17 @@ class CarbonAware(Dispatcher):
 
     def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
-        after = ((ledger + self.view.demand[:, job, None, None]) / self.capacity).max(axis=0)
-        return self.price * gap * np.minimum(after, 1) ** self.power
+        gpu, cpu = ledger + self.view.demand[:, job, None, None]
+        after = np.minimum(np.maximum(gpu / self.capacity[0], cpu / self.capacity[1]), 1)
+        scale = np.power(after, self.power, out=np.zeros_like(after), where=gap > 0)  # the rest is multiplied by 0
+        return self.price * gap * scale
 
     def dispatch(self, job: int, now: float) -> Decision:
+        return self.book(job, self.choose(job, now, *self.options(job, now)))
+
+    def options(self, job: int, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The candidate starts of ``job``, their ``(clusters, starts)`` costs and which the plan rules out (the
+        ledger's room, placeability; module docstring)."""
         v = self.view
         slots = self.ledger.shape[2]
         duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
@@ -109,26 +117,33 @@ class CarbonAware(Dispatcher):
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
         ledger = self.ledger[:, :, index]
         rate = self.rate(job, now, index, ledger)
-        full = np.any(ledger + demand > self.fill * self.capacity + 1e-9, axis=0).astype(float)
+        gpu, cpu = ledger + demand > self.limit
+        full = gpu | cpu
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
         cost[:, 0] = rate[:, :len(share_now)] @ share_now
-        blocked[:, 0] = full[:, :len(share_now)].max(axis=1) > 0
+        blocked[:, 0] = full[:, :len(share_now)].any(axis=1)
         if len(starts) > 1:
             windows = slice(1, len(starts) - 1 + len(share))
             cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
-            blocked[:, 1:] = sliding_window_view(full[:, windows], len(share), axis=1)[:, :len(starts) - 1].max(axis=2) > 0
-        blocked[:, 0] |= (v.queued > 0) | (v.load_after(job) > 1)
+            count = np.cumsum(full[:, windows], axis=1)  # full slots in each window: differences of the running count
+            blocked[:, 1] = count[:, len(share) - 1] > 0
+            blocked[:, 2:] = count[:, len(share):len(share) + len(starts) - 2] > count[:, :len(starts) - 2]
         blocked[~v.placeable[job]] = True
         cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        return starts, cost, blocked
+
+    def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
+        """The cheapest feasible candidate of :meth:`options` (``planned``: those the plan rules out; a start now
+        also needs room now and an empty queue), else the fallback (module docstring)."""
+        v, load = self.view, self.view.load_after(job)
+        blocked = planned.copy()
+        blocked[:, 0] |= (v.queued > 0) | (load > 1)
         if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
-            load = v.load_after(job)
             fits = (load <= 1) & (v.queued == 0)
-            pick = Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
-        else:
-            s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
-            pick = Decision(int(c), float(starts[s]))
-        return self.book(job, pick)
+            return Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
+        s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
+        return Decision(int(c), float(starts[s]))
 
     def book(self, job: int, pick: Decision) -> Decision:
         """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""

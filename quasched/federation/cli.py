@@ -11,7 +11,8 @@ from rich.console import Console
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
-DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "carbon-aware")
+DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "ours-displace-backfill",
+                    "carbon-aware", "carbon-aware-backfill")
 
 
 def federation(

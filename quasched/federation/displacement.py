@@ -79,17 +79,21 @@ class DisplacementPriced(CarbonAware):
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
         room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
         after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
-        busy = np.flatnonzero((after < most[:, None, lead]).any(axis=(0, 1)))  # elsewhere every sample fits any cluster
+        least = after[:, 0]  # (2, slots): a sample fits every cluster where it fits the fullest
+        for c in range(1, self.view.clusters):
+            least = np.minimum(least, after[:, c])
+        busy = np.flatnonzero((least < most[:, lead]).any(axis=0))  # elsewhere every sample fits any cluster
         if not len(busy):
             return rate
-        # busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
-        _, first, alike = np.unique(np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]]),
-                                    axis=1, return_index=True, return_inverse=True)
-        pick = busy[first]
+        # runs of busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
+        key = np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]])
+        new = np.ones(len(busy), dtype=bool)
+        new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
+        pick, alike = busy[new], np.cumsum(new) - 1
         sample = past[:, :, lead[pick]]
-        sample = sample[(after[:, :, pick] < sample[:, :2, None]).any(axis=(1, 2, 3))]  # the others fit any cluster: 0
+        sample = sample[(least[:, pick] < sample[:, :2]).reshape(len(sample), -1).any(axis=1)]  # the others fit any cluster: 0
         displaced = np.zeros(rate.shape)
-        displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike.reshape(-1)]
+        displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike]
         return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
 
     def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
