@@ -161,3 +161,15 @@ def test_failure_options_without_failures_are_an_error():
     assert "--drain-errors, --migrate act on GPU failures, which are off: pass --failure-rate too" in text
     explicit = runner.invoke(app, ["replay", "--failure-rate", "0", "--drain-errors", "1"])
     assert explicit.exit_code == 0, explicit.output  # an explicit rate 0 (a baseline run) keeps the options quiet
+
+
+@pytest.mark.parametrize("option, says", [
+    (("--policy", "nosuch"), "--policy"),
+    (("--slack", "24,4"), "0 <= LO <= HI"),
+    (("--slack", "-1,4"), "0 <= LO <= HI"),
+    (("--seeds", "5-1"), "--seeds"),
+])
+def test_federation_rejects_bad_options_before_loading_any_data(tmp_path, option, says):
+    # the data dirs do not exist: the option must be named before anything is read
+    out = invoke("federation", "--data-dir", str(tmp_path / "none"), "--carbon-dir", str(tmp_path / "none"), *option)
+    assert says in out and "Traceback" not in out

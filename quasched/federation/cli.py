@@ -43,7 +43,7 @@ def federation(
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
-    from quasched.cli import fail, load_inputs, parse_seeds
+    from quasched.cli import fail, load_inputs, parse_policies, parse_seeds
     from quasched.federation.evaluate import evaluate
     from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
@@ -60,7 +60,12 @@ def federation(
     try:
         lo, hi = (float(v) for v in slack.split(","))
     except ValueError:
-        raise typer.BadParameter(f"bad slack range {slack!r}: use LO,HI in hours, e.g. 4,24") from None
+        raise typer.BadParameter(f"bad slack range {slack!r}: use LO,HI in hours, e.g. 4,24",
+                                 param_hint="--slack") from None
+    if not 0 <= lo <= hi:
+        raise typer.BadParameter(f"slack range {slack!r} needs 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
+    parse_policies(policy)  # a bad --policy fails here, before the data loads
+    seed_list = parse_seeds(seeds)
     try:
         wanted = carbon_zones(carbon_dir) if zones == "all" else [z.strip() for z in zones.split(",") if z.strip()]
         series = [load_carbon(z, carbon_dir) for z in wanted]
@@ -68,7 +73,7 @@ def federation(
         fail(str(err))
     nodes, workload = load_inputs(trace, data_dir)
     rows: list[dict] = []
-    for seed in parse_seeds(seeds):
+    for seed in seed_list:
         try:
             scenario = draw_scenario(nodes, workload, series, seed, clusters, capacity, days, flexible, (lo, hi))
         except ValueError as err:
