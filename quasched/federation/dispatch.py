@@ -68,10 +68,6 @@ class View:
     def slots(self) -> int:
         return self.intensity.shape[1] * SLOTS_PER_HOUR
 
-    def per_slot(self, hourly: np.ndarray) -> np.ndarray:
-        """An hourly ``(clusters, hours)`` array repeated for each slot of the hour."""
-        return np.repeat(hourly, SLOTS_PER_HOUR, axis=1)
-
     @property
     def clusters(self) -> int:
         return self.capacity.shape[1]
