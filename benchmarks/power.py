@@ -92,10 +92,15 @@ def thin_whole(workload: Workload, share: float) -> Workload:
     return workload.take(np.flatnonzero(~drop))
 
 
-def pod_homes(workload: Workload, homes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``single_home`` and GPU request of the tuned pods ``names`` (clones ``<name>-tuned-<i>`` of ``workload``'s)."""
+def pod_rows(workload: Workload, names: np.ndarray) -> np.ndarray:
+    """Rows of ``workload`` of the tuned pods ``names`` (clones ``<name>-tuned-<i>`` of ``workload``'s)."""
     index = {name: i for i, name in enumerate(workload.name)}
-    rows = np.array([index[re.sub(r"-tuned-\d+$", "", str(n))] for n in names], dtype=np.int64)
+    return np.array([index[re.sub(r"-tuned-\d+$", "", str(n))] for n in names], dtype=np.int64)
+
+
+def pod_homes(workload: Workload, homes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``single_home`` and GPU request of the tuned pods ``names`` (:func:`pod_rows`)."""
+    rows = pod_rows(workload, names)
     return homes[rows], np.asarray(workload.gpu_request)[rows]
 
 
