@@ -376,7 +376,7 @@ def _register_builtins() -> None:
         PolicyInfo("pwrbalance3", "PWR+Balance3",
                    "ours: pwrbalance2 + cores x the linear-model watts of the CPU cores a pod sets working on a node",
                    _power_balance("pwr_fill:FillPower", "pwrbalance3"),
-                   (*_POWER_BALANCE_PARAMS, Param("cores", float, 4.0, "weight of the working-core term", minimum=0.0)),
+                   (*_POWER_BALANCE_PARAMS, Param("cores", float, 0.2, "weight of the working-core term", minimum=0.0)),
                    artifact_label="PWR+Balance3"),
         PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
                    _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
