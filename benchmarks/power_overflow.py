@@ -32,14 +32,14 @@ from power import SAVING_TO
 MILLI_PER_CORE = MILLI_PER_VCPU * VCPUS_PER_CORE
 
 
-def overflows(trace: str, data_dir: Path, policy: str, seed: int) -> Counter:
+def overflows(trace: str, data_dir: Path, policy: str, seed: int) -> Counter[tuple[str, str]]:
     """``(pod kind, outcome)`` counts of one run (module docstring)."""
     nodes, workload = catalog.load_trace(trace, data_dir=data_dir)
     run = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go"))
     cluster = Cluster(nodes)
     idle, full = PWR_MODEL.gpu_watts(cluster.models)
     swing = (full - idle)[cluster.model_id]
-    ev, counts = run.events, Counter()
+    ev, counts = run.events, Counter[tuple[str, str]]()
     for e in np.flatnonzero((ev.node >= 0) & (ev.arrived_gpu_milli <= SAVING_TO * 10 * nodes.total_gpus)):
         placement = run.cluster.placements[int(ev.pod[e])]
         pod, node = placement.pod, placement.node
