@@ -136,7 +136,7 @@ def report(table: pd.DataFrame, points: list[int], path: Path, title: str) -> No
 
     policies = list(dict.fromkeys(table.policy))
     fig = Figure(figsize=(5 * len(policies), 4), dpi=110)
-    axes = np.atleast_1d(fig.subplots(1, len(policies)))
+    axes = np.atleast_1d(fig.subplots(1, len(policies), sharey=True))
     for ax, policy in zip(axes, policies):
         mean = window[window.policy == policy].groupby(["arrived_pct", "component"]).value.mean().unstack() / WATTS_PER_KW
         mean = mean.loc[:, mean.abs().max() > 5e-3]
