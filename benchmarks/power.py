@@ -182,9 +182,10 @@ def main() -> None:
                   f"| {s['floor_linear_pct']:.1f} % | {s['reach_linear_pct']:.2f} % | {s['seeds_linear_goal']} "
                   f"| {s['saving100_step_pct']:.1f} % | {s['power50_kw']:.0f} | {s['run_s']:.1f} |", flush=True)
         plot(args.out / f"power_{trace}.png", trace, args.policies, args.seeds, curves, wall)
-    pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
-    pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
-    pd.DataFrame(seed_rows).to_csv(args.out / "power_seeds.csv", index=False)
+        # after every trace, so a long run's finished traces are kept if it is stopped
+        pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
+        pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
+        pd.DataFrame(seed_rows).to_csv(args.out / "power_seeds.csv", index=False)
     print(f"\nwrote {args.out}/power_curves.csv, power_seeds.csv, power_summary.csv and power_<trace>.png")
 
 
