@@ -1,6 +1,6 @@
 """Where a policy's linear-model power exceeds the reachable floor, by component (issue 11 item 2).
 
-    python benchmarks/power_decompose.py --data-dir ../shared/traces --trace openb-default --seeds 42-45 \
+    python benchmarks/power_decompose.py --data-dir ../shared/traces --traces openb-default --seeds 42-45 \
         --policies pwrbalance2 --baseline results/power/floor/power_curves.csv --out results/power/decompose
 
 One arrival experiment per policy and seed (``--rng go``, tune 1.3). At every event the policy's linear
@@ -15,8 +15,9 @@ hold pinned there, the rest cheapest first, CPU counted exactly) splits exactly 
 Each component is reported as points of the 20..80 % saving (its watts over FGD's linear power of the
 same seed and bin, averaged over the bins as ``benchmarks/power.py``'s saving, so the components sum
 to reachable − linear saving), as kW at ``--points``, with the nodes that hold CPU and their mean
-residue. Writes ``decompose.csv`` (per policy, seed, bin, component) and ``decompose.png``; prints
-markdown tables.
+residue. Writes ``decompose.csv`` (points per policy, component and seed), ``decompose_points.csv`` (kW at
+``--points``), ``decompose.png`` and, for reuse, the per-bin ``decompose_bins.csv`` (large: keep it local);
+prints the tables.
 """
 
 from __future__ import annotations
@@ -113,23 +114,26 @@ def main() -> None:
                       "points": 100 * per_bin[k] / base[k]} for k in range(MAX_PERCENT + 1)]
     table = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "decompose.csv", index=False)
-    report(table, args.points, args.out / "decompose.png", f"{trace}, seeds {args.seeds[0]}..{args.seeds[-1]}")
+    table.to_csv(args.out / "decompose_bins.csv", index=False)
+    report(table, args.points, args.out, f"{trace}, seeds {args.seeds[0]}..{args.seeds[-1]}")
 
 
-def report(table: pd.DataFrame, points: list[int], path: Path, title: str) -> None:
-    """Print the points-of-saving table (window mean, per seed then mean), kW at ``points``; plot kW by component."""
+def report(table: pd.DataFrame, points: list[int], out: Path, title: str) -> None:
+    """Write and print the points-of-saving table (window mean, per seed then mean) and kW at ``points``; plot kW
+    by component."""
     watts = table[~table.component.isin(["nodes holding CPU", "residue cores"])]
     window = watts[watts.arrived_pct.between(SAVING_FROM, SAVING_TO)]
     per_seed = window.groupby(["policy", "component", "seed"]).points.mean().unstack("seed")
     per_seed["mean"] = per_seed.mean(axis=1)
     per_seed = per_seed[per_seed["mean"].abs() > 5e-4]
+    per_seed.to_csv(out / "decompose.csv")
     print(f"points of the {SAVING_FROM}-{SAVING_TO} % linear saving lost to each component (reachable - linear)\n"
           + per_seed.round(3).to_string())
     at = table[table.arrived_pct.isin(points)]
     kw = at.assign(value=np.where(at.component.str.startswith(("GPU", "CPU")), at.value / WATTS_PER_KW, at.value))
     wide = kw.groupby(["policy", "arrived_pct", "component"]).value.mean().unstack("component")
     wide = wide.loc[:, wide.abs().max() > 5e-3]
+    wide.to_csv(out / "decompose_points.csv")
     print("\nkW above the reachable floor (mean over seeds); nodes holding CPU; their residue (cores)\n"
           + wide.round(2).to_string())
     from matplotlib.figure import Figure
@@ -151,7 +155,7 @@ def report(table: pd.DataFrame, points: list[int], path: Path, title: str) -> No
     axes[0].set_ylabel("linear power above the reachable floor (kW)")
     axes[-1].legend(fontsize=7)
     fig.suptitle(title)
-    fig.savefig(path, bbox_inches="tight")
+    fig.savefig(out / "decompose.png", bbox_inches="tight")
 
 
 if __name__ == "__main__":
