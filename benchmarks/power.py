@@ -92,10 +92,15 @@ def thin_whole(workload: Workload, share: float) -> Workload:
     return workload.take(np.flatnonzero(~drop))
 
 
-def pod_homes(workload: Workload, homes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``single_home`` and GPU request of the tuned pods ``names`` (clones ``<name>-tuned-<i>`` of ``workload``'s)."""
+def pod_rows(workload: Workload, names: np.ndarray) -> np.ndarray:
+    """Rows of ``workload`` of the tuned pods ``names`` (clones ``<name>-tuned-<i>`` of ``workload``'s)."""
     index = {name: i for i, name in enumerate(workload.name)}
-    rows = np.array([index[re.sub(r"-tuned-\d+$", "", str(n))] for n in names], dtype=np.int64)
+    return np.array([index[re.sub(r"-tuned-\d+$", "", str(n))] for n in names], dtype=np.int64)
+
+
+def pod_homes(workload: Workload, homes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``single_home`` and GPU request of the tuned pods ``names`` (:func:`pod_rows`)."""
+    rows = pod_rows(workload, names)
     return homes[rows], np.asarray(workload.gpu_request)[rows]
 
 
@@ -177,9 +182,10 @@ def main() -> None:
                   f"| {s['floor_linear_pct']:.1f} % | {s['reach_linear_pct']:.2f} % | {s['seeds_linear_goal']} "
                   f"| {s['saving100_step_pct']:.1f} % | {s['power50_kw']:.0f} | {s['run_s']:.1f} |", flush=True)
         plot(args.out / f"power_{trace}.png", trace, args.policies, args.seeds, curves, wall)
-    pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
-    pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
-    pd.DataFrame(seed_rows).to_csv(args.out / "power_seeds.csv", index=False)
+        # after every trace, so a long run's finished traces are kept if it is stopped
+        pd.DataFrame(rows).to_csv(args.out / "power_curves.csv", index=False)
+        pd.DataFrame(summary).to_csv(args.out / "power_summary.csv", index=False)
+        pd.DataFrame(seed_rows).to_csv(args.out / "power_seeds.csv", index=False)
     print(f"\nwrote {args.out}/power_curves.csv, power_seeds.csv, power_summary.csv and power_<trace>.png")
 
 

@@ -1,15 +1,23 @@
-"""Where a policy's linear-model power exceeds the linear floor, by GPU model (issue 11 item 2).
+"""Where a policy's linear-model power exceeds the reachable floor, by component (issue 11 item 2).
 
-    python benchmarks/power_decompose.py --data-dir ../shared/traces --trace openb-default --seed 42 \
-        --policies pwrbalance pwrbalance2 --out results/power/decompose
+    python benchmarks/power_decompose.py --data-dir ../shared/traces --traces openb-default --seeds 42-45 \
+        --policies pwrbalance2 --baseline results/power/floor/power_curves.csv --out results/power/decompose
 
-One arrival experiment per policy (``--rng go``, tune 1.3). At each ``--points`` arrived load
-(% of GPU capacity, bin means as :mod:`benchmarks.power`): the GPUs' worth of allocated milli
-per GPU model against the cheapest-first fill of the same total
-(:mod:`quasched.policies.pwr_bound`), the excess watts ``swing_m · (milli_m − floor_m)`` it
-costs, the CPU excess (working-core rounding: linear power − floor − GPU excess), and the GPUs'
-worth on each model held by pods that fit an empty node of *that model only* ("only"). Writes
-``decompose.csv`` and ``decompose.png`` and prints a markdown table.
+One arrival experiment per policy and seed (``--rng go``, tune 1.3). At every event the policy's linear
+power minus the *reachable* floor (:mod:`quasched.policies.pwr_bound`: the pods only one GPU model can
+hold pinned there, the rest cheapest first, CPU counted exactly) splits exactly into
+
+- GPU idle: 0 (every GPU draws its idle power under any placement; checked, not assumed);
+- GPU dynamic, per GPU model: ``swing_m · (milli_m − fill_m) / 1000`` (``fill_m``: the floor's milli there);
+- CPU working cores, per GPU model of the node: ``(full − idle) / cores_per_socket`` × the residue
+  ``working cores − allocated vCPU / 2 = ⌈k⌉ − k`` (``k``: the node's allocated cores) summed over its nodes.
+
+Each component is reported as points of the 20..80 % saving (its watts over FGD's linear power of the
+same seed and bin, averaged over the bins as ``benchmarks/power.py``'s saving, so the components sum
+to reachable − linear saving), as kW at ``--points``, with the nodes that hold CPU and their mean
+residue. Writes ``decompose.csv`` (points per policy, component and seed), ``decompose_points.csv`` (kW at
+``--points``), ``decompose.png`` and, for reuse, the per-bin ``decompose_bins.csv`` (large: keep it local);
+prints the tables.
 """
 
 from __future__ import annotations
@@ -20,95 +28,134 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quasched.metrics.curves import arrival_bins
-from quasched.metrics.power import PWR_MODEL, WATTS_PER_KW
+from quasched.metrics.power import MILLI_PER_VCPU, PWR_MODEL, VCPUS_PER_CORE, WATTS_PER_KW
 from quasched.model.cluster import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
-from quasched.policies.pwr_bound import linear_power_floor, single_home
-from quasched.sim.arrival import ExperimentConfig, run_experiment
+from quasched.policies.pwr_bound import floor_fill, linear_power_floor, single_home
+from quasched.sim.arrival import ExperimentConfig
+from quasched.sim.records import EventRecords
+from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
+from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
+from power import MAX_PERCENT, SAVING_FROM, SAVING_TO, baseline_curves, binned, pod_rows
 
-def decompose(nodes: NodeSpec, workload: Workload, policy: str, seed: int, points: list[int]) -> list[dict]:
-    """The module docstring's rows of one run."""
-    run = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go"))
-    models = sorted(set(nodes.gpu_model), key=str)
+MILLI_PER_CORE = MILLI_PER_VCPU * VCPUS_PER_CORE
+CORE_W = (PWR_MODEL.cpu.full_w - PWR_MODEL.cpu.idle_w) / PWR_MODEL.cpu.cores_per_socket
+
+
+def core_residue(nodes: NodeSpec, log: EventRecords, cpu: np.ndarray, models: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per event and GPU model: the working-core residue ``Σ ⌈k⌉ − k`` (cores) of its nodes and how many hold CPU."""
     node_model = np.array([models.index(m) for m in nodes.gpu_model])
+    cap = np.asarray(nodes.cpu_milli, dtype=np.int64)
+    cores = -(-cap // MILLI_PER_CORE)
+    alloc, resid = np.zeros(len(cap), dtype=np.int64), np.zeros(len(cap))
+    residue, active = np.zeros((len(log), len(models))), np.zeros((len(log), len(models)))
+    now_r, now_a = np.zeros(len(models)), np.zeros(len(models))
+    for e, (node, pod) in enumerate(zip(log.node.tolist(), log.pod.tolist())):
+        if node >= 0 and cpu[pod] > 0:
+            m = node_model[node]
+            now_a[m] += alloc[node] == 0
+            alloc[node] += cpu[pod]
+            r = cores[node] - (cap[node] - alloc[node]) // MILLI_PER_CORE - alloc[node] / MILLI_PER_CORE
+            now_r[m] += r - resid[node]
+            resid[node] = r
+        residue[e], active[e] = now_r, now_a
+    return residue, active
+
+
+def components(nodes: NodeSpec, workload: Workload, log: EventRecords, names: np.ndarray) -> dict[str, np.ndarray]:
+    """Per event: W above the reachable floor by component (module docstring), and the nodes holding CPU."""
+    rows = pod_rows(workload, names)
+    milli = np.asarray(workload.gpu_request)[rows]
+    cpu = np.asarray(workload.cpu_milli)[rows]
+    homes = single_home(nodes, workload)[rows]
+    models = sorted(set(nodes.gpu_model))
+    node_model = np.array([models.index(m) for m in nodes.gpu_model])
+    placed = log.node >= 0
+    onehot = np.zeros((len(log), len(models)))
+    onehot[np.flatnonzero(placed), node_model[log.node[placed]]] = 1
+    per_model = np.cumsum(onehot * milli[log.pod][:, None], axis=0)
+    pinned_all = np.cumsum(onehot * (milli[log.pod] * (homes[log.pod] != ""))[:, None], axis=0)
+    pinned = {m: pinned_all[:, i] for i, m in enumerate(models)}
+    _, fill = floor_fill(nodes, log.used_gpu_milli, pinned=pinned)
     idle, full = PWR_MODEL.gpu_watts(models)
-    swing = full - idle
-    capacity = np.bincount(node_model, np.asarray(nodes.num_gpus, float), len(models)) * FULL_GPU_MILLI
-    ev, pods = run.events, run.workload
-    placed = ev.node >= 0
-    milli = np.where(placed, np.asarray(pods.gpu_request)[ev.pod], 0)
-    onehot = np.zeros((len(ev), len(models)))
-    onehot[np.flatnonzero(placed), node_model[ev.node[placed]]] = 1
-    per_model = np.cumsum(onehot * milli[:, None], axis=0)
-    only = np.cumsum(onehot * (milli * (single_home(nodes, pods)[ev.pod] != ""))[:, None], axis=0)
-    order = np.argsort(swing, kind="stable")
-    edges = np.cumsum(capacity[order])
-    floor = np.empty_like(per_model)
-    floor[:, order] = np.clip(per_model.sum(axis=1)[:, None] - (edges - capacity[order])[None, :], 0, capacity[order])
-    cpu_floor = ev.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli))
-    total_excess = ev.power_linear_w - linear_power_floor(nodes, ev.used_gpu_milli, cpu_floor)
-    gpu_excess = (per_model - floor) @ swing / FULL_GPU_MILLI
+    cpu_alloc = log.cpu_alloc_pct / 100 * float(np.sum(nodes.cpu_milli))
+    total = log.power_linear_w - linear_power_floor(nodes, log.used_gpu_milli, cpu_alloc, pinned=pinned)
+    residue, active = core_residue(nodes, log, cpu, models)
+    out = {f"GPU {m}": (full - idle)[i] * (per_model[:, i] - fill[:, i]) / FULL_GPU_MILLI for i, m in enumerate(models)}
+    out |= {f"CPU cores on {m}": CORE_W * residue[:, i] for i, m in enumerate(models)}
+    out["GPU idle"] = total - sum(out.values())  # 0 up to rounding (checked by the caller)
+    out["nodes holding CPU"], out["residue cores"] = active.sum(axis=1), residue.sum(axis=1)
+    return out
+
+
+def main() -> None:
+    parser = sweep_arguments(__doc__, ("openb-default",), ("pwrbalance2",))
+    parser.add_argument("--baseline", type=Path, required=True, help="power_curves.csv with FGD's curves")
+    parser.add_argument("--points", nargs="+", type=int, default=[20, 35, 50, 65, 80])
+    parser.add_argument("--out", type=Path, default=Path("results/power/decompose"))
+    args = parser.parse_args()
+    trace = args.traces[0]
+    nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)
+    fgd = baseline_curves(args.baseline, trace, args.seeds)
+    runs = run_sweep(nodes, workload, args.policies, args.seeds, ExperimentConfig(rng="go"), workers=args.workers,
+                     keep_logs=True)
     rows = []
-    bins = dict(arrival_bins(ev.arrived_gpu_milli, nodes.total_gpus))
-    for k in points:
-        m = bins[k]
-        for i, name in enumerate(models):
-            rows.append({"policy": policy, "seed": seed, "arrived_pct": k, "model": name,
-                         "gpus": per_model[m, i].mean() / FULL_GPU_MILLI, "floor_gpus": floor[m, i].mean() / FULL_GPU_MILLI,
-                         "only_gpus": only[m, i].mean() / FULL_GPU_MILLI,
-                         "excess_kw": swing[i] * (per_model[m, i] - floor[m, i]).mean() / FULL_GPU_MILLI / WATTS_PER_KW})
-        rows.append({"policy": policy, "seed": seed, "arrived_pct": k, "model": "CPU rounding", "gpus": np.nan,
-                     "floor_gpus": np.nan, "only_gpus": np.nan,
-                     "excess_kw": (total_excess[m] - gpu_excess[m]).mean() / WATTS_PER_KW})
-    return rows
+    for run in runs:
+        assert run.log is not None and run.pod_names is not None
+        parts = components(nodes, workload, run.log, run.pod_names)
+        if np.abs(parts["GPU idle"]).max() > 1e-3:
+            raise SystemExit(f"{run.policy} seed {run.seed}: components do not add up ({np.abs(parts['GPU idle']).max():.3g} W)")
+        base = fgd[("fgd", run.seed)]["power_linear_kw"] * WATTS_PER_KW
+        for name, values in parts.items():
+            per_bin = binned(run.log, values, nodes.total_gpus)
+            rows += [{"policy": run.policy, "seed": run.seed, "arrived_pct": k, "component": name, "value": per_bin[k],
+                      "points": 100 * per_bin[k] / base[k]} for k in range(MAX_PERCENT + 1)]
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "decompose_bins.csv", index=False)
+    report(table, args.points, args.out, f"{trace}, seeds {args.seeds[0]}..{args.seeds[-1]}")
 
 
-def plot(path: Path, table: pd.DataFrame, title: str) -> None:
-    """Excess kW by model at each point, stacked (negative parts below 0), one panel per policy."""
+def report(table: pd.DataFrame, points: list[int], out: Path, title: str) -> None:
+    """Write and print the points-of-saving table (window mean, per seed then mean) and kW at ``points``; plot kW
+    by component."""
+    watts = table[~table.component.isin(["nodes holding CPU", "residue cores"])]
+    window = watts[watts.arrived_pct.between(SAVING_FROM, SAVING_TO)]
+    per_seed = window.groupby(["policy", "component", "seed"]).points.mean().unstack("seed")
+    per_seed["mean"] = per_seed.mean(axis=1)
+    per_seed = per_seed[per_seed["mean"].abs() > 5e-4]
+    per_seed.to_csv(out / "decompose.csv")
+    print(f"points of the {SAVING_FROM}-{SAVING_TO} % linear saving lost to each component (reachable - linear)\n"
+          + per_seed.round(3).to_string())
+    at = table[table.arrived_pct.isin(points)]
+    kw = at.assign(value=np.where(at.component.str.startswith(("GPU", "CPU")), at.value / WATTS_PER_KW, at.value))
+    wide = kw.groupby(["policy", "arrived_pct", "component"]).value.mean().unstack("component")
+    wide = wide.loc[:, wide.abs().max() > 5e-3]
+    wide.to_csv(out / "decompose_points.csv")
+    print("\nkW above the reachable floor (mean over seeds); nodes holding CPU; their residue (cores)\n"
+          + wide.round(2).to_string())
     from matplotlib.figure import Figure
 
     policies = list(dict.fromkeys(table.policy))
     fig = Figure(figsize=(5 * len(policies), 4), dpi=110)
-    axes = np.atleast_1d(fig.subplots(1, len(policies)))
+    axes = np.atleast_1d(fig.subplots(1, len(policies), sharey=True))
     for ax, policy in zip(axes, policies):
-        wide = table[table.policy == policy].pivot(index="arrived_pct", columns="model", values="excess_kw")
-        up, down = np.zeros(len(wide)), np.zeros(len(wide))  # positive parts stack up, negative ones down
-        for name in wide.columns:
-            kw = wide[name].to_numpy()
-            ax.bar(wide.index.astype(str), kw, bottom=np.where(kw >= 0, up, down), label=name)
-            up, down = up + np.maximum(kw, 0), down + np.minimum(kw, 0)
+        mean = window[window.policy == policy].groupby(["arrived_pct", "component"]).value.mean().unstack() / WATTS_PER_KW
+        mean = mean.loc[:, mean.abs().max() > 5e-3]
+        up, down = np.zeros(len(mean)), np.zeros(len(mean))  # positive parts stack up, negative ones down
+        for name in mean.columns:
+            kw_ = mean[name].to_numpy()
+            ax.bar(mean.index, kw_, bottom=np.where(kw_ >= 0, up, down), width=1.0, label=name)
+            up, down = up + np.maximum(kw_, 0), down + np.minimum(kw_, 0)
         ax.set_title(policy)
         ax.set_xlabel("arrived GPU request (% of capacity)")
         ax.grid(alpha=0.3, axis="y")
-    axes[0].set_ylabel("linear power above the floor (kW)")
+    axes[0].set_ylabel("linear power above the reachable floor (kW)")
     axes[-1].legend(fontsize=7)
     fig.suptitle(title)
-    fig.savefig(path, bbox_inches="tight")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("../shared/traces"))
-    parser.add_argument("--trace", default="openb-default")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--policies", nargs="+", default=["pwrbalance"])
-    parser.add_argument("--points", nargs="+", type=int, default=[20, 35, 50, 65, 80])
-    parser.add_argument("--out", type=Path, default=Path("results/power/decompose"))
-    args = parser.parse_args()
-    nodes, workload = catalog.load_trace(args.trace, data_dir=args.data_dir)
-    table = pd.DataFrame([r for p in args.policies for r in decompose(nodes, workload, p, args.seed, args.points)])
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "decompose.csv", index=False)
-    plot(args.out / "decompose.png", table, f"{args.trace}, seed {args.seed}: linear power above the floor")
-    wide = table.pivot_table(index=["policy", "arrived_pct"], columns="model", values="excess_kw", sort=False)
-    wide.insert(0, "total", wide.sum(axis=1))
-    gpus = table.dropna().pivot_table(index=["policy", "arrived_pct"], columns="model", values=["gpus", "only_gpus"],
-                                      sort=False)
-    print("excess kW over the linear floor\n" + wide.round(2).to_string())
-    print("\nGPUs' worth allocated per model (only: pods only that model holds)\n" + gpus.round(1).to_string())
+    fig.savefig(out / "decompose.png", bbox_inches="tight")
 
 
 if __name__ == "__main__":

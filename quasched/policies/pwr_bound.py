@@ -26,19 +26,14 @@ from quasched.model.cluster import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 
 
-def linear_power_floor(nodes: NodeSpec, gpu_milli: np.ndarray, cpu_milli: np.ndarray, model: PowerModel = PWR_MODEL,
-                       pinned: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """``P_floor`` (W) for each pair of allocated ``gpu_milli`` and ``cpu_milli`` (module docstring).
-
-    ``pinned``: GPU model → milli of each pair that must sit on that model (pods only it can hold,
-    :func:`single_home`); the rest fills the remaining capacity cheapest first (the "reachable" floor).
-    """
+def floor_fill(nodes: NodeSpec, gpu_milli: np.ndarray, model: PowerModel = PWR_MODEL,
+               pinned: Mapping[str, np.ndarray] | None = None) -> tuple[list[str], np.ndarray]:
+    """The GPU models (sorted names) and, per pair of ``gpu_milli``, the milli each holds in the floor's fill:
+    ``pinned`` milli on its model, the rest cheapest swing first (module docstring)."""
     names = sorted(set(nodes.gpu_model))
     node_model = np.array([names.index(m) for m in nodes.gpu_model], dtype=np.int64)
     idle, full = model.gpu_watts(names)
     cap = np.bincount(node_model, np.asarray(nodes.num_gpus, dtype=float), len(names)) * FULL_GPU_MILLI
-    cpu_cap = np.asarray(nodes.cpu_milli, dtype=np.int64)
-    p_idle = float(idle @ cap / FULL_GPU_MILLI + cpu_power_w(cpu_cap, cpu_cap, model.cpu, "linear").sum())
     used = np.asarray(gpu_milli, dtype=float)
     pin = np.zeros((len(used), len(names)))
     for name, milli in (pinned or {}).items():
@@ -46,9 +41,27 @@ def linear_power_floor(nodes: NodeSpec, gpu_milli: np.ndarray, cpu_milli: np.nda
     order = np.argsort(full - idle, kind="stable")
     room = (cap - pin)[:, order]
     rest = (used - pin.sum(axis=1))[:, None] - (np.cumsum(room, axis=1) - room)
-    fill = (pin @ (full - idle) + np.clip(rest, 0, room) @ (full - idle)[order]) / FULL_GPU_MILLI
+    fill = pin.copy()
+    fill[:, order] += np.clip(rest, 0, room)
+    return names, fill
+
+
+def linear_power_floor(nodes: NodeSpec, gpu_milli: np.ndarray, cpu_milli: np.ndarray, model: PowerModel = PWR_MODEL,
+                       pinned: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """``P_floor`` (W) for each pair of allocated ``gpu_milli`` and ``cpu_milli`` (module docstring).
+
+    ``pinned``: GPU model → milli of each pair that must sit on that model (pods only it can hold,
+    :func:`single_home`); the rest fills the remaining capacity cheapest first (the "reachable" floor).
+    """
+    names, fill = floor_fill(nodes, gpu_milli, model, pinned)
+    idle, full = model.gpu_watts(names)
+    cpu_cap = np.asarray(nodes.cpu_milli, dtype=np.int64)
+    gpu_idle = float(idle @ np.bincount([names.index(m) for m in nodes.gpu_model], np.asarray(nodes.num_gpus, float),
+                                        len(names)))
+    p_idle = gpu_idle + float(cpu_power_w(cpu_cap, cpu_cap, model.cpu, "linear").sum())
     cpu_w = (model.cpu.full_w - model.cpu.idle_w) / model.cpu.cores_per_socket
-    return p_idle + fill + cpu_w * np.asarray(cpu_milli, dtype=float) / (MILLI_PER_VCPU * VCPUS_PER_CORE)
+    return p_idle + fill @ (full - idle) / FULL_GPU_MILLI + cpu_w * np.asarray(cpu_milli, dtype=float) / (
+        MILLI_PER_VCPU * VCPUS_PER_CORE)
 
 
 def single_home(nodes: NodeSpec, pods: Workload) -> np.ndarray:

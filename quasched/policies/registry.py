@@ -283,15 +283,18 @@ def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, unt
 
 def _power_balance(term: str, name: str) -> Callable[..., Policy]:
     """Builder of ``name``: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts ``term`` (``module:Class``)
-    + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model), all three until ``until`` %."""
+    + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model) [+ ``cores`` x the working-core term
+    (:mod:`quasched.policies.pwr_cores`) if ``cores`` > 0], all until ``until`` %."""
     def build(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
               horizon: float = 20.0, kappa: float = 0.9, rounding: float = 0.5, beta: float = 8.0,
-              gamma: float = 16.0) -> Policy:
+              gamma: float = 16.0, cores: float = 0.0) -> Policy:
         from quasched.policies.framework import Policy
 
         pwr = _plugin("pwr:PWR")
         power = [(_plugin(term)(typical, horizon, kappa, rounding, until=until), scarce),
                  (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
+        if cores > 0:
+            power.append((_plugin("pwr_cores:WorkingCores")(until=until), cores))
         return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name=name)
     return build
 
@@ -392,6 +395,11 @@ def _register_builtins() -> None:
                    "ours: pwrbalance with the cheap GPUs' scarcity price scaled by how much of them the whole-GPU "
                    "pods fill (no on/off switch)", _power_balance("pwr_fill:FillPower", "pwrbalance2"),
                    _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance2"),
+        PolicyInfo("pwrbalance3", "PWR+Balance3",
+                   "ours: pwrbalance2 + cores x the linear-model watts of the CPU cores a pod sets working on a node",
+                   _power_balance("pwr_fill:FillPower", "pwrbalance3"),
+                   (*_POWER_BALANCE_PARAMS, Param("cores", float, 0.2, "weight of the working-core term", minimum=0.0)),
+                   artifact_label="PWR+Balance3"),
         PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
                    _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
                                     check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
