@@ -1,7 +1,7 @@
 """Which multi-GPU pods fail, and how early: per (GPUs, CPU cores) shape of an arrival run.
 
     cd benchmarks && python multi_gpu_failures.py --data-dir ../../shared/traces --traces openb-default \
-        --policies fgd oursshare oursrare --seeds 42-51
+        --policies fgd oursrare oursguard --seeds 42-51
 
 For every trace, policy and multi-GPU shape (summed over the seeds): pods arrived, pods
 failed, and for every seed in which the shape arrived the arrived load (% of the GPU capacity)
@@ -34,7 +34,7 @@ def multi_gpu_failures(result: ExperimentResult) -> tuple[Counter, Counter, dict
 
 
 def main() -> None:
-    args = sweep_arguments(__doc__, ("openb-default",), ("fgd", "oursshare", "oursrare")).parse_args()
+    args = sweep_arguments(__doc__, ("openb-default",), ("fgd", "oursrare", "oursguard")).parse_args()
     print("| trace | policy | GPUs × cores | arrived | failed | first failure, % arrived, per seed |")
     print("|---|---|---|---|---|---|")
     for trace in args.traces:
