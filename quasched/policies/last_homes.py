@@ -20,8 +20,6 @@ Typical pods only, never the trace; ``n_t`` is memoised per node state.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 from scipy.special import pdtrc
 
@@ -49,7 +47,7 @@ class LastHomesScore(ScorePlugin):
 
     name = "last-homes"
     _mark: int
-    _shape: np.ndarray  # per node slot: the CPU, devices and model ``_most`` was computed from
+    _shape: np.ndarray  # per node slot: the CPU, GPUs and model ``_most`` was computed from
 
     def __init__(self, typical: TypicalPods) -> None:
         self.typical = typical
@@ -59,8 +57,8 @@ class LastHomesScore(ScorePlugin):
         self.states = NodeStates(cluster)
         self._layout = -1  # no cluster layout seen yet
 
-    def _node_copies(self, cluster: Cluster) -> np.ndarray:
-        """``n_t`` of every node slot, refreshed for the nodes changed since the last call."""
+    def _refresh(self, cluster: Cluster) -> None:
+        """``n_t`` of every node slot and their sum ``R_t``, brought up to date for the nodes changed since."""
         if cluster.layout != self._layout:  # new node slots or GPU models: start over
             self._start(cluster)
         ids = self.states.ids()
@@ -68,15 +66,17 @@ class LastHomesScore(ScorePlugin):
         self._mark = cluster.change_mark
         rows = np.arange(cluster.n_nodes) if stale is None else np.asarray(stale, dtype=np.int64)
         if len(rows):
-            copies = self._lookup(("copies",), ids[rows], lambda s: self._state_copies(s, None))
-            self._copies[rows] = copies * cluster.present[rows, None]
-            shape = np.column_stack([cluster.capacity[rows, CPU], cluster.device_exists[rows], cluster.model_id[rows]])
+            copies = self._memo.lookup("copies", ids[rows], len(self.model.k),
+                                       lambda s: self._state_copies(s, None)).reshape(len(rows), -1)
+            copies = copies.astype(np.int64) * cluster.present[rows, None]
+            self.held += copies.sum(axis=0) - self._copies[rows].sum(axis=0)
+            self._copies[rows] = copies
+            shape = np.column_stack([cluster.capacity[rows, CPU], cluster.num_gpus[rows], cluster.model_id[rows]])
             if not np.array_equal(shape, self._shape[rows]):  # a node came, left or lost a device
                 self._shape[rows] = shape
                 full = np.where(cluster.device_exists, FULL_GPU_MILLI, 0)
                 self._most = self.model.copies(cluster.capacity[:, CPU], np.zeros(cluster.n_nodes, np.int64), full,
                                                cluster.model_id).max(axis=0, initial=0)  # most copies one node holds
-        return self._copies
 
     def _start(self, cluster: Cluster) -> None:
         shapes = [(c, 0, m, k, s) for c, m, k, s in self.typical.shapes]
@@ -85,11 +85,9 @@ class LastHomesScore(ScorePlugin):
         self.demand = self.model.counts / max(int(self.model.w.sum()), 1)  # λ_t per free GPU milli
         self._memo = StateScoreMemo(self.states)
         self._copies = np.zeros((cluster.n_nodes, len(self.model.k)), dtype=np.int64)
+        self.held = np.zeros(len(self.model.k), dtype=np.int64)  # R_t = Σ_nodes n_t, kept as nodes change
         self._mark = -1
-        self._shape = np.full((cluster.n_nodes, 2 + cluster.max_devices), -1, dtype=np.int64)
-
-    def _lookup(self, key: tuple, ids: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        return self._memo.lookup(key, ids, len(self.model.k), compute).reshape(len(ids), -1)
+        self._shape = np.full((cluster.n_nodes, 3), -1, dtype=np.int64)
 
     def _state_copies(self, ids: np.ndarray, pod: Pod | None) -> np.ndarray:
         """``n_t`` of states ``ids``, after ``pod`` took its tightest devices there when given."""
@@ -102,14 +100,14 @@ class LastHomesScore(ScorePlugin):
         return self.model.copies(cpu, np.zeros(len(ids), np.int64), gpu, s.model_id[ids])
 
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
-        held = self._node_copies(cluster).sum(axis=0)  # R_t
-        free = np.where(cluster.device_exists & cluster.present[:, None], cluster.gpu_free, 0).sum()
-        lam = free * self.demand
+        self._refresh(cluster)
+        held = self.held
+        lam = (FULL_GPU_MILLI * cluster.total_gpus - cluster.used_gpu_milli) * self.demand
         awake = np.flatnonzero((self._most > 0) & (at_least(held - self._most + 1, lam) > AWAKE))
         if not len(awake):
             return np.full(len(nodes), 50.0)
-        after = self._lookup(("after", pod.cpu_milli, pod.gpu_milli, pod.num_gpu), self.states.ids()[nodes],
-                             lambda s: self._state_copies(s, pod))
+        after = self._memo.lookup(("after", pod.cpu_milli, pod.gpu_milli, pod.num_gpu), self.states.ids()[nodes],
+                                  len(self.model.k), lambda s: self._state_copies(s, pod)).reshape(len(nodes), -1)
         lost = np.maximum(self._copies[nodes][:, awake] - after[:, awake].astype(np.int64), 0)  # L_t
         steps = np.arange(max(int(lost.max(initial=0)), 1))
         odds = at_least(held[awake, None] - steps, lam[awake, None])  # P(D ≥ R − j), j = 0 ..
