@@ -62,7 +62,7 @@ def test_at_least_is_the_poisson_tail(r, lam):
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(NODE_ROWS, min_size=1, max_size=4), OPS, st.integers(0, 2**16))
-def test_homes_counted_incrementally_equal_a_fresh_count_while_the_cluster_changes(rows, ops, seed):
+def test_homes_counted_incrementally_equal_a_fresh_count_and_any_candidate_subset_while_the_cluster_changes(rows, ops, seed):
     cluster, typical = presized(rows), TypicalPods.from_workload(workload_of(PROBES))
     term = LastHomesScore(typical)
     scheduler = Scheduler(cluster, Policy([(term, 1.0)]), np.arange(cluster.n_nodes), NumpyStream(seed))
@@ -89,3 +89,5 @@ def test_homes_counted_incrementally_equal_a_fresh_count_while_the_cluster_chang
         got = term.score(cluster, probe, present, CycleState()).tolist()
         event("term awake" if min(got) < 50 else "term asleep")
         assert got == fresh.score(cluster, probe, present, CycleState()).tolist()
+        start = pick % len(present)  # any subset of the candidates, in any order, gets each node's bits unchanged
+        assert term.score(cluster, probe, present[start:][::-1], CycleState()).tolist() == got[start:][::-1]

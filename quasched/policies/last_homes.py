@@ -106,11 +106,16 @@ class LastHomesScore(ScorePlugin):
         awake = np.flatnonzero((self._most > 0) & (at_least(held - self._most + 1, lam) > AWAKE))
         if not len(awake):
             return np.full(len(nodes), 50.0)
-        after = self._memo.lookup(("after", pod.cpu_milli, pod.gpu_milli, pod.num_gpu), self.states.ids()[nodes],
-                                  len(self.model.k), lambda s: self._state_copies(s, pod)).reshape(len(nodes), -1)
-        lost = np.maximum(self._copies[nodes][:, awake] - after[:, awake].astype(np.int64), 0)  # L_t
-        steps = np.arange(max(int(lost.max(initial=0)), 1))
-        odds = at_least(held[awake, None] - steps, lam[awake, None])  # P(D ≥ R − j), j = 0 ..
-        cumulative = np.hstack([np.zeros((len(awake), 1)), np.cumsum(odds, axis=1)])
-        expected = cumulative[np.arange(len(awake))[None, :], lost] @ (self.model.milli * self.model.k)[awake]
+        holders = np.flatnonzero(self._copies[nodes][:, awake].any(axis=1))  # the others lose no copy
+        expected = np.zeros(len(nodes))
+        if len(holders):
+            ids, at = np.unique(self.states.ids()[nodes[holders]], return_inverse=True)
+            after = self._state_copies(ids, pod)[at][:, awake]
+            lost = np.maximum(self._copies[nodes[holders]][:, awake] - after, 0)  # L_t
+            steps = np.arange(max(int(lost.max(initial=0)), 1))
+            odds = at_least(held[awake, None] - steps, lam[awake, None])  # P(D ≥ R − j), j = 0 ..
+            cumulative = np.hstack([np.zeros((len(awake), 1)), np.cumsum(odds, axis=1)])
+            weights = (self.model.milli * self.model.k)[awake]
+            for column in np.flatnonzero(lost.any(axis=0)):  # in a fixed order: the same bits for any node subset
+                expected[holders] += cumulative[column, lost[:, column]] * weights[column]
         return linear_score(-expected)
