@@ -54,6 +54,13 @@ def test_the_cost_follows_the_homes_already_taken():
                              50 - 1000 * sum(tail(15 - j, 5) for j in range(2)) / 160])
 
 
+def test_without_gpu_shapes_the_term_is_50_everywhere():
+    # typical pods all CPU-only: no shape has homes to protect (a memo of width 0 used to raise IndexError)
+    cpu_only = TypicalPods(shapes=((12000, 0, 0, ""),), counts=(3,), freq=np.array([1.0]))
+    for p in (pod(cpu=40000, k=1, m=1000), pod(cpu=40000, k=0, m=0)):
+        assert scores(Policy([(LastHomesScore(cpu_only), 1.0)]), Cluster(TWO), p) == [50.0, 50.0]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(-3, 40), st.floats(0, 30))
 def test_at_least_is_the_poisson_tail(r, lam):

@@ -26,7 +26,9 @@ class StateScoreMemo:
 
     def lookup(self, key: Hashable, ids: np.ndarray, width: int,
                compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """Scores of states ``ids``: ``(n,)`` when ``width`` is 1, else ``(n, width)``."""
+        """Scores of states ``ids``: ``(n,)`` when ``width`` is 1, else ``(n, width)`` (``(n, 0)`` for no columns)."""
+        if width == 0:  # e.g. a model without GPU shapes: nothing to compute or keep
+            return np.zeros((len(ids), 0))
         if self._generation != self.states.generation or len(self._tables) > self.max_keys:
             self._tables.clear()
             self._generation = self.states.generation
