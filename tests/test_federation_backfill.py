@@ -7,10 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quasched.federation.dispatch import Decision, View
+from quasched.federation.dispatch import Decision, Dispatcher, View
+from quasched.federation.engine import run_federation
+from quasched.federation.metrics import times_passed
+from quasched.federation.scenario import Scenario
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
-from test_federation import H
+from test_federation import H, T0, jobs, one_gpu_member, zone
 
 
 def queued_view(waiting_gpu: float) -> View:
@@ -51,3 +54,70 @@ def test_no_backfill_without_room_nor_for_a_flexible_job(name):
         rule.reset(queued_view(waiting))
         ours.reset(queued_view(waiting))
         assert ours.dispatch(1, 0.0) == rule.dispatch(1, 0.0) == Decision(0, 900.0)
+
+
+def headed_view(head_latest_start: float) -> View:
+    """:func:`queued_view` (A's queue holds 1 GPU of its 2) with a job 2 (1 GPU, 1 h) at the head of A's queue, whose
+    latest start is ``head_latest_start``."""
+    base = queued_view(1000.0)
+    view = View(capacity=base.capacity, demand=np.hstack([base.demand, base.demand[:, :1]]),
+                duration=np.array([H, H, H]), latest_start=np.array([0.0, 2 * H, head_latest_start]),
+                kw=np.ones((3, 2)), intensity=base.intensity, history=base.history, placeable=np.ones((3, 2), dtype=bool))
+    view.queued[0], view.waiting[0, 0], view.head[0] = 1, 1000.0, 2
+    return view
+
+
+@pytest.mark.parametrize("name", ["carbon-aware-easy", "ours-displace-easy"])
+@pytest.mark.parametrize("latest, backfills", [(H, True), (2 * H, True), (H - 1.0, False), (0.0, False)])
+def test_easy_guard_backfills_only_runs_ending_by_the_heads_latest_start(name, latest, backfills):
+    """Job 0 arrives at 0 and runs 1 h. The head of A's queue may start as late as ``latest``: job 0 passes it (A, with
+    B as reroute, as unguarded) only if it ends by then, 1 h; else it takes the rule's B, no reroute. With an empty
+    queue the guard is moot and the cheapest cluster is the rule's own pick."""
+    ours, unguarded = make_dispatcher(name), make_dispatcher(name.replace("easy", "backfill"))
+    ours.reset(headed_view(latest))
+    unguarded.reset(headed_view(latest))
+    assert unguarded.dispatch(0, 0.0) == Decision(0, 0.0)
+    pick = ours.dispatch(0, 0.0)
+    assert pick == Decision(0 if backfills else 1, 0.0)
+    assert ours.release(0, 0.0, pick.cluster) == pick and list(ours.reroute(0, 0.0, pick.cluster)) == ([1] if backfills else [])
+    empty = headed_view(0.0)
+    empty.queued[0], empty.waiting[0, 0], empty.head[0] = 0, 0.0, -1
+    ours.reset(empty)
+    assert ours.dispatch(0, 0.0) == Decision(0, 0.0) and list(ours.reroute(0, 0.0, 0)) == []
+
+
+class HeadRecorder(Dispatcher):
+    """Sends every job to cluster 0 at once and records the view's queue heads at each arrival."""
+
+    name = "head-recorder"
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.seen: list[int] = []
+
+    def dispatch(self, job: int, now: float) -> Decision:
+        self.seen.append(int(self.view.head[0]))
+        return Decision(0, now)
+
+
+def test_engine_keeps_the_queue_head_in_the_view():
+    """One 1-GPU cluster, 1-GPU jobs of 1 h arriving at 0, 0, 10 s, 1 h + 10 s, 3 h + 10 s: job 0 runs, jobs 1 and 2
+    queue (head 1), job 1 starts at 1 h (head 2), job 2 at 2 h (no head); job 3 queues behind job 2 at 1 h + 10 s
+    and starts at 3 h, so job 4 finds job 3 running and heads the queue itself."""
+    arrival = [0.0, 0.0, 10.0, H + 10, 3 * H + 10]
+    sc = Scenario((one_gpu_member("a", zone("A", *[100] * 8)),), jobs([1] * 5, arrival, [H] * 5), np.array(arrival),
+                  np.full(5, H), np.zeros(5), T0)
+    recorder = HeadRecorder()
+    run = run_federation(sc, recorder)
+    assert run.placed.tolist() == [0.0, H, 2 * H, 3 * H, 4 * H]
+    assert recorder.seen == [-1, -1, 1, 2, -1] and run.view.head.tolist() == [-1]
+
+
+def test_times_passed_by_hand():
+    """Cluster 0: job 0 waits 0-10 s, job 1 starts at its release at 5 s (passes jobs 0 and 3), job 2 at 10 s (job 0
+    was placed at 10 s first: passes job 3 only), job 3 waits from 3 s and never runs; job 4 starts at 5 s on
+    cluster 1 and passes nobody on cluster 0; job 5 waits on cluster 1 from 5 s (job 4's time: not passed) to 9 s."""
+    cluster = np.array([0, 0, 0, 0, 1, 1])
+    released = np.array([0.0, 5.0, 10.0, 3.0, 5.0, 5.0])
+    placed = np.array([10.0, 5.0, 10.0, np.nan, 5.0, 9.0])
+    assert times_passed(cluster, released, placed).tolist() == [1, 0, 0, 2, 0, 0]

@@ -12,7 +12,7 @@ from rich.console import Console
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "ours-displace-backfill",
-                    "carbon-aware", "carbon-aware-backfill")
+                    "ours-displace-easy", "carbon-aware", "carbon-aware-easy", "carbon-aware-backfill")
 
 
 def federation(

@@ -42,7 +42,8 @@ class Decision(NamedTuple):
 class View:
     """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays;
     ``intensity``: ``(clusters, hours)`` from ``t = 0``, ``history``: the ``HISTORY_H`` hours before;
-    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty)."""
+    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty); ``head``: per
+    cluster the job at the front of its queue (the longest waiting), -1 if none."""
 
     capacity: np.ndarray
     demand: np.ndarray
@@ -55,6 +56,7 @@ class View:
     used: np.ndarray = field(init=False)
     waiting: np.ndarray = field(init=False)
     queued: np.ndarray = field(init=False)
+    head: np.ndarray = field(init=False)
     prefix: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +64,7 @@ class View:
         self.used = np.zeros((2, clusters))
         self.waiting = np.zeros((2, clusters))
         self.queued = np.zeros(clusters, dtype=np.int64)
+        self.head = np.full(clusters, -1, dtype=np.int64)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
 
     @property
