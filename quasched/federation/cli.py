@@ -12,7 +12,8 @@ from rich.console import Console
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "ours-displace-backfill",
-                    "ours-displace-easy", "carbon-aware", "carbon-aware-easy", "carbon-aware-backfill")
+                    "ours-displace-easy", "ours-displace-conservative", "carbon-aware", "carbon-aware-easy",
+                    "carbon-aware-conservative", "carbon-aware-backfill")
 
 
 def federation(

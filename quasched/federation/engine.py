@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import time as _time
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,13 +122,6 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
         view.used[:, cluster[j]] += view.demand[:, j]
         heapq.heappush(heap, (t + duration[j], DEPART, j))
 
-    fifo: list[deque[int]] = [deque() for _ in sites]  # per cluster, queued jobs front first (placed ones dropped lazily)
-
-    def queue_changed(c: int) -> None:
-        while fifo[c] and np.isfinite(placed[fifo[c][0]]):
-            fifo[c].popleft()
-        view.head[c] = fifo[c][0] if fifo[c] else -1
-
     dirty: set[int] = set()
     while heap:
         t, kind, j = heapq.heappop(heap)
@@ -152,10 +144,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 sites[on].record(t)
             elif view.placeable[j, c]:
                 sites[c].queue.push(pod)
-                view.queued[c] += 1
-                view.waiting[:, c] += view.demand[:, j]
-                fifo[c].append(j)
-                queue_changed(c)
+                view.enqueue(c, j)
         else:
             c = int(cluster[j])
             sites[c].cluster.remove(pods.pop(j))
@@ -166,10 +155,8 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
             for c in sorted(dirty):
                 site = sites[c]
                 for pod, _ in site.queue.retry(site.core.scheduler.schedule):
-                    view.queued[c] -= 1
-                    view.waiting[:, c] -= view.demand[:, pod.uid]
+                    view.dequeue(c, pod.uid)
                     start(t, pod.uid)
-                queue_changed(c)
                 site.record(t)
             dirty.clear()
     return FederationRun(scenario, dispatcher.name, policy, cluster, released, placed,
