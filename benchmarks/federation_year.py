@@ -7,7 +7,9 @@ cluster (``dlrm_cluster`` of the month, ``--headroom``) is split at random into 
 zones drawn from the 12 (``--days``: only the first days, for speed checks; ``--decisions``: every job's
 cluster, release and placement, to check that a speed-up keeps the decisions); half the jobs of at most 24 h get 4-24 h of slack. Prints the load and
 replay wall and CPU times (the machine may be shared: CPU time is the
-figure to compare with the 5-minute budget) and the run's summary. Carbon: Electricity Maps (ODbL).
+figure to compare with the 5-minute budget), the run's summary and, after the timing, how many jobs waited in a
+queue, how many of them some job passed (:func:`~quasched.federation.metrics.queue_passing`) and the misses among
+them. Carbon: Electricity Maps (ODbL).
 """
 
 from __future__ import annotations
