@@ -69,15 +69,15 @@ class View:
         self.queued = np.zeros(clusters, dtype=np.int64)
         self.head = np.full(clusters, -1, dtype=np.int64)
         self.fifo: list[deque[int]] = [deque() for _ in range(clusters)]  # queued jobs, front first; started: dropped lazily
-        self.dues: list[list[tuple[float, int]]] = [[] for _ in range(clusters)]  # heaps of (latest start, job), the same
-        self.waits = np.zeros(len(self.duration), dtype=bool)
+        self.dues: list[list[tuple[float, int]]] = [[] for _ in range(clusters)]  # the same jobs as heaps of (latest start, job)
+        self.in_queue = np.zeros(len(self.duration), dtype=bool)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
 
     def enqueue(self, cluster: int, job: int) -> None:
         """``job`` joins the back of ``cluster``'s queue."""
         self.queued[cluster] += 1
         self.waiting[:, cluster] += self.demand[:, job]
-        self.waits[job] = True
+        self.in_queue[job] = True
         self.fifo[cluster].append(job)
         heapq.heappush(self.dues[cluster], (float(self.latest_start[job]), job))
         self._new_head(cluster)
@@ -86,12 +86,12 @@ class View:
         """``job`` left ``cluster``'s queue (it started)."""
         self.queued[cluster] -= 1
         self.waiting[:, cluster] -= self.demand[:, job]
-        self.waits[job] = False
+        self.in_queue[job] = False
         self._new_head(cluster)
 
     def _new_head(self, cluster: int) -> None:
         fifo = self.fifo[cluster]
-        while fifo and not self.waits[fifo[0]]:
+        while fifo and not self.in_queue[fifo[0]]:
             fifo.popleft()
         self.head[cluster] = fifo[0] if fifo else -1
 
@@ -100,7 +100,7 @@ class View:
         meet their deadline), infinite if none."""
         out = np.full(self.clusters, np.inf)
         for c, due in enumerate(self.dues):
-            while due and (not self.waits[due[0][1]] or due[0][0] < now):  # started, or late for good: time only grows
+            while due and (not self.in_queue[due[0][1]] or due[0][0] < now):  # started, or late for good: time only grows
                 heapq.heappop(due)
             if due:
                 out[c] = due[0][0]

@@ -85,8 +85,10 @@ def times_passed(cluster: np.ndarray, released: np.ndarray, placed: np.ndarray) 
 
 
 def queue_passing(run: FederationRun) -> dict[str, int]:
-    """Jobs passed in a queue (:func:`times_passed`) and the deadline misses among them and among the others."""
-    passed, miss = times_passed(run.cluster, run.released, run.placed) > 0, missed(run)
-    queued = run.placed != run.released
+    """Jobs that waited in a queue, those some job passed there (:func:`times_passed`) and the deadline misses among them
+    and among the others (a dropped job, placeable nowhere, never queued)."""
+    miss, placeable = missed(run), run.view.placeable[np.arange(len(run.cluster)), run.cluster]
+    queued = (run.placed != run.released) & placeable
+    passed = queued & (times_passed(run.cluster, run.released, run.placed) > 0)
     return {"queued": int(queued.sum()), "passed": int(passed.sum()), "missed_passed": int((miss & passed).sum()),
             "missed_queued_not_passed": int((miss & queued & ~passed).sum()), "missed_not_queued": int((miss & ~queued).sum())}
