@@ -12,7 +12,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh seeds``, ``fresh zones``, ``fresh synthetic``: the same with seeds never run before the
   ``ours-displace`` branch (11-15, 11-15, 11-20), for sets the earlier branches had looked at 3 times;
 - ``fresh2 seeds``, ``fresh2 zones``, ``fresh2 synthetic``: the same with seeds 21-25, 21-25, 21-30, never run
-  before the backfilling branch (``fed5``).
+  before the backfilling branch (``fed5``);
+- ``fresh3 seeds``, ``fresh3 zones``, ``fresh3 synthetic``: seeds 31-35, 31-35, 31-40, never run before the EASY-guard
+  branch (``fed6``).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -106,7 +108,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "fresh seeds": (lambda s: tuning, range(11, 16)), "fresh zones": (lambda s: [real[z] for z in held], range(11, 16)),
             "fresh synthetic": (synthetic_zones, range(11, 21)),
             "fresh2 seeds": (lambda s: tuning, range(21, 26)), "fresh2 zones": (lambda s: [real[z] for z in held], range(21, 26)),
-            "fresh2 synthetic": (synthetic_zones, range(21, 31))}
+            "fresh2 synthetic": (synthetic_zones, range(21, 31)),
+            "fresh3 seeds": (lambda s: tuning, range(31, 36)), "fresh3 zones": (lambda s: [real[z] for z in held], range(31, 36)),
+            "fresh3 synthetic": (synthetic_zones, range(31, 41))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]
@@ -122,7 +126,7 @@ def _evaluate(dispatchers: list[str], policy: str, ours: str, item: tuple[str, i
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
-    parser.add_argument("--ours", default="carbon-aware-backfill", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
+    parser.add_argument("--ours", default="ours-displace", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
                         "(the oracle is held to its misses; carbon-aware is always run too)")
     parser.add_argument("--also", default="", help="more dispatchers to run and compare with the oracle (comma-separated)")
     parser.add_argument("--policy", default="fgd")

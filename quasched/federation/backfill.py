@@ -12,6 +12,19 @@ ledger holds its run and whose aggregate free capacity fits it, queue or not::
 
 and is rerouted to ``p`` (:meth:`reroute`) if no node of ``c`` holds it at release (if neither does, it waits in
 ``c``'s queue). Flexible jobs keep the rule (they may wait for a clean slot instead). No constant is added.
+
+Guarded variants: a job may pass a queue only if it does not hold room that a queued job needs by its reservation
+(EASY and conservative backfilling). The engine does not know when a node will free room for a queued job
+(fragmentation: the head often fits the aggregate free capacity already), so the reservation is the latest start that
+still meets the job's deadline (slack-based backfilling); with known durations the test is exact for the passing job::
+
+    carbon-aware-easy, ours-displace-easy (EASY: the head only; a late head blocks every pass)
+        c needs  queue of c empty  or  now + duration[j] <= latest_start[head of c's queue]
+    carbon-aware-conservative, ours-displace-conservative (every queued job that can still meet its deadline)
+        c needs  now + duration[j] <= min { latest_start[q] : q queued on c, latest_start[q] >= now }
+
+Unguarded, on the busy clusters of the full-year DLRM replay the passing jobs kept queued ones past their deadlines
+(BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -37,10 +50,16 @@ class Backfilling(CarbonAware):
             return pick
         v = self.view
         room = ~planned[:, 0] & (v.load_after(job) <= 1) & (cost[:, 0] < cost[pick.cluster, 0])
+        if room.any():
+            room &= self.passable(job, now)
         if not room.any():
             return pick
         self.fallback[job] = pick.cluster
         return Decision(int(np.argmin(np.where(room, cost[:, 0], np.inf))), now)
+
+    def passable(self, job: int, now: float) -> np.ndarray:
+        """Per cluster: may ``job``, started now, pass its queue (unguarded: everywhere; module docstring)."""
+        return np.ones(self.view.clusters, dtype=bool)
 
     def release(self, job: int, now: float, cluster: int) -> Decision:
         self.second = self.fallback.pop(job, None)
@@ -60,3 +79,34 @@ class BackfillDisplacement(Backfilling, DisplacementPriced):
     """``ours-displace`` with backfilling."""
 
     name = "ours-displace-backfill"
+
+
+class EasyGuard(Backfilling):
+    """Passes a queue only if the job ends by the head's latest start (module docstring)."""
+
+    def passable(self, job: int, now: float) -> np.ndarray:
+        v = self.view
+        return (v.head < 0) | (now + v.duration[job] <= v.latest_start[v.head])
+
+
+class ConservativeGuard(Backfilling):
+    """Passes a queue only if the job ends by every latest start still ahead in it (module docstring)."""
+
+    def passable(self, job: int, now: float) -> np.ndarray:
+        return now + self.view.duration[job] <= self.view.earliest_due(now)
+
+
+class EasyRule(EasyGuard, BackfillRule):
+    name = "carbon-aware-easy"
+
+
+class EasyDisplacement(EasyGuard, BackfillDisplacement):
+    name = "ours-displace-easy"
+
+
+class ConservativeRule(ConservativeGuard, BackfillRule):
+    name = "carbon-aware-conservative"
+
+
+class ConservativeDisplacement(ConservativeGuard, BackfillDisplacement):
+    name = "ours-displace-conservative"

@@ -11,8 +11,9 @@ from rich.console import Console
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
-DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "ours-displace", "ours-displace-backfill",
-                    "carbon-aware", "carbon-aware-backfill")
+DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
+                    "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
+                    "ours-displace-conservative", "ours-displace")
 
 
 def federation(
@@ -36,10 +37,12 @@ def federation(
     out: Optional[Path] = typer.Option(None, help="Write federation.csv, savings.png and allocation_seed*.png here."),
 ) -> None:
     """Dispatch one job stream over clusters in different grid zones (with PUE): proportional split,
-    least-loaded, static greenest-first, hourly carbon-greedy and ours (carbon-, fragmentation- and
+    least-loaded, static greenest-first, hourly carbon-greedy and the carbon-aware rule (carbon-, fragmentation- and
     queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
-    ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day),
+    ours-displace, ours (the last by default): the same rule plus the carbon each run is expected to displace from the load of
+    the past day; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
+    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""

@@ -11,7 +11,9 @@ the online ones read the current hour and the past (:mod:`.forecast`), the offli
 
 from __future__ import annotations
 
+import heapq
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple, Sequence
 
@@ -42,7 +44,9 @@ class Decision(NamedTuple):
 class View:
     """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays;
     ``intensity``: ``(clusters, hours)`` from ``t = 0``, ``history``: the ``HISTORY_H`` hours before;
-    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty)."""
+    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty); ``head``: per
+    cluster the job at the front of its queue (the longest waiting), -1 if none (the engine keeps the queues through
+    :meth:`enqueue` and :meth:`dequeue`)."""
 
     capacity: np.ndarray
     demand: np.ndarray
@@ -55,6 +59,7 @@ class View:
     used: np.ndarray = field(init=False)
     waiting: np.ndarray = field(init=False)
     queued: np.ndarray = field(init=False)
+    head: np.ndarray = field(init=False)
     prefix: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -62,7 +67,44 @@ class View:
         self.used = np.zeros((2, clusters))
         self.waiting = np.zeros((2, clusters))
         self.queued = np.zeros(clusters, dtype=np.int64)
+        self.head = np.full(clusters, -1, dtype=np.int64)
+        self.fifo: list[deque[int]] = [deque() for _ in range(clusters)]  # queued jobs, front first; started: dropped lazily
+        self.dues: list[list[tuple[float, int]]] = [[] for _ in range(clusters)]  # the same jobs as heaps of (latest start, job)
+        self.in_queue = np.zeros(len(self.duration), dtype=bool)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
+
+    def enqueue(self, cluster: int, job: int) -> None:
+        """``job`` joins the back of ``cluster``'s queue."""
+        self.queued[cluster] += 1
+        self.waiting[:, cluster] += self.demand[:, job]
+        self.in_queue[job] = True
+        self.fifo[cluster].append(job)
+        heapq.heappush(self.dues[cluster], (float(self.latest_start[job]), job))
+        self._new_head(cluster)
+
+    def dequeue(self, cluster: int, job: int) -> None:
+        """``job`` left ``cluster``'s queue (it started)."""
+        self.queued[cluster] -= 1
+        self.waiting[:, cluster] -= self.demand[:, job]
+        self.in_queue[job] = False
+        self._new_head(cluster)
+
+    def _new_head(self, cluster: int) -> None:
+        fifo = self.fifo[cluster]
+        while fifo and not self.in_queue[fifo[0]]:
+            fifo.popleft()
+        self.head[cluster] = fifo[0] if fifo else -1
+
+    def earliest_due(self, now: float) -> np.ndarray:
+        """Per cluster: the earliest latest start at or after ``now`` among the jobs in its queue (those that can still
+        meet their deadline), infinite if none."""
+        out = np.full(self.clusters, np.inf)
+        for c, due in enumerate(self.dues):
+            while due and (not self.in_queue[due[0][1]] or due[0][0] < now):  # started, or late for good: time only grows
+                heapq.heappop(due)
+            if due:
+                out[c] = due[0][0]
+        return out
 
     @property
     def slots(self) -> int:

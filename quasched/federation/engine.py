@@ -144,8 +144,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 sites[on].record(t)
             elif view.placeable[j, c]:
                 sites[c].queue.push(pod)
-                view.queued[c] += 1
-                view.waiting[:, c] += view.demand[:, j]
+                view.enqueue(c, j)
         else:
             c = int(cluster[j])
             sites[c].cluster.remove(pods.pop(j))
@@ -156,8 +155,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
             for c in sorted(dirty):
                 site = sites[c]
                 for pod, _ in site.queue.retry(site.core.scheduler.schedule):
-                    view.queued[c] -= 1
-                    view.waiting[:, c] -= view.demand[:, pod.uid]
+                    view.dequeue(c, pod.uid)
                     start(t, pod.uid)
                 site.record(t)
             dirty.clear()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from quasched.federation.baselines import GreenestFirst, HourlyGreedy, LeastLoaded, Proportional
-from quasched.federation.backfill import BackfillDisplacement, BackfillRule
+from quasched.federation.backfill import (BackfillDisplacement, BackfillRule, ConservativeDisplacement, ConservativeRule,
+                                         EasyDisplacement, EasyRule)
 from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
@@ -13,7 +14,7 @@ from quasched.federation.planner import RollingPlanner
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
-                 BackfillRule, BackfillDisplacement)
+                 BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement)
 }
 
 
