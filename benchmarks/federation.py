@@ -14,7 +14,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh2 seeds``, ``fresh2 zones``, ``fresh2 synthetic``: the same with seeds 21-25, 21-25, 21-30, never run
   before the backfilling branch (``fed5``);
 - ``fresh3 seeds``, ``fresh3 zones``, ``fresh3 synthetic``: seeds 31-35, 31-35, 31-40, never run before the EASY-guard
-  branch (``fed6``).
+  branch (``fed6``);
+- ``fresh4 seeds``, ``fresh4 zones``, ``fresh4 synthetic``: seeds 41-45, 41-45, 41-50, never run before the
+  protection-level branch (``fed7``).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -110,7 +112,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "fresh2 seeds": (lambda s: tuning, range(21, 26)), "fresh2 zones": (lambda s: [real[z] for z in held], range(21, 26)),
             "fresh2 synthetic": (synthetic_zones, range(21, 31)),
             "fresh3 seeds": (lambda s: tuning, range(31, 36)), "fresh3 zones": (lambda s: [real[z] for z in held], range(31, 36)),
-            "fresh3 synthetic": (synthetic_zones, range(31, 41))}
+            "fresh3 synthetic": (synthetic_zones, range(31, 41)),
+            "fresh4 seeds": (lambda s: tuning, range(41, 46)), "fresh4 zones": (lambda s: [real[z] for z in held], range(41, 46)),
+            "fresh4 synthetic": (synthetic_zones, range(41, 51))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]

@@ -11,10 +11,12 @@ from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
 from quasched.federation.planner import RollingPlanner
+from quasched.federation.protection import ProtectionPriced
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
-                 BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement)
+                 BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement,
+                 ProtectionPriced)
 }
 
 

@@ -1,0 +1,94 @@
+"""Ours with protection levels (``ours-protect``): ``ours-displace`` plus Littlewood's rule for clean room.
+
+Inflexible jobs (no slack) are the high fare for a clean cluster's room, flexible ones the low fare: they
+could wait or go elsewhere. A flexible job ``j`` that takes room of cluster ``c`` in slot ``k`` is charged
+the expected carbon of the inflexible jobs it turns away to a dirtier cluster::
+
+    rate[c, k] += (g / q_j) × gap[c, k] × sum_{i < m} P(D_L ≥ R[c, k] − i),   m = ceil(q_j / g)
+    D_L ~ Poisson(mu(L)),   mu(L) = sum_a exp(−(now − t_a) / tau) min(d_a, L) / tau
+
+``D_L``: the inflexible jobs that arrive in ``(now, now + L]`` and still run at slot ``k`` (``L`` = end of
+``k`` − now), their rate exponentially smoothed over the past inflexible arrivals ``a`` (time ``t_a``,
+duration ``d_a``; never the future); ``g`` their mean GPU milli, weighted alike. ``R[c, k]``: the room
+for such jobs, ``floor(free GPU / g)``, summed over ``c`` and the clusters greener than ``c`` in slot ``k``
+(they fill greenest first); ``gap``: the intensity of the next dirtier cluster minus ``c``'s (0 on the
+dirtiest), where the marginal one goes. A displaced job is taken to draw the power per GPU of ``j``, hence
+the factor ``g / q_j`` per kW of ``j``. Intensities and room are those of the rule (forecast, ledger).
+Inflexible jobs, and jobs without GPUs, pay no protection. One constant, ``tau`` (hours).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import pdtrc
+
+from quasched.federation.dispatch import SLOT_S, Decision, View
+from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
+from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+
+
+def tail(r: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """``P(Poisson(mu) ≥ r)``, 1 for ``r ≤ 0``."""
+    return np.where(r <= 0, 1.0, pdtrc(np.maximum(r - 1, 0), mu))
+
+
+class ProtectionPriced(DisplacementPriced):
+    """``ours-displace`` plus the expected carbon of the inflexible jobs a flexible one turns away (module docstring)."""
+
+    name = "ours-protect"
+
+    def __init__(self, tau: float = 24.0, **rule: float) -> None:
+        super().__init__(**rule)
+        if tau <= 0:
+            raise ValueError(f"need tau > 0 (hours); got {tau}")
+        self.tau = tau * HOUR
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.lead_s = np.arange(LEAD_SLOTS + 1) * SLOT_S
+        self.jobs = np.zeros(LEAD_SLOTS + 1)  # sum_a w_a min(d_a, L) / tau, w_a = exp(−(t0 − t_a) / tau)
+        self.gpu = np.zeros(LEAD_SLOTS + 1)  # the same, × GPU milli of a
+        self.since = 0.0  # t0: the time the sums are discounted to
+
+    def dispatch(self, job: int, now: float) -> Decision:
+        decay = np.exp(-(now - self.since) / self.tau)
+        self.jobs *= decay
+        self.gpu *= decay
+        self.since = now
+        v = self.view
+        if v.latest_start[job] <= now:  # an inflexible arrival
+            run = np.minimum(v.duration[job], self.lead_s) / self.tau
+            self.jobs += run
+            self.gpu += run * v.demand[0, job]
+        return super().dispatch(job, now)
+
+    def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        rate = super().rate(job, now, index, ledger)
+        q = float(self.view.demand[0, job])
+        if self.view.latest_start[job] <= now or q <= 0:
+            return rate
+        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
+        return rate + self.protection(q, self.jobs[lead], self.gpu[lead], self.priced(now, index)[0], ledger[0])
+
+    def protection(self, q: float, mu: np.ndarray, load: np.ndarray, intensity: np.ndarray,
+                   used: np.ndarray) -> np.ndarray:
+        """``(clusters, slots)``: the added rate of a flexible job of ``q`` GPU milli (module docstring), from the
+        expected inflexible jobs ``mu`` and their GPU milli ``load`` per slot, ``intensity`` and the GPU ledger ``used``."""
+        g = np.divide(load, mu, out=np.zeros_like(load), where=mu > 0)
+        live = g > 0
+        if not live.any():
+            return np.zeros(intensity.shape)
+        g = np.where(live, g, 1.0)
+        free = np.clip(self.fill * self.capacity[0] - used, 0, None)
+        free = np.where(np.isfinite(free), free, 0.0)
+        order = np.argsort(intensity, axis=0, kind="stable")  # greenest first
+        room = np.floor(np.cumsum(np.take_along_axis(free, order, axis=0), axis=0) / g)
+        ranked = np.take_along_axis(intensity, order, axis=0)
+        gap = np.diff(ranked, axis=0, append=ranked[-1:])
+        units = int(np.ceil(q / g[live].min()))
+        steps = np.arange(units)[:, None, None]
+        needed = np.ceil(q / g)  # m per slot
+        odds = np.where(steps < needed, tail(room - steps, mu), 0.0).sum(axis=0)
+        charge = np.empty_like(ranked)
+        np.put_along_axis(charge, order, odds * gap * g / q, axis=0)
+        return np.where(live, charge, 0.0)

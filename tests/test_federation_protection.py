@@ -1,0 +1,78 @@
+"""``ours-protect``: ``ours-displace`` plus Littlewood protection levels for inflexible demand (module docstring of
+:mod:`quasched.federation.protection`). Its runs fit capacity and start in their window: ``test_federation_planner``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import poisson
+
+from quasched.federation.dispatch import View
+from quasched.federation.forecast import HISTORY_H
+from quasched.federation.protection import ProtectionPriced, tail
+from quasched.federation.registry import make_dispatcher
+from test_federation import H
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(-3, 40), st.floats(0.0, 30.0))
+def test_tail_is_the_poisson_survival(r, mu):
+    assert tail(np.array([r]), np.array([mu]))[0] == pytest.approx(1.0 if r <= 0 else poisson.sf(r - 1, mu), abs=1e-12)
+
+
+def protect(tau_h: float) -> ProtectionPriced:
+    """Clusters A (100 g/kWh in the first hour, 120 after) and B (300) of 2 GPUs. Job 0 (1 GPU, 1 h, inflexible) arrives at 0 and takes A for
+    the first hour; job 1 (1 GPU, 1 h, 1 kW, slack 2 h) arrives at 0 too."""
+    intensity = np.array([[100.0] + [120.0] * 5, [300.0] * 6])
+    view = View(capacity=np.array([[2000.0, 2000.0], [8000.0, 8000.0]]), demand=np.array([[1000.0, 1000.0], [0.0, 0.0]]),
+                duration=np.array([H, H]), latest_start=np.array([0.0, 2 * H]), kw=np.ones((2, 2)), intensity=intensity,
+                history=np.repeat(intensity[:, :1], HISTORY_H, axis=1), placeable=np.ones((2, 2), dtype=bool))
+    d = ProtectionPriced(tau=tau_h, price=0, delay=0, perfect=True)
+    d.reset(view)
+    assert d.dispatch(0, 0.0) == (0, 0.0)
+    return d
+
+
+def test_protection_by_hand():
+    """After job 0: mu(L) = min(1 h, L) / tau, g = 1000. Job 1 on A in slot 0 (lead 15 min, A's room 1 GPU): R = 1,
+    charge 200 × P(D ≥ 1); in slot 4 (lead 1 h 15, A empty again): R = 2, charge (300 − 120) × P(D ≥ 2) with mu = 1 h / tau.
+    On B (the dirtiest) nothing."""
+    d = protect(2.0)
+    index = np.array([0, 4])
+    rate = d.rate(1, 0.0, index, d.ledger[:, :, index])
+    mu = np.array([0.25, 1.0]) / 2.0
+    assert rate[0] == pytest.approx([100 + 200 * poisson.sf(0, mu[0]), 120 + 180 * poisson.sf(1, mu[1])])
+    assert rate[1] == pytest.approx([300.0, 300.0])
+
+
+@pytest.mark.parametrize("tau_h, waits", [(0.5, True), (1.0, True), (2.0, True), (8.0, False), (100.0, False)])
+def test_deferred_exactly_when_the_displaced_carbon_exceeds_the_saving(tau_h, waits):
+    """Job 1 on A in slot k pays I_A + (300 − I_A) P(D ≥ R − 0), R = 1 while job 0 runs (slots 0-3), else 2, mu =
+    min(1 h, lead) / tau; on B 300. It starts at the cheapest slot boundary (hand costs below); it waits for A's
+    second GPU at 1 h, paying 120 instead of 100, exactly when the displaced carbon now exceeds that 20."""
+    d = protect(tau_h)
+    slots = np.arange(12)
+    lead = np.minimum((slots + 1) * 0.25, 1.0)
+    price = np.where(slots < 4, 100.0, 120.0)
+    rate = price + (300 - price) * poisson.sf(np.where(slots < 4, 0, 1), lead / tau_h)
+    cost = [rate[s:s + 4].mean() for s in range(9)]  # starts 0, 15 min, ..., 2 h
+    pick = d.dispatch(1, 0.0)
+    assert pick == (0, 0.25 * H * int(np.argmin(cost)))
+    assert (pick.start > 0) == waits == (cost[0] > cost[4])
+    unprotected = make_dispatcher("ours-displace:price=0,delay=0,perfect=1")
+    unprotected.reset(d.view)
+    unprotected.dispatch(0, 0.0)
+    assert unprotected.dispatch(1, 0.0) == (0, 0.0)  # without the protection: A at once
+
+
+def test_inflexible_jobs_pay_no_protection():
+    d = protect(0.5)
+    index = np.arange(4)
+    assert d.rate(0, 0.0, index, d.ledger[:, :, index])[0] == pytest.approx(100.0)
+
+
+def test_bad_tau_is_named():
+    with pytest.raises(ValueError, match="tau > 0"):
+        make_dispatcher("ours-protect:tau=0")
