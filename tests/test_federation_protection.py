@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.stats import poisson
 
 from quasched.federation.dispatch import View
 from quasched.federation.forecast import HISTORY_H
-from quasched.federation.protection import ProtectionPriced, tail
+from quasched.federation.protection import ProtectionPriced
 from quasched.federation.registry import make_dispatcher
 from test_federation import H
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.integers(-3, 40), st.floats(0.0, 30.0))
-def test_tail_is_the_poisson_survival(r, mu):
-    assert tail(np.array([r]), np.array([mu]))[0] == pytest.approx(1.0 if r <= 0 else poisson.sf(r - 1, mu), abs=1e-12)
 
 
 def protect(tau_h: float) -> ProtectionPriced:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from scipy.stats import poisson
@@ -63,8 +64,8 @@ def test_without_gpu_shapes_the_term_is_50_everywhere():
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(-3, 40), st.floats(0, 30))
-def test_at_least_is_the_poisson_tail(r, lam):
-    assert np.isclose(at_least(np.array([r]), np.array([lam]))[0], 1.0 if r <= 0 else tail(r, lam))
+def test_at_least_is_the_poisson_tail(r, lam):  # also ours-protect's odds (quasched.federation.protection)
+    assert at_least(np.array([r]), np.array([lam]))[0] == pytest.approx(1.0 if r <= 0 else tail(r, lam), abs=1e-12)
 
 
 @settings(max_examples=40, deadline=None)

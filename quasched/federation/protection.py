@@ -20,16 +20,11 @@ Inflexible jobs, and jobs without GPUs, pay no protection. One constant, ``tau``
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import pdtrc
 
 from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
-
-
-def tail(r: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """``P(Poisson(mu) ≥ r)``, 1 for ``r ≤ 0``."""
-    return np.where(r <= 0, 1.0, pdtrc(np.maximum(r - 1, 0), mu))
+from quasched.policies.last_homes import at_least
 
 
 class ProtectionPriced(DisplacementPriced):
@@ -88,7 +83,7 @@ class ProtectionPriced(DisplacementPriced):
         units = int(np.ceil(q / g[live].min()))
         steps = np.arange(units)[:, None, None]
         needed = np.ceil(q / g)  # m per slot
-        odds = np.where(steps < needed, tail(room - steps, mu), 0.0).sum(axis=0)
+        odds = np.where(steps < needed, at_least(room - steps, mu), 0.0).sum(axis=0)
         charge = np.empty_like(ranked)
         np.put_along_axis(charge, order, odds * gap * g / q, axis=0)
         return np.where(live, charge, 0.0)

@@ -26,14 +26,20 @@ from quasched.model.cluster import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 
 
+def gpus_per_model(nodes: NodeSpec) -> tuple[list[str], np.ndarray]:
+    """The GPU models (sorted names) and how many GPUs of each the cluster has."""
+    names = sorted(set(nodes.gpu_model))
+    node_model = np.array([names.index(m) for m in nodes.gpu_model], dtype=np.int64)
+    return names, np.bincount(node_model, np.asarray(nodes.num_gpus, dtype=float), len(names))
+
+
 def floor_fill(nodes: NodeSpec, gpu_milli: np.ndarray, model: PowerModel = PWR_MODEL,
                pinned: Mapping[str, np.ndarray] | None = None) -> tuple[list[str], np.ndarray]:
     """The GPU models (sorted names) and, per pair of ``gpu_milli``, the milli each holds in the floor's fill:
     ``pinned`` milli on its model, the rest cheapest swing first (module docstring)."""
-    names = sorted(set(nodes.gpu_model))
-    node_model = np.array([names.index(m) for m in nodes.gpu_model], dtype=np.int64)
+    names, gpus = gpus_per_model(nodes)
     idle, full = model.gpu_watts(names)
-    cap = np.bincount(node_model, np.asarray(nodes.num_gpus, dtype=float), len(names)) * FULL_GPU_MILLI
+    cap = gpus * FULL_GPU_MILLI
     used = np.asarray(gpu_milli, dtype=float)
     pin = np.zeros((len(used), len(names)))
     for name, milli in (pinned or {}).items():
@@ -56,9 +62,7 @@ def linear_power_floor(nodes: NodeSpec, gpu_milli: np.ndarray, cpu_milli: np.nda
     names, fill = floor_fill(nodes, gpu_milli, model, pinned)
     idle, full = model.gpu_watts(names)
     cpu_cap = np.asarray(nodes.cpu_milli, dtype=np.int64)
-    gpu_idle = float(idle @ np.bincount([names.index(m) for m in nodes.gpu_model], np.asarray(nodes.num_gpus, float),
-                                        len(names)))
-    p_idle = gpu_idle + float(cpu_power_w(cpu_cap, cpu_cap, model.cpu, "linear").sum())
+    p_idle = float(idle @ gpus_per_model(nodes)[1] + cpu_power_w(cpu_cap, cpu_cap, model.cpu, "linear").sum())
     cpu_w = (model.cpu.full_w - model.cpu.idle_w) / model.cpu.cores_per_socket
     return p_idle + fill @ (full - idle) / FULL_GPU_MILLI + cpu_w * np.asarray(cpu_milli, dtype=float) / (
         MILLI_PER_VCPU * VCPUS_PER_CORE)
