@@ -157,7 +157,7 @@ def main() -> None:
     result.T.to_csv(args.out / "federation_summary.csv")
     for name in frame["set"].unique():
         plot_savings(args.out / f"savings_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
-                     title=f"{name}: {args.days:g}-day windows, 4 clusters")
+                     title=f"{name}: {args.days:g}-day windows, 4 clusters", ours=label)
     plot_ratios(args.out / "ratios.png", frame.to_dict("records"), list(dict.fromkeys([OURS, *also, label])),
                 title=f"ours / oracle (at <= {label}'s misses), {args.days:g}-day windows, 4 clusters")
     print(f"ours = {args.ours}. saving = 1 - dynamic kg CO2e (job model) / proportional split's. {ATTRIBUTION}")

@@ -59,7 +59,7 @@ def main() -> None:
     table.round(2).T.to_csv(args.out / "federation_forecast_summary.csv")
     for name in frame["set"].unique():
         plot_savings(args.out / f"forecast_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
-                     title=f"{name}: ours with the forecast vs the true future")
+                     title=f"{name}: ours with the forecast vs the true future", ours="carbon-aware")
     print(ATTRIBUTION)
 
 

@@ -57,7 +57,7 @@ def main() -> None:
     table.to_csv(args.out / "federation_lp_summary.csv")
     plot_savings(args.out / "federation_lp.png", frame[frame.dispatcher.isin(["proportional", "greedy", "carbon-aware",
                                                                                  *table.index[:3]])].to_dict("records"),
-                 title=f"{args.sets}: {args.dispatcher} grid, best 3")
+                 title=f"{args.sets}: {args.dispatcher} grid, best 3", ours="carbon-aware")
     print(ATTRIBUTION)
 
 

@@ -44,15 +44,16 @@ def main() -> None:
     table["carbon_t"] = table.pop("carbon_job_kg") / 1000
     print(table.to_string(index=False))
     table.to_csv(args.out.with_suffix(".csv"), index=False)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for row in table.itertuples():
-        ax.scatter(row.carbon_t, row.missed, color="tab:red" if row.cpu_s > 300 else "tab:blue")
-        ax.annotate(f"{row.dispatcher} ({row.cpu_s:.0f} CPU s)", (row.carbon_t, row.missed), fontsize=7)
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, row in enumerate(table.itertuples()):  # a legend, not labels: close points would overlap
+        over = row.cpu_s > 300
+        ax.scatter(row.carbon_t, row.missed, color=plt.cm.tab10(i % 10), marker="X" if over else "o", s=60 if over else 30,
+                   label=f"{row.dispatcher} ({row.cpu_s:.0f} CPU s)")
     ax.axhline(args.reference_missed * 1.05, ls="--", color="grey", label=f"{args.reference} misses + 5 %")
     ax.set_xlabel("dynamic carbon, t CO2e (job model)")
     ax.set_ylabel("deadline misses")
-    ax.set_title("Full-year 4-cluster DLRM replay (red: > 300 CPU s)")
-    ax.legend(fontsize=7)
+    ax.set_title("Full-year 4-cluster DLRM replay (×: > 300 CPU s)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.text(0.01, 0.01, ATTRIBUTION, fontsize=6)
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)

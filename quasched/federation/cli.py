@@ -89,5 +89,5 @@ def federation(
     console.print(federation_table(rows, title=f"{trace}: {clusters} clusters, {days:g}-day windows, policy {policy}"))
     console.print("saving = 1 − dynamic kg CO2e (job model) / proportional split's. " + ATTRIBUTION)
     if out is not None:
-        written = [write_rows(out / "federation.csv", rows), plot_savings(out / "savings.png", rows, title=trace)]
+        written = [write_rows(out / "federation.csv", rows), plot_savings(out / "savings.png", rows, title=trace, ours=names[-1])]
         console.print(f"wrote {len(written)} files to {out}")

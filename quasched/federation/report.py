@@ -47,15 +47,15 @@ def write_rows(path: Path, rows: Sequence[dict]) -> Path:
     return path
 
 
-def plot_savings(path: Path, rows: Sequence[dict], title: str = "") -> Path:
-    """Saving vs proportional split per dispatcher (mean over seeds, bar; every seed, dots)."""
+def plot_savings(path: Path, rows: Sequence[dict], title: str = "", ours: str | None = None) -> Path:
+    """Saving vs proportional split per dispatcher (mean over seeds, bar, ``ours`` in green; every seed, dots)."""
     frame = pd.DataFrame(list(rows))
     order = list(dict.fromkeys(frame["dispatcher"]))
     fig = Figure(figsize=(8, 4.5), dpi=120)
     ax = fig.subplots()
     for i, name in enumerate(order):
         values = frame.loc[frame["dispatcher"] == name, "saving_pct"].to_numpy(dtype=float)
-        ax.bar(i, np.nanmean(values), color="tab:green" if name == "carbon-aware" else "tab:grey", alpha=0.7)
+        ax.bar(i, np.nanmean(values), color="tab:green" if name == ours else "tab:grey", alpha=0.7)
         ax.plot(np.full(len(values), i), values, "k.", ms=4)
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
