@@ -350,6 +350,16 @@ class StateTable(NodeStates):
         self._amount[len(self) - len(keys): len(self)] = kernels().amounts(vectors)
 
 
+def node_states(cluster: Cluster, with_memory: bool = False) -> NodeStates:
+    """The shared :class:`NodeStates` of ``cluster``, kept in ``cluster.caches``: the score plugins that
+    memoise by node state intern each changed node once between them, not once each."""
+    per_cluster = cluster.caches.setdefault("node_states", {})
+    states = per_cluster.get(with_memory)
+    if states is None:
+        states = per_cluster[with_memory] = NodeStates(cluster, with_memory)
+    return states
+
+
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
     """The shared :class:`StateTable` of ``cluster`` for ``typical`` pods.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.metrics.fragmentation import NodeStates, TypicalPods
+from quasched.metrics.fragmentation import TypicalPods, node_states
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Pod
@@ -46,7 +46,7 @@ class DeviceBalanceScore(ScorePlugin):
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
-        self.states = NodeStates(cluster)
+        self.states = node_states(cluster)
         self._memo = StateScoreMemo(self.states)
 
     def _starved(self, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:

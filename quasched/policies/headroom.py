@@ -54,7 +54,7 @@ from collections import Counter
 
 import numpy as np
 
-from quasched.metrics.fragmentation import NodeStates, TypicalPods
+from quasched.metrics.fragmentation import TypicalPods, node_states
 from quasched.model.cluster import Cluster, accessible
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
@@ -124,7 +124,7 @@ class HeadroomScore(ScorePlugin):
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
         self.cluster = cluster
-        self.states = NodeStates(cluster, with_memory=True)
+        self.states = node_states(cluster, with_memory=True)
         self.seen: Counter = Counter()
         self.n_seen = 0
         self.next_refresh = self.first_refresh

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import pdtrc
 
-from quasched.metrics.fragmentation import NodeStates, TypicalPods
+from quasched.metrics.fragmentation import TypicalPods, node_states
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.resources import CPU
@@ -54,7 +54,7 @@ class LastHomesScore(ScorePlugin):
 
     def attach(self, cluster: Cluster, rng: RandomStream) -> None:
         super().attach(cluster, rng)
-        self.states = NodeStates(cluster)
+        self.states = node_states(cluster)
         self._layout = -1  # no cluster layout seen yet
 
     def _refresh(self, cluster: Cluster) -> None:
