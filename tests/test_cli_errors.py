@@ -43,6 +43,8 @@ def test_seed_ranges_and_negative_seeds():
     ("oursrare:nosuch=1", "--policy: policy oursrare: bad parameter 'nosuch=1' (parameters: beta, gamma)"),
     ("headroom:beta=-1", "--policy: policy headroom: parameter beta='-1' must be at least 0"),
     ("headroom:beta=two", "policy headroom: parameter beta='two' is not a float"),
+    ("headroom:beta=nan", "policy headroom: parameter beta='nan' must be a finite number"),
+    ("oursguard:delta=inf", "policy oursguard: parameter delta='inf' must be a finite number"),
     ("nosuch", "--policy: unknown policy 'nosuch'; choose from random,"),
 ])
 def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
