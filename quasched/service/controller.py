@@ -188,14 +188,15 @@ class Controller:
     def validate(self, spec: JobSpec) -> None:
         """Raise :class:`SpecError` for a job this service can never run."""
         if spec.team not in self.quota.queues:
-            raise SpecError("team", f"unknown team {spec.team!r}; known: {sorted(self.quota.queues)}")
+            raise SpecError("team", f"unknown team {spec.team!r}; known: {', '.join(sorted(self.quota.queues))} "
+                                    "(an admin adds one with `quasched queue NAME`)")
         if spec.priority_class not in self.options.priority_classes:
             raise SpecError("priority_class", f"unknown priority class {spec.priority_class!r}; "
-                                              f"known: {sorted(self.options.priority_classes)}")
+                                              f"known: {', '.join(sorted(self.options.priority_classes))}")
         models = [m for m in self.cluster.models if m]
         unknown = [m for m in spec_models(spec.gpu_model) if m not in models]
         if unknown:
-            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {models} "
+            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {', '.join(models)} "
                                          "(several allowed models: 'A|B')")
         if not 1 <= spec.pods <= MAX_GANG:
             raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
