@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -64,6 +65,13 @@ BackendName = Literal["local", "ray"]
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
+
+
+def finite_tune(value: float) -> float:
+    """``--tune`` callback: an infinite multiple would tune the workload forever."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite multiple of the GPU capacity; write e.g. 1.3")
+    return value
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -155,7 +163,8 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, min=0, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
+        1.3, min=0, callback=finite_tune,
+        help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -247,7 +256,8 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, min=0, help="Tune each workload to this multiple of cluster GPU capacity."),
+    tune: float = typer.Option(1.3, min=0, callback=finite_tune,
+                               help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     store: Path = typer.Option(

@@ -62,6 +62,11 @@ def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
 
 
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_an_infinite_tune_is_refused_not_run_forever(command):
+    assert "'--tune': inf is not a finite multiple of the GPU capacity; write e.g. 1.3" in invoke(command, "--tune", "inf")
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("--failure-rate", "-1"), "--failure-rate -1.0 must be at least 0"),
     (("--failure-rate", "1e-3", "--checkpoint-min", "0"), "--checkpoint-min 0.0 must be positive"),
