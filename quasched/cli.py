@@ -67,10 +67,10 @@ Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
-def finite_tune(value: float) -> float:
-    """``--tune`` callback: an infinite multiple would tune the workload forever."""
+def finite(value: float) -> float:
+    """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""
     if not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite multiple of the GPU capacity; write e.g. 1.3")
+        raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
     return value
 
 
@@ -163,7 +163,7 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, min=0, callback=finite_tune,
+        1.3, min=0, callback=finite,
         help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
@@ -256,7 +256,7 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, min=0, callback=finite_tune,
+    tune: float = typer.Option(1.3, min=0, callback=finite,
                                help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -339,7 +339,8 @@ def replay(
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, min=0.01, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
+        1.0, min=0.01, callback=finite,
+        help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),

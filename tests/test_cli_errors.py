@@ -62,9 +62,9 @@ def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
 
 
-@pytest.mark.parametrize("command", ["simulate", "sweep"])
-def test_an_infinite_tune_is_refused_not_run_forever(command):
-    assert "'--tune': inf is not a finite multiple of the GPU capacity; write e.g. 1.3" in invoke(command, "--tune", "inf")
+@pytest.mark.parametrize("args", [("simulate", "--tune"), ("sweep", "--tune"), ("replay", "--headroom")])
+def test_an_infinite_multiple_is_refused_not_run_forever(args):
+    assert f"'{args[1]}': inf is not a finite number; write a multiple such as 1.3" in invoke(*args, "inf")
 
 
 @pytest.mark.parametrize(("args", "says"), [
