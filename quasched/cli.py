@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -298,13 +299,18 @@ def sweep(
     except RuntimeError as err:
         fail(str(err))
     output_dir(out)
+    try:
+        results = ResultStore(store)
+    except (OSError, sqlite3.Error) as err:
+        fail(f"--store {store}: cannot open it as a results store ({err}); "
+             "pass a new file or one an earlier sweep wrote, in a writable folder")
     curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
     console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
                   f"store {store}, backend {backend}")
     start = time.perf_counter()
-    with ResultStore(store) as results, progress_bar() as bar:
+    with results, progress_bar() as bar:
         task = bar.add_task("runs", total=len(tasks))
         try:
             result = run_matrix(tasks, results, runner, on_done=lambda *_: bar.advance(task))

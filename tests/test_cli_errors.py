@@ -102,6 +102,15 @@ def test_machine_lists(text, counts):
     assert parse_machines(text) == counts
 
 
+def test_an_unusable_sweep_store_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "notes.sqlite").write_text("not a database")
+    for store, says in [(tmp_path / "notes.sqlite", "file is not a database"),
+                        (tmp_path / "file" / "x.sqlite", "")]:
+        (tmp_path / "file").write_text("a file where the folder should be")
+        out = invoke("sweep", "--traces", "synthetic", "--policy", "fgd", "--seeds", "1", "--store", str(store))
+        assert f"--store {store}: cannot open it as a results store" in out and says in out
+
+
 @pytest.mark.parametrize(("machines", "says"), [
     ("10:5:1", "'10:5:1' gives no machine counts: every count must be at least 1"),
     ("0,10", "'0,10' gives [0, 10]"), ("10:20:0", "bad machine list '10:20:0'"),
