@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -64,6 +66,13 @@ BackendName = Literal["local", "ray"]
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
+
+
+def finite(value: float) -> float:
+    """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
+    return value
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -155,7 +164,8 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, min=0, help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
+        1.3, min=0, callback=finite,
+        help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -247,7 +257,8 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, min=0, help="Tune each workload to this multiple of cluster GPU capacity."),
+    tune: float = typer.Option(1.3, min=0, callback=finite,
+                               help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
     store: Path = typer.Option(
@@ -288,13 +299,18 @@ def sweep(
     except RuntimeError as err:
         fail(str(err))
     output_dir(out)
+    try:
+        results = ResultStore(store)
+    except (OSError, sqlite3.Error) as err:
+        fail(f"--store {store}: cannot open it as a results store ({err}); "
+             "pass a new file or one an earlier sweep wrote, in a writable folder")
     curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
     console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
                   f"store {store}, backend {backend}")
     start = time.perf_counter()
-    with ResultStore(store) as results, progress_bar() as bar:
+    with results, progress_bar() as bar:
         task = bar.add_task("runs", total=len(tasks))
         try:
             result = run_matrix(tasks, results, runner, on_done=lambda *_: bar.advance(task))
@@ -329,7 +345,8 @@ def replay(
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, min=0.01, help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
+        1.0, min=0.01, callback=finite,
+        help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),

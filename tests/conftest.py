@@ -66,6 +66,14 @@ def compat_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def carbon_dir() -> Path:
+    """Folder of the hourly grid intensity: ``$QUASCHED_CARBON``, else ``../shared/carbon``."""
+    path = Path(os.environ.get("QUASCHED_CARBON") or SHARED / "carbon")
+    _existing(path / "carbon_intensity_2023_hourly.csv", "carbon_intensity_2023_hourly.csv", "QUASCHED_CARBON")
+    return path
+
+
 class OpenbTraces:
     """Cached openb node and pod lists of a data directory."""
 

@@ -43,6 +43,8 @@ def test_seed_ranges_and_negative_seeds():
     ("oursrare:nosuch=1", "--policy: policy oursrare: bad parameter 'nosuch=1' (parameters: beta, gamma)"),
     ("headroom:beta=-1", "--policy: policy headroom: parameter beta='-1' must be at least 0"),
     ("headroom:beta=two", "policy headroom: parameter beta='two' is not a float"),
+    ("headroom:beta=nan", "policy headroom: parameter beta='nan' must be a finite number"),
+    ("oursguard:delta=inf", "policy oursguard: parameter delta='inf' must be a finite number"),
     ("nosuch", "--policy: unknown policy 'nosuch'; choose from random,"),
 ])
 def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
@@ -58,6 +60,11 @@ def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
 ])
 def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
+
+
+@pytest.mark.parametrize("args", [("simulate", "--tune"), ("sweep", "--tune"), ("replay", "--headroom")])
+def test_an_infinite_multiple_is_refused_not_run_forever(args):
+    assert f"'{args[1]}': inf is not a finite number; write a multiple such as 1.3" in invoke(*args, "inf")
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -93,6 +100,15 @@ def test_workload_file_errors_name_file_line_and_field(tmp_path):
 @pytest.mark.parametrize(("text", "counts"), [("10:30:10", [10, 20, 30]), ("5", [5]), ("3,1", [3, 1])])
 def test_machine_lists(text, counts):
     assert parse_machines(text) == counts
+
+
+def test_an_unusable_sweep_store_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "notes.sqlite").write_text("not a database")
+    for store, says in [(tmp_path / "notes.sqlite", "file is not a database"),
+                        (tmp_path / "file" / "x.sqlite", "")]:
+        (tmp_path / "file").write_text("a file where the folder should be")
+        out = invoke("sweep", "--traces", "synthetic", "--policy", "fgd", "--seeds", "1", "--store", str(store))
+        assert f"--store {store}: cannot open it as a results store" in out and says in out
 
 
 @pytest.mark.parametrize(("machines", "says"), [

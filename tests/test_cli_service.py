@@ -79,7 +79,7 @@ def test_errors_are_clear(server, tmp_path):
     r = cli("submit", "--team", "default", "--gpus", "1", "--memory", "-3Gi", "--name", "x", env=env)
     assert r.exit_code == 2 and "memory:" in r.output
     r = cli("submit", "--team", "ghosts", "--name", "x", env=env)
-    assert r.exit_code == 2 and "team: unknown team 'ghosts'" in r.output
+    assert r.exit_code == 2 and "team: unknown team 'ghosts'; known: default (an admin adds one" in r.output
     r = cli("jobs", env={"QUASCHED_SERVER": base})  # no token anywhere
     assert r.exit_code == 2 and "401" in r.output and "QUASCHED_TOKEN" in r.output
     r = cli("jobs", env={"QUASCHED_SERVER": base, "QUASCHED_TOKEN": "wrong"})

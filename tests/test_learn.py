@@ -152,5 +152,7 @@ def test_cli_rejects_a_bad_checkpoint_before_running(tmp_path):
 
     from quasched.cli import app
 
-    result = CliRunner().invoke(app, ["simulate", "--policy", f"fgd,learned:weights={tmp_path / 'none.json'}"])
+    result = CliRunner().invoke(app, ["simulate", "--policy", f"fgd,learned:weights={tmp_path / 'none.json'}"],
+                                env={"COLUMNS": "300"})
     assert result.exit_code == 2 and "weights=" in result.output and "none.json" in result.output
+    assert "cannot read it (No such file or directory)" in " ".join(result.output.split())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ from quasched.policies.pwr import PWR
 from quasched.traces.carbon import ATTRIBUTION, load_carbon
 from quasched.traces.errors import TraceError, TraceNotFound
 
-CARBON = Path(__file__).parents[2] / "shared" / "carbon"
 XEON = CPU_PROFILES["xeon-e5-2682-v4"]  # 15 W idle, 120 W full, 16 cores per socket
 
 
@@ -150,18 +148,18 @@ def test_pwr_policy_places_where_least_power_is_added_and_mixes_weigh_fgd():
         make_policy("pwrfgd:pwr=1200", typical)
 
 
-def test_carbon_loader(tmp_path, monkeypatch):
-    de = load_carbon("DE-LU", CARBON)
+def test_carbon_loader(tmp_path, monkeypatch, carbon_dir):
+    de = load_carbon("DE-LU", carbon_dir)
     assert len(de) == 8760 and str(de.start) == "2023-01-01T00" and de.g_per_kwh[0] == 140.51
     assert de.hours_from(np.datetime64("2023-12-31T23:30"), 2).tolist() == [de.g_per_kwh[-1], de.g_per_kwh[0]]
     assert "Electricity Maps" in ATTRIBUTION and "ODbL" in ATTRIBUTION
-    monkeypatch.setenv("QUASCHED_CARBON", str(CARBON))
+    monkeypatch.setenv("QUASCHED_CARBON", str(carbon_dir))
     assert load_carbon("GB", kind="lca").kind == "lca"
     monkeypatch.delenv("QUASCHED_CARBON")
     with pytest.raises(TraceNotFound, match="carbon-dir"):
         load_carbon("GB", tmp_path)
     with pytest.raises(TraceError, match="no zone 'XX'"):
-        load_carbon("XX", CARBON)
+        load_carbon("XX", carbon_dir)
     bad = tmp_path / "carbon_intensity_2023_hourly.csv"
     bad.write_text("datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated\n"
                    "2023-01-01 00:00:00,Z,10,12,0\n2023-01-01 02:00:00,Z,11,13,0\n")
@@ -169,7 +167,7 @@ def test_carbon_loader(tmp_path, monkeypatch):
         load_carbon("Z", tmp_path)
 
 
-def test_replay_energy_and_carbon_by_hand():
+def test_replay_energy_and_carbon_by_hand(carbon_dir):
     """Two pods on one T4 node: the replay's records, energy and carbon computed by hand."""
     from quasched.model.workload import Workload
     from quasched.sim.replay import run_replay
@@ -185,7 +183,7 @@ def test_replay_energy_and_carbon_by_hand():
     assert r.events.power_w.tolist() == [200, 260, 200, 35]
     # 0.5 h × 200 + 0.5 h × 260 + 1 h × 200 = 430 Wh
     assert r.energy_kwh() == pytest.approx(0.43)
-    series = load_carbon("DE-LU", CARBON)
+    series = load_carbon("DE-LU", carbon_dir)
     g = series.g_per_kwh
     assert r.carbon_kg(series) == pytest.approx((0.1 * g[0] + 0.13 * g[0] + 0.2 * g[1]) / 1000)
     start = np.datetime64("2023-06-01T12:30")
@@ -194,19 +192,19 @@ def test_replay_energy_and_carbon_by_hand():
     assert r.carbon_kg(series, start=start) == pytest.approx((0.1 * h[0] + (0.13 + 0.1) * h[1] + 0.1 * h[2]) / 1000)
 
 
-def test_replay_cli_reports_energy_and_attributed_carbon(tmp_path):
+def test_replay_cli_reports_energy_and_attributed_carbon(tmp_path, carbon_dir):
     from typer.testing import CliRunner
 
     from quasched.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["replay", "--carbon-zone", "GB", "--carbon-dir", str(CARBON), "--pue", "1.2",
+    result = runner.invoke(app, ["replay", "--carbon-zone", "GB", "--carbon-dir", str(carbon_dir), "--pue", "1.2",
                                  "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "kg CO2e" in result.output and "Electricity Maps" in result.output and "ODbL" in result.output
     summary = (tmp_path / "summary.csv").read_text()
     assert "energy_kwh" in summary and "carbon_kg" in summary and "Electricity Maps" in summary
-    bad = runner.invoke(app, ["replay", "--carbon-zone", "XX", "--carbon-dir", str(CARBON)])
+    bad = runner.invoke(app, ["replay", "--carbon-zone", "XX", "--carbon-dir", str(carbon_dir)])
     assert bad.exit_code != 0 and "no zone 'XX'" in bad.output
 
 

@@ -234,8 +234,8 @@ def test_fit_classes_match_the_filter(node_rows, pod_rows, moves, seed):
     scheduler = Scheduler(cluster, make_policy("random", TypicalPods.from_workload(w)),
                           np.arange(len(spec)), NumpyStream(seed))
     all_nodes = np.arange(len(spec))
-    for _, place, remove in moves:
-        for uid in (place % len(w), remove % len(w)):
+    for _, place, remove in [(0, None, None), *moves]:  # the empty cluster first: checked even without moves
+        for uid in () if place is None else (place % len(w), remove % len(w)):
             if uid in cluster.placements and uid == remove % len(w):
                 cluster.remove(uid)
             elif uid not in cluster.placements:

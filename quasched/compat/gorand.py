@@ -121,6 +121,7 @@ class GoRand:
 
     # ---------------------------------------------------------- raw draws
     def uint64(self) -> int:
+        """Go's ``rngSource.Uint64``: the next value of the additive lagged Fibonacci generator."""
         self.tap = self.tap - 1 if self.tap else _LEN - 1
         self.feed = self.feed - 1 if self.feed else _LEN - 1
         value = (self.vec[self.feed] + self.vec[self.tap]) & _MASK64
@@ -128,15 +129,19 @@ class GoRand:
         return value
 
     def int63(self) -> int:
+        """Go's ``Rand.Int63``: a non-negative 63-bit integer."""
         return self.uint64() & _MASK63
 
     def int31(self) -> int:
+        """Go's ``Rand.Int31``: the top 31 bits of :meth:`int63`."""
         return self.int63() >> 32
 
     def uint32(self) -> int:
+        """Go's ``Rand.Uint32``: 32 bits of :meth:`int63` (as Go takes them)."""
         return (self.int63() >> 31) & 0xFFFFFFFF
 
     def int31n(self, n: int) -> int:
+        """Go's ``Rand.Int31n``: uniform in ``[0, n)`` by rejection (a mask for powers of two)."""
         if n & (n - 1) == 0:
             return self.int31() & (n - 1)
         limit = _INT32_MAX - (1 << 31) % n
@@ -183,6 +188,7 @@ class GoRand:
         return choice
 
     def burn(self, draws: int) -> None:
+        """Spend ``draws`` :meth:`int63` draws (those Go's simulator makes outside the scheduler)."""
         for _ in range(draws):
             self.int63()
 

@@ -132,6 +132,7 @@ class Bridge:
         return first
 
     def recall(self, uid: str) -> dict[str, Any] | None:
+        """The last pod object seen with ``uid`` (None if never seen)."""
         with self._pods_lock:
             return self._pods.get(uid)
 
@@ -213,6 +214,7 @@ class Bridge:
         return f"quasched: insufficient {check}"
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """kube-scheduler's Filter call: the nodes where quasched's fit rule places the pod, and why the others fail."""
         pod = wire.object_of(args, "Pod")
         assert pod is not None
         names, items = wire.node_names(args)
@@ -234,6 +236,8 @@ class Bridge:
 
     # ------------------------------------------------------------ prioritize
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """kube-scheduler's Prioritize call: the service policy's scores on kube-scheduler's 0..10 scale
+        (:func:`extender_scores`: quasched's own pick alone at 10), whose GPUs are held until bind."""
         pod = wire.object_of(args, "Pod")
         assert pod is not None
         names, _ = wire.node_names(args)
@@ -275,6 +279,7 @@ class Bridge:
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
+        """kube-scheduler's Bind call: reserve the pod's devices and bind it through the API server."""
         name = wire.text_of(args, "PodName")
         namespace = wire.text_of(args, "PodNamespace")
         uid = wire.text_of(args, "PodUID", required=False)

@@ -148,6 +148,7 @@ class Sync:
 
     # ------------------------------------------------------------ apply
     def apply_nodes(self, nodes: Iterable[Mapping[str, Any]], complete: bool = True) -> NodeChanges:
+        """Mirror the API server's nodes into the service (add, update, cordon); with ``complete`` remove the nodes not listed."""
         service = self.bridge.service
         with service.lock:
             changes = node_changes(nodes, service.records, complete)
@@ -194,6 +195,8 @@ class Sync:
                 self.bridge.release(uid, "cancelled")
 
     def apply_pods(self, pods: Iterable[Mapping[str, Any]], complete: bool = True) -> PodChanges:
+        """Mirror the API server's GPU pods: end the jobs of finished pods (with ``complete`` also of pods not
+        listed) and adopt bound pods quasched has no job for."""
         pods = list(pods)
         with self.bridge.service.lock:
             changes = pod_changes(pods, self.bridge.pod_jobs(), complete)
@@ -247,6 +250,7 @@ class Sync:
         self.apply_pods(pods)
 
     def start(self) -> None:
+        """Resync once, then list and watch nodes and pods on two daemon threads."""
         from quasched.kube.extender import log
 
         try:
@@ -260,6 +264,7 @@ class Sync:
             self._threads.append(thread)
 
     def stop(self) -> None:
+        """Stop the watch threads (each joined for up to 2 s)."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2)

@@ -275,6 +275,7 @@ class Cluster:
         self._refresh(node)
 
     def uncordon(self, node: int | str) -> None:
+        """Let ``node`` take pods again."""
         node = self.node(node)
         self.cordoned[node] = False
         self._refresh(node)

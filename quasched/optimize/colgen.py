@@ -20,6 +20,7 @@ pattern MILP over them is exact.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -245,6 +246,10 @@ class Master:
         return out
 
 
+#: ``pricer(shapes, type, prices) -> (patterns, proven)``, as :func:`price`
+Pricer = Callable[[Shapes, int, np.ndarray], tuple[list[np.ndarray], bool]]
+
+
 def price(sh: Shapes, t: int, pi: np.ndarray) -> tuple[list[np.ndarray], bool]:
     """Most valuable pattern of type ``t`` under shape prices ``pi`` (small MILP), and whether proven."""
     useful = np.flatnonzero((pi > TOL) & (sh.fit[t] > 0))
@@ -273,7 +278,7 @@ def _pattern_rows(m: LinearModel, sh: Shapes, t: int, idx: np.ndarray, x: np.nda
         m.add_row(np.concatenate([x[lo], x[hi]]), np.concatenate([np.ones(lo.sum()), np.full(hi.sum(), big)]), hi=big)
 
 
-def generate(master: Master, deadline: float, pricer=None, patience: int = 0) -> tuple[float, np.ndarray, np.ndarray, bool]:
+def generate(master: Master, deadline: float, pricer: Pricer | None = None, patience: int = 0) -> tuple[float, np.ndarray, np.ndarray, bool]:
     """Column generation: LP value, final duals, and whether it provably converged.
 
     ``pricer(shapes, type, prices) -> (patterns, proven)`` returns candidate

@@ -21,11 +21,13 @@ Objective: the ``k``-th job of an app in submission order weighs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from quasched.model.cluster import NodeSpec, accessible
 from quasched.model.resources import RESOURCES as MODEL_RESOURCES
@@ -254,8 +256,10 @@ def from_workload(
     )
 
 
-def small_problem(demand, capacity, *, apps=None, limits=None, specs=None, models=None,
-                  resources: tuple[str, ...] = ("cpu_milli", "gpu_milli", "memory_mib"), **options) -> BatchProblem:
+def small_problem(demand: ArrayLike, capacity: ArrayLike, *, apps: Sequence[int] | None = None,
+                  limits: Sequence[int] | None = None, specs: Sequence[str] | None = None,
+                  models: Sequence[str] | None = None,
+                  resources: tuple[str, ...] = ("cpu_milli", "gpu_milli", "memory_mib"), **options: Any) -> BatchProblem:
     """A hand-made problem: ``demand`` rows per job and ``capacity`` rows per machine over ``resources``.
 
     Jobs are submitted in row order; ``apps``/``limits`` default to no app and no limit,

@@ -43,9 +43,14 @@ def learned_policy(typical: TypicalPods, weights: list[float]) -> Policy:
 def load_weights(path: str | Path) -> list[float]:
     """The weights of a checkpoint; :class:`ValueError` naming the file and field when it is not valid."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror}); pass a checkpoint written by "
+                         "`python benchmarks/learn.py train --checkpoint FILE`") from None
+    try:
+        data = json.loads(text)
         features, weights = data["features"], [float(w) for w in data["weights"]]
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except (ValueError, TypeError, KeyError) as err:
         raise ValueError(f"{path}: not a learned-policy checkpoint ({type(err).__name__}: {err})") from None
     if list(features) != list(FEATURES):
         raise ValueError(f"{path}: field 'features' must be {list(FEATURES)}, got {features}")

@@ -12,6 +12,7 @@ identifiers used in configs, results and files; tables and plots show
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable
@@ -43,6 +44,8 @@ class Param:
             value = _PARSERS.get(self.kind, self.kind)(text)
         except (KeyError, ValueError):
             raise ValueError(f"parameter {self.name}={text!r} is not a {self.kind.__name__}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"parameter {self.name}={text!r} must be a finite number")
         if self.choices and value not in self.choices:
             raise ValueError(f"parameter {self.name}={text!r}: choose from {', '.join(map(str, self.choices))}")
         if self.minimum is not None and value < self.minimum:

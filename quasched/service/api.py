@@ -109,12 +109,14 @@ class Broker:
         self._lock = threading.Lock()
 
     def subscribe(self) -> _Subscriber:
+        """A new live-stream subscriber on the running event loop."""
         sub = _Subscriber(asyncio.get_running_loop(), self.maxsize)
         with self._lock:
             self._subscribers.add(sub)
         return sub
 
     def unsubscribe(self, sub: _Subscriber) -> None:
+        """Stop sending events to ``sub``."""
         with self._lock:
             self._subscribers.discard(sub)
 
@@ -123,6 +125,7 @@ class Broker:
         return len(self._subscribers)
 
     def publish(self, events: list[Event | None]) -> None:
+        """Offer ``events`` to every subscriber (thread-safe; a subscriber whose loop closed is dropped)."""
         if not events:
             return
         with self._lock:
@@ -197,16 +200,19 @@ class Service:
         print(f"quasched: created admin token {secret}{where}", file=sys.stderr)
 
     def lookup_token(self, secret: str) -> Any:
+        """Who holds the API token ``secret`` (None if unknown)."""
         return self.store.token(secret)
 
     # ------------------------------------------------------------ timer thread
     def start(self) -> None:
+        """Start the timer thread (completions by duration, grace periods) if it is not running."""
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run_timers, name="quasched-timers", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
+        """Stop the timer thread and close the live streams."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -267,14 +273,17 @@ class Service:
 
     # ------------------------------------------------------------ views
     def job_out(self, job: Job) -> JobOut:
+        """The API view of ``job`` (its live state when unfinished, with its queue position)."""
         live = self.ctl.jobs.get(job.id)
         return JobOut.of(live if live is not None else job, self.ctl.position.get(job.id))
 
     def node_out(self, raw: dict[str, Any]) -> NodeOut:
+        """The API view of one node of the controller's snapshot."""
         record = self.records.get(raw["name"])
         return NodeOut(num_gpus=len(raw["gpu_used_milli"]), labels=dict(record.labels) if record else {}, **raw)
 
     def nodes_out(self, names: set[str] | None = None) -> list[NodeOut]:
+        """The API view of the nodes named in ``names`` (all when None)."""
         return [self.node_out(n) for n in self.ctl.snapshot()["nodes"] if names is None or n["name"] in names]
 
 

@@ -188,14 +188,15 @@ class Controller:
     def validate(self, spec: JobSpec) -> None:
         """Raise :class:`SpecError` for a job this service can never run."""
         if spec.team not in self.quota.queues:
-            raise SpecError("team", f"unknown team {spec.team!r}; known: {sorted(self.quota.queues)}")
+            raise SpecError("team", f"unknown team {spec.team!r}; known: {', '.join(sorted(self.quota.queues))} "
+                                    "(an admin adds one with `quasched queue NAME`)")
         if spec.priority_class not in self.options.priority_classes:
             raise SpecError("priority_class", f"unknown priority class {spec.priority_class!r}; "
-                                              f"known: {sorted(self.options.priority_classes)}")
+                                              f"known: {', '.join(sorted(self.options.priority_classes))}")
         models = [m for m in self.cluster.models if m]
         unknown = [m for m in spec_models(spec.gpu_model) if m not in models]
         if unknown:
-            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {models} "
+            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {', '.join(models)} "
                                          "(several allowed models: 'A|B')")
         if not 1 <= spec.pods <= MAX_GANG:
             raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
@@ -230,6 +231,7 @@ class Controller:
         return job
 
     def cancel(self, job_id: int, now: float) -> Job:
+        """End ``job_id`` as cancelled (queued or running); its resources are freed at once."""
         return self._end(job_id, now, JobState.CANCELLED)
 
     def finish(self, job_id: int, now: float, failed: bool = False) -> Job:
@@ -240,6 +242,7 @@ class Controller:
         return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
 
     def job(self, job_id: int) -> Job:
+        """The unfinished job ``job_id`` (KeyError if it has finished or never existed)."""
         job = self.jobs.get(job_id)
         if job is None:
             raise KeyError(f"no unfinished job {job_id}")
@@ -289,6 +292,7 @@ class Controller:
 
     # ------------------------------------------------------------ nodes
     def add_node(self, record: NodeRecord, now: float) -> None:
+        """Add ``record``'s node (cordoned and unhealthy devices as recorded); the GPU quota capacity follows."""
         c = self.cluster
         c.add_node(record.name, {"cpu": record.cpu_milli, "memory": record.memory_mib}, record.num_gpus,
                    record.gpu_model, record.labels)
@@ -301,18 +305,21 @@ class Controller:
         self._dirty = True
 
     def remove_node(self, name: str, now: float) -> None:
+        """Drain node ``name`` (its jobs are requeued) and remove it; the GPU quota capacity follows."""
         self.drain(name, now)
         self.cluster.remove_node(name)
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         self._events.append(Event(now, "node-removed", node=name))
 
     def cordon(self, name: str, now: float, drain: bool = False) -> None:
+        """Place nothing more on node ``name``; with ``drain`` also requeue its jobs."""
         self.cluster.cordon(name)
         self._events.append(Event(now, "node-cordoned", node=name))
         if drain:
             self.drain(name, now)
 
     def uncordon(self, name: str, now: float) -> None:
+        """Let node ``name`` take jobs again."""
         self.cluster.uncordon(name)
         self._events.append(Event(now, "node-uncordoned", node=name))
         self._dirty = True
@@ -348,11 +355,13 @@ class Controller:
         self._dirty = True
 
     def put_queue(self, spec: QueueSpec) -> None:
+        """Create or replace a queue (quota and cohort); the next cycle reconsiders every pending job."""
         self.quota.put(spec)
         self._full = self._dirty = True
 
     # ------------------------------------------------------------ time
     def next_timer(self) -> float | None:
+        """Time of the earliest pending timer (a completion or a grace-period end), None if none."""
         return self._timers[0][0] if self._timers else None
 
     def _fire(self, now: float) -> None:
@@ -604,6 +613,7 @@ class Controller:
         self.samples.append((now, self.gpu_allocation(), frag, pending))
 
     def gpu_allocation(self) -> float:
+        """Allocated GPU milli as % of the cluster's GPUs."""
         return percent(self.cluster.gpu_allocated, FULL_GPU_MILLI * self.cluster.total_gpus)
 
     def _table(self) -> StateTable | None:
@@ -629,6 +639,7 @@ class Controller:
         return status.snapshot(self)
 
     def queue_status(self) -> list[dict[str, Any]]:
+        """Per queue: quota, cohort, GPUs used and borrowed, fair share, pending and running jobs."""
         return status.queue_status(self)
 
     # ------------------------------------------------------------ recovery

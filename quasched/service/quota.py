@@ -46,6 +46,7 @@ class QuotaBook:
             self.put(q)
 
     def put(self, queue: QueueSpec) -> None:
+        """Create or replace a queue's quota and cohort."""
         self.queues[queue.name] = queue
 
     def key(self, queue: str, model: str) -> str | None:
@@ -54,6 +55,7 @@ class QuotaBook:
         return model if model in quota else ANY_MODEL if ANY_MODEL in quota else None
 
     def nominal(self, queue: str, key: str) -> int:
+        """The queue's nominal quota on ``key`` in GPU milli."""
         return round(self.queues[queue].quota[key] * MILLI)
 
     def unused(self, queue: str, model: str) -> int:
@@ -62,10 +64,12 @@ class QuotaBook:
         return 0 if key is None else self.nominal(queue, key) - self.usage[queue, key]
 
     def cohort(self, queue: str) -> list[str]:
+        """The queues sharing ``queue``'s cohort (itself included; empty without a cohort)."""
         cohort = self.queues[queue].cohort
         return [q for q, spec in self.queues.items() if cohort and spec.cohort == cohort]
 
     def within_nominal(self, queue: str, model: str, milli: int) -> bool:
+        """Whether ``milli`` more GPU on ``model`` keeps ``queue`` within its own quota (no borrowing)."""
         key = self.key(queue, model)
         return key is None or self.usage[queue, key] + milli <= self.nominal(queue, key)
 

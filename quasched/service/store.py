@@ -245,6 +245,7 @@ class Store:
         self._session = sessionmaker(self.engine, expire_on_commit=False)
 
     def close(self) -> None:
+        """Release the database connections."""
         self.engine.dispose()
 
     # jobs
@@ -288,6 +289,7 @@ class Store:
                     ev.id = event_id
 
     def job(self, job_id: int) -> Job | None:
+        """The stored job ``job_id`` (None if unknown)."""
         with self._session() as session:
             row = session.get(JobRow, job_id)
             return None if row is None else to_job(row)
@@ -335,12 +337,14 @@ class Store:
                     setattr(row, column, value)
 
     def delete_node(self, name: str) -> None:
+        """Forget node ``name`` (no-op if it is not stored)."""
         with self._session.begin() as session:
             row = session.scalar(select(NodeRow).where(NodeRow.name == name))
             if row is not None:
                 session.delete(row)
 
     def put_queue(self, queue: QueueSpec) -> None:
+        """Create or replace a queue's row."""
         with self._session.begin() as session:
             session.merge(QueueRow(**queue_values(queue)))
 
@@ -354,10 +358,12 @@ class Store:
         return secret
 
     def has_admin_token(self) -> bool:
+        """Whether any admin token exists (the first start creates one)."""
         with self._session() as session:
             return session.scalar(select(TokenRow.id).where(TokenRow.admin.is_(True)).limit(1)) is not None
 
     def token(self, secret: str) -> TokenInfo | None:
+        """Who holds the API token ``secret`` (None if it is not a stored token)."""
         with self._session() as session:
             row = session.scalar(select(TokenRow).where(TokenRow.sha256 == digest(secret)))
             return None if row is None else TokenInfo(row.name, row.team, row.admin)

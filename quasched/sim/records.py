@@ -79,10 +79,12 @@ class EventRecords:
 
     @classmethod
     def empty(cls, n: int) -> EventRecords:
+        """Zeroed records for ``n`` events (filled by :class:`EventRecorder`)."""
         return cls(kind=np.zeros(n, dtype=np.int8), **{k: np.zeros(n, dtype=np.int64) for k in _INTS},
                    **{k: np.zeros(n) for k in _FLOATS})
 
     def truncate(self, n: int) -> EventRecords:
+        """A copy of the first ``n`` events."""
         return EventRecords(**{f.name: getattr(self, f.name)[:n].copy() for f in fields(self)})
 
     def __len__(self) -> int:
@@ -143,5 +145,6 @@ class EventRecorder:
         r.power_w[e], r.power_linear_w[e] = self.power.refresh()
 
     def result(self) -> EventRecords:
+        """The events recorded so far."""
         return self.records.truncate(self.n)
 

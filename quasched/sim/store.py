@@ -113,6 +113,7 @@ class ResultStore:
         self.close()
 
     def close(self) -> None:
+        """Close the SQLite file."""
         self._db.close()
 
     def __len__(self) -> int:
@@ -134,5 +135,6 @@ class ResultStore:
         self._db.commit()
 
     def get(self, key: RunKey) -> RunSummary | None:
+        """The stored summary of ``key``'s run (None if it has not run)."""
         row = self._db.execute("SELECT summary FROM runs WHERE key = ?", (key.id,)).fetchone()
         return None if row is None else summary_from_json(row[0])
