@@ -60,13 +60,15 @@ def reservation(cluster: Cluster, head: Pod, end: np.ndarray, now: float) -> Res
     running = np.fromiter(cluster.placements, dtype=np.int64, count=len(cluster.placements))
     shadow, free_now = np.inf, np.flatnonzero(fit_mask(cluster, head)).tolist()
     if free_now:
-        return Reservation(now, free_now, *([getattr(cluster, a)[n] for n in free_now] for a in ("free", "gpu_free", "app_count")))
+        live = (cluster.free, cluster.gpu_free, cluster.app_count)
+        return Reservation(now, free_now, *([a[n] for n in free_now] for a in live))
     for uid in running[np.argsort(end[running], kind="stable")].tolist():
         if end[uid] > shadow:
             break
         placed = cluster.placements[uid]
         n, pod = placed.node, placed.pod
-        free, gpu, apps = rows.setdefault(n, (cluster.free[n].copy(), cluster.gpu_free[n].copy(), cluster.app_count[n].copy()))
+        free, gpu, apps = rows.setdefault(n, (cluster.free[n].copy(), cluster.gpu_free[n].copy(),
+                                              cluster.app_count[n].copy()))
         free += pod.request
         devices = list(placed.devices)
         gpu[devices] += np.where(cluster.gpu_healthy[n, devices], pod.gpu_milli, 0)
@@ -100,7 +102,7 @@ class ShadowGuard(Backfilling):
 
     def reset(self, view: View) -> None:
         super().reset(view)
-        self.booked: dict[int, tuple[tuple[int, int], Reservation]] = {}  # cluster -> ((change mark, head), reservation)
+        self.booked: dict[int, tuple[tuple[int, int], Reservation]] = {}  # cluster -> ((change mark, head), its)
 
     def passable(self, job: int, now: float, among: np.ndarray) -> np.ndarray:
         v = self.view
