@@ -16,7 +16,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh3 seeds``, ``fresh3 zones``, ``fresh3 synthetic``: seeds 31-35, 31-35, 31-40, never run before the EASY-guard
   branch (``fed6``);
 - ``fresh4 seeds``, ``fresh4 zones``, ``fresh4 synthetic``: seeds 41-45, 41-45, 41-50, never run before the
-  protection-level branch (``fed7``).
+  protection-level branch (``fed7``);
+- ``fresh5 seeds``, ``fresh5 zones``, ``fresh5 synthetic``: seeds 51-55, 51-55, 51-60, never run before the
+  node-level EASY branch (``fed8``).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -114,7 +116,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "fresh3 seeds": (lambda s: tuning, range(31, 36)), "fresh3 zones": (lambda s: [real[z] for z in held], range(31, 36)),
             "fresh3 synthetic": (synthetic_zones, range(31, 41)),
             "fresh4 seeds": (lambda s: tuning, range(41, 46)), "fresh4 zones": (lambda s: [real[z] for z in held], range(41, 46)),
-            "fresh4 synthetic": (synthetic_zones, range(41, 51))}
+            "fresh4 synthetic": (synthetic_zones, range(41, 51)),
+            "fresh5 seeds": (lambda s: tuning, range(51, 56)), "fresh5 zones": (lambda s: [real[z] for z in held], range(51, 56)),
+            "fresh5 synthetic": (synthetic_zones, range(51, 61))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]

@@ -51,14 +51,15 @@ class Backfilling(CarbonAware):
         v = self.view
         room = ~planned[:, 0] & (v.load_after(job) <= 1) & (cost[:, 0] < cost[pick.cluster, 0])
         if room.any():
-            room &= self.passable(job, now)
+            room &= self.passable(job, now, room)
         if not room.any():
             return pick
         self.fallback[job] = pick.cluster
         return Decision(int(np.argmin(np.where(room, cost[:, 0], np.inf))), now)
 
-    def passable(self, job: int, now: float) -> np.ndarray:
-        """Per cluster: may ``job``, started now, pass its queue (unguarded: everywhere; module docstring)."""
+    def passable(self, job: int, now: float, among: np.ndarray) -> np.ndarray:
+        """Per cluster (asked for those of ``among``): may ``job``, started now, pass its queue (unguarded:
+        everywhere; module docstring)."""
         return np.ones(self.view.clusters, dtype=bool)
 
     def release(self, job: int, now: float, cluster: int) -> Decision:
@@ -84,7 +85,7 @@ class BackfillDisplacement(Backfilling, DisplacementPriced):
 class EasyGuard(Backfilling):
     """Passes a queue only if the job ends by the head's latest start (module docstring)."""
 
-    def passable(self, job: int, now: float) -> np.ndarray:
+    def passable(self, job: int, now: float, among: np.ndarray) -> np.ndarray:
         v = self.view
         return (v.head < 0) | (now + v.duration[job] <= v.latest_start[v.head])
 
@@ -92,7 +93,7 @@ class EasyGuard(Backfilling):
 class ConservativeGuard(Backfilling):
     """Passes a queue only if the job ends by every latest start still ahead in it (module docstring)."""
 
-    def passable(self, job: int, now: float) -> np.ndarray:
+    def passable(self, job: int, now: float, among: np.ndarray) -> np.ndarray:
         return now + self.view.duration[job] <= self.view.earliest_due(now)
 
 

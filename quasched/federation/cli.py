@@ -13,7 +13,8 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
-                    "ours-displace-conservative", "ours-displace", "ours-protect")
+                    "ours-displace-conservative", "ours-displace", "ours-protect", "carbon-aware-shadow",
+                    "ours-displace-shadow")
 
 
 def federation(

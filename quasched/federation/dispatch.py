@@ -15,11 +15,13 @@ import heapq
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple, Sequence
+from typing import Callable, ClassVar, NamedTuple, Sequence
 
 import numpy as np
 
 from quasched.metrics.power import SECONDS_PER_HOUR
+from quasched.model.cluster import Cluster
+from quasched.model.workload import Pod
 
 
 #: granularity of deferred starts, of the carbon-aware ledger and of the oracle's capacity rows, s
@@ -46,7 +48,8 @@ class View:
     ``intensity``: ``(clusters, hours)`` from ``t = 0``, ``history``: the ``HISTORY_H`` hours before;
     ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty); ``head``: per
     cluster the job at the front of its queue (the longest waiting), -1 if none (the engine keeps the queues through
-    :meth:`enqueue` and :meth:`dequeue`)."""
+    :meth:`enqueue` and :meth:`dequeue`). Node level, set by the engine: ``nodes``, each cluster's live state
+    (read only), ``end``, per job the end of its run once placed (infinite before), and ``pod``, a job's pod."""
 
     capacity: np.ndarray
     demand: np.ndarray
@@ -61,6 +64,9 @@ class View:
     queued: np.ndarray = field(init=False)
     head: np.ndarray = field(init=False)
     prefix: np.ndarray = field(init=False)
+    nodes: list[Cluster] = field(init=False, default_factory=list)
+    end: np.ndarray = field(init=False)
+    pod: Callable[[int], Pod] = field(init=False)
 
     def __post_init__(self) -> None:
         clusters = self.capacity.shape[1]
@@ -71,6 +77,7 @@ class View:
         self.fifo: list[deque[int]] = [deque() for _ in range(clusters)]  # queued jobs, front first; started: dropped lazily
         self.dues: list[list[tuple[float, int]]] = [[] for _ in range(clusters)]  # the same jobs as heaps of (latest start, job)
         self.in_queue = np.zeros(len(self.duration), dtype=bool)
+        self.end = np.full(len(self.duration), np.inf)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
 
     def enqueue(self, cluster: int, job: int) -> None:

@@ -108,6 +108,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
     typical = typical or TypicalPods.from_workload(w)
     sites = [_Site(scenario, i, policy, seed, typical) for i in range(len(scenario.members))]
     view = make_view(scenario)
+    view.nodes, view.pod = [s.cluster for s in sites], w.pod
     dispatcher.reset(view)
     n = len(w)
     cluster = np.full(n, -1, dtype=np.int64)
@@ -119,6 +120,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
 
     def start(t: float, j: int) -> None:
         placed[j] = t
+        view.end[j] = t + duration[j]
         view.used[:, cluster[j]] += view.demand[:, j]
         heapq.heappush(heap, (t + duration[j], DEPART, j))
 

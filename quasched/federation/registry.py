@@ -12,11 +12,12 @@ from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
 from quasched.federation.planner import RollingPlanner
 from quasched.federation.protection import ProtectionPriced
+from quasched.federation.shadow import ShadowDisplacement, ShadowRule
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
                  BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement,
-                 ProtectionPriced)
+                 ProtectionPriced, ShadowRule, ShadowDisplacement)
 }
 
 
