@@ -56,12 +56,13 @@ def holds(cluster: Cluster, pod: Pod, node: int, free: np.ndarray, gpu_free: np.
 
 def reservation(cluster: Cluster, head: Pod, end: np.ndarray, now: float) -> Reservation:
     """The head's reservation on ``cluster`` (module docstring), from the running pods' ``end`` (per uid)."""
-    rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    running = np.fromiter(cluster.placements, dtype=np.int64, count=len(cluster.placements))
-    shadow, free_now = np.inf, np.flatnonzero(fit_mask(cluster, head)).tolist()
+    free_now = np.flatnonzero(fit_mask(cluster, head)).tolist()
     if free_now:
         live = (cluster.free, cluster.gpu_free, cluster.app_count)
         return Reservation(now, free_now, *([a[n] for n in free_now] for a in live))
+    rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    running = np.fromiter(cluster.placements, dtype=np.int64, count=len(cluster.placements))
+    shadow = np.inf
     for uid in running[np.argsort(end[running], kind="stable")].tolist():
         if end[uid] > shadow:
             break
