@@ -399,7 +399,8 @@ def _register_builtins() -> None:
                    "pods fill (no on/off switch)", _power_balance("pwr_fill:FillPower", "pwrbalance2"),
                    _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance2"),
         PolicyInfo("pwrbalance3", "PWR+Balance3",
-                   "ours: pwrbalance2 + cores x the linear-model watts of the CPU cores a pod sets working on a node",
+                   "ours: pwrbalance2 + cores x the working-core term (among nodes of equal GPU and socket watts, the "
+                   "fewest CPU cores a pod sets working)",
                    _power_balance("pwr_fill:FillPower", "pwrbalance3"),
                    (*_POWER_BALANCE_PARAMS, Param("cores", float, 0.2, "weight of the working-core term", minimum=0.0)),
                    artifact_label="PWR+Balance3"),
