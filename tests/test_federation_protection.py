@@ -14,24 +14,30 @@ from quasched.federation.registry import make_dispatcher
 from test_federation import H
 
 
-def protect(tau_h: float) -> ProtectionPriced:
+def protect(tau_h: float, cpu_jobs: int = 0) -> ProtectionPriced:
     """Clusters A (100 g/kWh in the first hour, 120 after) and B (300) of 2 GPUs. Job 0 (1 GPU, 1 h, inflexible) arrives at 0 and takes A for
-    the first hour; job 1 (1 GPU, 1 h, 1 kW, slack 2 h) arrives at 0 too."""
+    the first hour; job 1 (1 GPU, 1 h, 1 kW, slack 2 h) arrives at 0 too; then ``cpu_jobs`` inflexible 1 h jobs without GPUs."""
+    n = 2 + cpu_jobs
     intensity = np.array([[100.0] + [120.0] * 5, [300.0] * 6])
-    view = View(capacity=np.array([[2000.0, 2000.0], [8000.0, 8000.0]]), demand=np.array([[1000.0, 1000.0], [0.0, 0.0]]),
-                duration=np.array([H, H]), latest_start=np.array([0.0, 2 * H]), kw=np.ones((2, 2)), intensity=intensity,
-                history=np.repeat(intensity[:, :1], HISTORY_H, axis=1), placeable=np.ones((2, 2), dtype=bool))
+    gpu = np.r_[1000.0, 1000.0, np.zeros(cpu_jobs)]
+    view = View(capacity=np.array([[2000.0, 2000.0], [8000.0, 8000.0]]), demand=np.vstack([gpu, np.full(n, 1000.0)]),
+                duration=np.full(n, H), latest_start=np.r_[0.0, 2 * H, np.zeros(cpu_jobs)], kw=np.ones((n, 2)),
+                intensity=intensity, history=np.repeat(intensity[:, :1], HISTORY_H, axis=1),
+                placeable=np.ones((n, 2), dtype=bool))
     d = ProtectionPriced(tau=tau_h, price=0, delay=0, perfect=True)
     d.reset(view)
     assert d.dispatch(0, 0.0) == (0, 0.0)
+    for job in range(2, n):
+        d.dispatch(job, 0.0)
     return d
 
 
-def test_protection_by_hand():
+@pytest.mark.parametrize("cpu_jobs", [0, 3])
+def test_protection_by_hand(cpu_jobs):
     """After job 0: mu(L) = min(1 h, L) / tau, g = 1000. Job 1 on A in slot 0 (lead 15 min, A's room 1 GPU): R = 1,
     charge 200 × P(D ≥ 1); in slot 4 (lead 1 h 15, A empty again): R = 2, charge (300 − 120) × P(D ≥ 2) with mu = 1 h / tau.
-    On B (the dirtiest) nothing."""
-    d = protect(2.0)
+    On B (the dirtiest) nothing. Inflexible jobs without GPUs take no GPU room: they change neither mu nor g."""
+    d = protect(2.0, cpu_jobs)
     index = np.array([0, 4])
     rate = d.rate(1, 0.0, index, d.ledger[:, :, index])
     mu = np.array([0.25, 1.0]) / 2.0

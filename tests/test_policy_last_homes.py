@@ -12,7 +12,8 @@ from builders import nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.model import Cluster
 from quasched.policies import CycleState, Policy, Scheduler
-from quasched.policies.last_homes import LastHomesScore, at_least
+from quasched.model.odds import at_least
+from quasched.policies.last_homes import LastHomesScore
 from quasched.model.random import NumpyStream
 from test_cluster_dynamic import NODE_ROWS, OPS, PROBES, make_pod, presized, workload_of
 from test_policy_headroom import scores
@@ -53,6 +54,25 @@ def test_the_cost_follows_the_homes_already_taken():
     got = scores(Policy([(LastHomesScore(MIX), 1.0)]), cluster, pod(cpu=40000, k=1, m=1000))
     assert np.allclose(got, [50 - 1000 * sum(tail(15 - j, 5) for j in range(4)) / 160,
                              50 - 1000 * sum(tail(15 - j, 5) for j in range(2)) / 160])
+
+
+def test_a_cordoned_node_holds_no_homes_and_adds_no_free_gpus():
+    # the 96-core node cordoned: F = 8000 → λ = 8000·4/12000 = 8/3 and 2/3; R: 12-core 8, 120-core 1, all on
+    # the 128-core node. The pod there loses one 12-core copy (R = 8) and the 120-core one (R = 1).
+    cluster = Cluster(TWO)
+    cluster.cordon(0)
+    got = scores(Policy([(LastHomesScore(MIX), 1.0)]), cluster, pod(cpu=40000, k=1, m=1000))
+    assert np.allclose(got, [50.0, 50 - (1000 * tail(8, 8 / 3) + 8000 * tail(1, 2 / 3)) / 160])
+
+
+def test_a_failed_device_leaves_the_free_gpus_and_the_homes():
+    # device 0 of the 128-core node failed: F = 15000 → λ = 5 and 5/4; 12-core copies R = 8 + 7 = 15, the
+    # 120-core shape has no home left (R = 0) but could have one (most = 1): its term is awake and loses nothing.
+    # 40-core 1-GPU pod: 8 → 4 copies on the 96-core node (R = 15 .. 12), 7 → 6 on the 128-core one (R = 15).
+    cluster = Cluster(TWO)
+    cluster.set_device_health(1, 0, False)
+    got = scores(Policy([(LastHomesScore(MIX), 1.0)]), cluster, pod(cpu=40000, k=1, m=1000))
+    assert np.allclose(got, [50 - 1000 * sum(tail(15 - j, 5) for j in range(4)) / 160, 50 - 1000 * tail(15, 5) / 160])
 
 
 def test_without_gpu_shapes_the_term_is_50_everywhere():

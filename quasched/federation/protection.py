@@ -7,9 +7,11 @@ the expected carbon of the inflexible jobs it turns away to a dirtier cluster::
     rate[c, k] += (g / q_j) × gap[c, k] × sum_{i < m} P(D_L ≥ R[c, k] − i),   m = ceil(q_j / g)
     D_L ~ Poisson(mu(L)),   mu(L) = sum_a exp(−(now − t_a) / tau) min(d_a, L) / tau
 
-``D_L``: the inflexible jobs that arrive in ``(now, now + L]`` and still run at slot ``k`` (``L`` = end of
-``k`` − now), their rate exponentially smoothed over the past inflexible arrivals ``a`` (time ``t_a``,
-duration ``d_a``; never the future); ``g`` their mean GPU milli, weighted alike. ``R[c, k]``: the room
+``D_L``: the inflexible GPU jobs that arrive in ``(now, now + L]`` and still run at slot ``k`` (``L`` = end
+of ``k`` − now), their rate exponentially smoothed over the past inflexible arrivals ``a`` that asked for GPUs
+(time ``t_a``, duration ``d_a``; never the future); ``g`` their mean GPU milli, weighted alike, so ``g`` is at
+least the smallest GPU request seen and the ``m`` terms of the sum stay bounded (jobs without GPUs take no GPU
+room and are not counted: with them ``g`` could shrink towards 0 and ``m`` grow without bound). ``R[c, k]``: the room
 for such jobs, ``floor(free GPU / g)``, summed over ``c`` and the clusters greener than ``c`` in slot ``k``
 (they fill greenest first); ``gap``: the intensity of the next dirtier cluster minus ``c``'s (0 on the
 dirtiest), where the marginal one goes. A displaced job is taken to draw the power per GPU of ``j``, hence
@@ -24,7 +26,7 @@ import numpy as np
 from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
-from quasched.policies.last_homes import at_least
+from quasched.model.odds import at_least
 
 
 class ProtectionPriced(DisplacementPriced):
@@ -51,7 +53,7 @@ class ProtectionPriced(DisplacementPriced):
         self.gpu *= decay
         self.since = now
         v = self.view
-        if v.latest_start[job] <= now:  # an inflexible arrival
+        if v.latest_start[job] <= now and v.demand[0, job] > 0:  # an inflexible arrival that takes GPU room
             run = np.minimum(v.duration[job], self.lead_s) / self.tau
             self.jobs += run
             self.gpu += run * v.demand[0, job]

@@ -3,7 +3,7 @@
 A placement that breaks the ``R``-th copy the cluster can still hold of a shape
 ``t`` costs a ``t`` pod exactly when at least ``R`` more ``t`` pods arrive before
 the cluster is full. With those arrivals Poisson, ``λ_t = F · count_t / Σ_s count_s g_s k_s``
-(``F`` the free GPU milli: the pods that fill it, in the typical mix), the
+(``F`` the free GPU milli on healthy devices of schedulable nodes: the pods that fill it, in the typical mix), the
 expected GPU milli a placement on ``node`` turns away is::
 
     E(node) = Σ_t g_t k_t Σ_{j < L_t} P(Poisson(λ_t) ≥ R_t − j),   L_t = n_t(before) − n_t(after)
@@ -21,10 +21,10 @@ Typical pods only, never the trace; ``n_t`` is memoised per node state.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import pdtrc
 
 from quasched.metrics.fragmentation import TypicalPods, node_states
 from quasched.model.cluster import Cluster
+from quasched.model.odds import at_least
 from quasched.model.random import RandomStream
 from quasched.model.resources import CPU
 from quasched.model.workload import FULL_GPU_MILLI, Pod
@@ -35,11 +35,6 @@ from quasched.policies.state_memo import StateScoreMemo
 
 #: shapes whose last-copy odds stay below this are skipped (the term is 50 for them)
 AWAKE = 1e-6
-
-
-def at_least(r: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """``P(Poisson(lam) ≥ r)``, 1 for ``r ≤ 0``."""
-    return np.where(r <= 0, 1.0, pdtrc(np.maximum(r - 1, 0), lam))
 
 
 class LastHomesScore(ScorePlugin):
@@ -68,9 +63,12 @@ class LastHomesScore(ScorePlugin):
         if len(rows):
             copies = self._memo.lookup("copies", ids[rows], len(self.model.k),
                                        lambda s: self._state_copies(s, None)).reshape(len(rows), -1)
-            copies = copies.astype(np.int64) * cluster.present[rows, None]
+            copies = copies.astype(np.int64) * cluster.schedulable[rows, None]  # a cordoned node is no home
             self.held += copies.sum(axis=0) - self._copies[rows].sum(axis=0)
             self._copies[rows] = copies
+            free = cluster.gpu_free[rows].sum(axis=1) * cluster.schedulable[rows]  # 0 on failed devices, cordoned nodes
+            self.free += int(free.sum() - self._free[rows].sum())
+            self._free[rows] = free
             shape = np.column_stack([cluster.capacity[rows, CPU], cluster.num_gpus[rows], cluster.model_id[rows]])
             if not np.array_equal(shape, self._shape[rows]):  # a node came, left or lost a device
                 self._shape[rows] = shape
@@ -86,6 +84,8 @@ class LastHomesScore(ScorePlugin):
         self._memo = StateScoreMemo(self.states)
         self._copies = np.zeros((cluster.n_nodes, len(self.model.k)), dtype=np.int64)
         self.held = np.zeros(len(self.model.k), dtype=np.int64)  # R_t = Σ_nodes n_t, kept as nodes change
+        self._free = np.zeros(cluster.n_nodes, dtype=np.int64)  # GPU milli a pod could still take, per node
+        self.free = 0  # F = Σ_nodes _free, kept alike
         self._mark = -1
         self._shape = np.full((cluster.n_nodes, 3), -1, dtype=np.int64)
 
@@ -102,7 +102,7 @@ class LastHomesScore(ScorePlugin):
     def score(self, cluster: Cluster, pod: Pod, nodes: np.ndarray, state: CycleState) -> np.ndarray:
         self._refresh(cluster)
         held = self.held
-        lam = (FULL_GPU_MILLI * cluster.total_gpus - cluster.used_gpu_milli) * self.demand
+        lam = self.free * self.demand
         awake = np.flatnonzero((self._most > 0) & (at_least(held - self._most + 1, lam) > AWAKE))
         if not len(awake):
             return np.full(len(nodes), 50.0)
