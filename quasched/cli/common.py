@@ -129,4 +129,3 @@ def progress_bar() -> Progress:
         TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), console=console, transient=True,
     )
-

@@ -91,7 +91,6 @@ def simulate(
         console.print(f"wrote {len(written)} files to {out}")
 
 
-
 def sweep(
     traces: str = typer.Option(
         "paper", help="Comma-separated trace names, or 'paper': the 17 openb pod lists of the FGD paper."
@@ -167,7 +166,6 @@ def sweep(
             runs = [r for t, r in zip(result.tasks, result.runs) if t.trace == name]
             written += write_curves(out / name, name, tune, result.total_gpus[name], runs)
         console.print(f"wrote {len(written)} files to {out}")
-
 
 
 def traces_list() -> None:

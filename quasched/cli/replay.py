@@ -43,7 +43,6 @@ def _failures(default: float | str | bool, help: str):
     return typer.Option(default, help=help, rich_help_panel="Failures")
 
 
-
 def replay(
     ctx: typer.Context,
     trace: str = typer.Option(
@@ -194,4 +193,3 @@ def replay(
     if out is not None:
         written = write_replay(out, results)
         console.print(f"wrote {len(written)} files to {out}")
-

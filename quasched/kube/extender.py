@@ -53,7 +53,7 @@ from quasched.kube.convention import (DEVICES_ANNOTATION, PodError, devices_text
                                       token_uid)
 
 if TYPE_CHECKING:
-    from quasched.service.api import Service
+    from quasched.service.runtime import Service
 
 PREFIX = "/k8s/scheduler"
 #: the stable FailedNodes strings (what users see, aggregated, in the FailedScheduling event)
