@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quasched.service.controller import Controller, LoopOptions, SpecError, nodes_of
+from quasched.service.controller import Controller, nodes_of
+from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.domain import JobSpec, JobState, NodeRecord, QueueSpec, Reason
 
 A, B = "A100", "V100"

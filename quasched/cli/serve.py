@@ -119,7 +119,7 @@ def serve(
     import uvicorn
 
     from quasched.service.api import create_app, sqlite_file
-    from quasched.service.controller import LoopOptions
+    from quasched.service.loop_state import LoopOptions
 
     kube = None
     if kube_extender:

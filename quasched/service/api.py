@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.model.cluster import NodeSpec
 from quasched.service.auth import Admin, Reader
-from quasched.service.controller import LoopOptions
+from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import RequestTimer
 from quasched.service.routes_jobs import add_job_routes
 from quasched.service.routes_nodes import add_node_routes

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable
 from fastapi import Body, FastAPI, HTTPException, Path as PathParam, Query, Response, status
 
 from quasched.service.auth import Admin, Reader, TeamOrAdmin
-from quasched.service.controller import Controller, SpecError
+from quasched.service.controller import Controller
 from quasched.service.domain import Job, JobState
+from quasched.service.loop_state import SpecError
 from quasched.service.routing import API, JobId, field_error, not_found
 from quasched.service.schemas import (MAX_ID, TEAM_PATTERN, EventOut, JobComplete, JobDetail, JobOut, JobSubmit,
                                       QueueOut, QueuePut)

@@ -17,8 +17,9 @@ from typing import Any, Callable, TypeVar
 from fastapi import HTTPException, status
 
 from quasched.model.cluster import NodeSpec
-from quasched.service.controller import Controller, LoopOptions, records_of
+from quasched.service.controller import Controller, records_of
 from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
+from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import ServiceMetrics
 from quasched.service.schemas import JobOut, NodeOut
 from quasched.service.stream import Broker
