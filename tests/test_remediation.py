@@ -13,7 +13,7 @@ from quasched.cli import app
 from quasched.model.health import ErrorLog
 from quasched.sim.failures import DeviceFailure, FailureConfig, WorkLedger, failure_stream
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
-from quasched.sim.replay import DONE
+from quasched.sim.replay_result import DONE
 from test_failures import HOUR, JOB, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
 from test_replay import rows, workload
 

@@ -25,7 +25,8 @@ from quasched.policies.queue import FitClasses
 from quasched.sim.events import build_timeline
 from quasched.model.random import NumpyStream
 from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig
 
 NAN = float("nan")
 
