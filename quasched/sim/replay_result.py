@@ -16,8 +16,9 @@ from quasched.model.cluster import Cluster, NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.engine import RngKind
 from quasched.sim.events import MissingCreation, Timeline
-from quasched.sim.failures import FailureConfig, WorkLedger
+from quasched.sim.failures import FailureConfig
 from quasched.sim.records import ARRIVE, DOWN, QUEUE, UP, EventRecords
+from quasched.sim.work_ledger import WorkLedger
 from quasched.traces.carbon import CarbonIntensity
 
 DepartureMode = Literal["trace", "duration"]

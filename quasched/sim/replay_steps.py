@@ -16,10 +16,11 @@ from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import build_core, make_stream
 from quasched.sim.events import build_timeline
-from quasched.sim.failures import DeviceFailure, DeviceFaults, WorkLedger, failure_stream, gpu_share
+from quasched.sim.failures import DeviceFailure, DeviceFaults, failure_stream
 from quasched.sim.records import ARRIVE, DEPART, KILL, QUEUE, START, WITHDRAW
 from quasched.sim.replay_result import (DONE, PENDING, QUEUED, RUNNING, SKIPPED, WITHDRAWN, PodOutcomes,
                                         ReplayConfig)
+from quasched.sim.work_ledger import WorkLedger, gpu_share
 
 
 class ReplaySteps:
