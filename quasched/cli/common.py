@@ -18,7 +18,7 @@ from quasched.policies.registry import describe as describe_policies
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from quasched.model.cluster import NodeSpec
+    from quasched.model.nodes import NodeSpec
     from quasched.model.workload import Workload
     from quasched.sim.sweep import CurveFunction
 

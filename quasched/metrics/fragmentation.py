@@ -24,7 +24,8 @@ from typing import Iterable
 import numpy as np
 
 from quasched.metrics import frag_aot
-from quasched.model.cluster import Cluster, accessible
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import accessible
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Pod, Workload, shape_keys
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 if TYPE_CHECKING:
-    from quasched.model.cluster import NodeSpec
+    from quasched.model.nodes import NodeSpec
     from quasched.model.workload import Workload
 
 #: Kubernetes' default pod limit per node, as in the FGD simulator.

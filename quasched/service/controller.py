@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec, spec_models
+from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.service.batch import bind_on, solve_batch
 from quasched.service.domain import MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason

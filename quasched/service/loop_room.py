@@ -24,7 +24,7 @@ import heapq
 
 import numpy as np
 
-from quasched.model.cluster import accessible
+from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.defrag import try_moves
 from quasched.service.domain import Job, JobState, PendingReason, Reason

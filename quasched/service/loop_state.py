@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 from quasched.metrics.fragmentation import TypicalPods, TypicalWindow
-from quasched.model.cluster import Cluster, NodeSpec, accessible
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses

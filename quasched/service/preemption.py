@@ -15,8 +15,9 @@ from typing import Iterable
 
 import numpy as np
 
-from quasched.model.cluster import Cluster, accessible
+from quasched.model.cluster import Cluster
 from quasched.model.fit import Demand, fit_matrix
+from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.domain import MAX_GANG, Job
 from quasched.service.quota import QuotaBook

@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from fastapi import HTTPException, status
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.service.controller import Controller, records_of
 from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions

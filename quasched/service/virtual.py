@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.service.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec

@@ -84,7 +84,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.failures import DeviceFailure
 from quasched.sim.remediation import FailureSteps

@@ -12,7 +12,8 @@ import numpy as np
 
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import SECONDS_PER_HOUR, WATTS_PER_KW, PowerMode, carbon_kg, energy_kwh
-from quasched.model.cluster import Cluster, NodeSpec
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.engine import RngKind
 from quasched.sim.events import MissingCreation, Timeline

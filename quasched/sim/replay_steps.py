@@ -11,7 +11,7 @@ from typing import Iterable
 import numpy as np
 
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
 from quasched.sim.engine import build_core, make_stream
