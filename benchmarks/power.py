@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from quasched.metrics.curves import arrival_bins
-from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import WATTS_PER_KW
+from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies.pwr_bound import linear_power_floor, single_home

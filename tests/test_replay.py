@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from builders import nodes
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, Workload
 from quasched.report.replay import summary_rows
 from quasched.sim.events import build_timeline

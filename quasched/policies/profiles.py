@@ -10,7 +10,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from quasched.metrics.fragmentation import TypicalPods
+    from quasched.metrics.typical import TypicalPods
     from quasched.policies.framework import Policy
 
 

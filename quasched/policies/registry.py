@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from quasched.policies import profiles
 
 if TYPE_CHECKING:  # the registry is read by ``--help``: no NumPy at import
-    from quasched.metrics.fragmentation import TypicalPods
+    from quasched.metrics.typical import TypicalPods
     from quasched.policies.framework import Policy
 
 #: parsers for parameter kinds whose constructor does not parse text (``bool("false")`` is True)

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
-from quasched.metrics.fragmentation import TypicalPods, TypicalWindow
+from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Pod

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from quasched.metrics.allocation import percent
-from quasched.metrics.fragmentation import StateTable, TypicalWindow, cluster_fragmentation, frag_amount, state_table
+from quasched.metrics.fragmentation import StateTable, cluster_fragmentation, frag_amount, state_table
+from quasched.metrics.typical import TypicalWindow
 from quasched.model.workload import FULL_GPU_MILLI
 from quasched.service import status
 from quasched.service.domain import Event, Job, JobState

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.service.controller import Controller

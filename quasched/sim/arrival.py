@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec
 from quasched.model.random import RandomStream

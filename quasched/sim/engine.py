@@ -14,8 +14,9 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import StateTable, TypicalPods, state_table
+from quasched.metrics.fragmentation import StateTable, state_table
 from quasched.metrics.power import PWR_MODEL, PowerModel
+from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec
 from quasched.model.random import NumpyStream, RandomStream

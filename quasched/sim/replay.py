@@ -83,7 +83,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.failures import DeviceFailure

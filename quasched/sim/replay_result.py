@@ -10,8 +10,8 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import SECONDS_PER_HOUR, WATTS_PER_KW, PowerMode, carbon_kg, energy_kwh
+from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload

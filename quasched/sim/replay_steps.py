@@ -10,7 +10,7 @@ from typing import Iterable
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Pod, Workload
 from quasched.policies.queue import PendingQueue
