@@ -42,6 +42,12 @@ WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/f
 
 Rng = Literal["go", "native"]
 
+# Options several commands share (typer reads an option's declaration; one object may serve many commands).
+RngOption = typer.Option("native", help=RNG_HELP)
+DataDirOption = typer.Option(None, help=DATA_DIR_HELP)
+ClusterOption = typer.Option(None, "--cluster", help=CLUSTER_HELP)
+WorkloadOption = typer.Option(None, "--workload", help=WORKLOAD_HELP)
+
 
 def finite(value: float) -> float:
     """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""

@@ -11,8 +11,8 @@ from typing import Literal, Optional
 import typer
 
 from quasched.cli.common import (
-    CLUSTER_HELP, DATA_DIR_HELP, POLICY_HELP, RNG_HELP, WORKLOAD_HELP, Rng, console, curve_function, fail, finite,
-    load_inputs, output_dir, parse_policies, parse_seeds, progress_bar,
+    POLICY_HELP, RNG_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, curve_function, fail,
+    finite, load_inputs, output_dir, parse_policies, parse_seeds, progress_bar,
 )
 
 BackendName = Literal["local", "ray"]
@@ -28,10 +28,10 @@ def simulate(
         1.3, min=0, callback=finite,
         help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
-    rng: Rng = typer.Option("native", help=RNG_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
-    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
+    rng: Rng = RngOption,
+    data_dir: Optional[Path] = DataDirOption,
+    cluster_file: Optional[Path] = ClusterOption,
+    workload_file: Optional[Path] = WorkloadOption,
     compat_data: Optional[Path] = typer.Option(
         None, help="--rng go: read go_rng_cooked.txt from this directory instead of the packaged "
         "table (default: $QUASCHED_COMPAT_DATA if set)."
@@ -100,7 +100,7 @@ def sweep(
     tune: float = typer.Option(1.3, min=0, callback=finite,
                                help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    data_dir: Optional[Path] = DataDirOption,
     store: Path = typer.Option(
         Path("results/sweep.sqlite"), help="SQLite results store: finished runs are kept here and skipped "
         "when the sweep is run again (same trace data, policy, seed, settings and simulator code)."
@@ -178,7 +178,7 @@ def traces_list() -> None:
 
 def traces_show(
     name: str = typer.Argument(..., help="Trace name, e.g. openb-default or dlrm-2025."),
-    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    data_dir: Optional[Path] = DataDirOption,
 ) -> None:
     """Shape summary of a trace: pod classes, GPU request, distinct shapes."""
     from rich.table import Table

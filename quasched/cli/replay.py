@@ -10,7 +10,7 @@ from typing import Literal, Optional
 import typer
 
 from quasched.cli.common import (
-    CLUSTER_HELP, DATA_DIR_HELP, POLICY_HELP, RNG_HELP, WORKLOAD_HELP, Rng, console, fail, finite, load_inputs,
+    POLICY_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, fail, finite, load_inputs,
     output_dir, parse_policies, parse_seeds, progress_bar,
 )
 
@@ -62,10 +62,10 @@ def replay(
         1.0, min=0.01, callback=finite,
         help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
-    rng: Rng = typer.Option("native", help=RNG_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
-    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    workload_file: Optional[Path] = typer.Option(None, "--workload", help=WORKLOAD_HELP),
+    rng: Rng = RngOption,
+    data_dir: Optional[Path] = DataDirOption,
+    cluster_file: Optional[Path] = ClusterOption,
+    workload_file: Optional[Path] = WorkloadOption,
     out: Optional[Path] = typer.Option(None, help="Write per-event CSVs, per-pod waits and a summary CSV here."),
     carbon_zone: Optional[str] = typer.Option(
         None, help="Grid zone of the hourly carbon intensity (e.g. DE-LU, US-CAL-CISO): adds kg CO2e to the "

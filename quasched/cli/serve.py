@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DATA_DIR_HELP, RNG_HELP, Rng, console, describe_policies, fail, load_inputs, parse_policies,
+    DataDirOption, Rng, RngOption, console, describe_policies, fail, load_inputs, parse_policies,
 )
 
 Clock = Literal["wall", "virtual"]
@@ -69,8 +69,8 @@ def serve(
         "placements are checked against `quasched replay`'s.")),
     trace: str = typer.Option("synthetic", help="With --clock virtual: the trace to drive the loop (openb-*, synthetic)."),
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
-    rng: Rng = typer.Option("native", help=RNG_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
+    rng: Rng = RngOption,
+    data_dir: Optional[Path] = DataDirOption,
     order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
     decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
                                                 "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
