@@ -68,7 +68,6 @@ class PodJobs:
         for uid in [u for u, at in self._assumed.items() if at < limit]:
             self.release(uid, "cancelled")
 
-
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
                 adopt: bool = False) -> tuple[Job, tuple[int, ...]]:
         """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable.

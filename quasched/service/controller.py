@@ -141,6 +141,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         if not job.state.holds_resources:
             raise ValueError(f"job {job_id} is {job.state}, not running")
         return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
+
     def _end(self, job_id: int, now: float, state: JobState) -> Job:
         job = self.job(job_id)
         if job.state.finished:
@@ -168,6 +169,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         if job.spec.duration_s is not None:
             heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
         self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
+
     # ------------------------------------------------------------ time
     def next_timer(self) -> float | None:
         """Time of the earliest pending timer (a completion or a grace-period end), None if none."""
@@ -305,6 +307,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         """The job's first pod, restricted to the GPU models its quota admits now (None: none admits it)."""
         models = self._admissible(job)
         return None if models == [] else self._pod(job.spec, job.id, 0, models)
+
     def _place_gang(self, job: Job, gpu_spec: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
         placed: list[tuple[Pod, int, tuple[int, ...]]] = []
         for k in range(job.spec.pods):

@@ -69,6 +69,7 @@ class NodeChanges(LoopState):
         """Create or replace a queue (quota and cohort); the next cycle reconsiders every pending job."""
         self.quota.put(spec)
         self._full = self._dirty = True
+
     def restore(self, jobs: Sequence[Job], observe: bool = True) -> None:
         """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices.
 

@@ -80,21 +80,25 @@ class LoopState:
         self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
         self._full = True  # the next pass tries every pending job
         self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
+
     def job(self, job_id: int) -> Job:
         """The unfinished job ``job_id`` (KeyError if it has finished or never existed)."""
         job = self.jobs.get(job_id)
         if job is None:
             raise KeyError(f"no unfinished job {job_id}")
         return job
+
     def observe(self, pod: Pod) -> None:
         """An arrival the policy's typical pods learn from (as :meth:`submit` does for its jobs)."""
         if self.window is not None:
             self.window.observe(pod)
+
     def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
         return Pod(uid=job_id * MAX_GANG + index, name=f"{spec.name}#{job_id}.{index}", cpu_milli=spec.cpu_milli,
                    memory_mib=spec.memory_mib, num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli,
                    gpu_spec="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
                    max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
+
     def _release(self, job: Job) -> None:
         self._claimed.discard(job.id)
         c = self.cluster
@@ -102,6 +106,7 @@ class LoopState:
             placement = c.remove(job.id * MAX_GANG + k)
             self.quota.charge(job.spec.team, str(c.models[c.model_id[placement.node]]), -job.spec.gpu_request)
         job.placement = []
+
     def _jobs_on(self, node: int, device: int | None = None) -> list[Job]:
         ids = {p.pod.uid // MAX_GANG for p in self.cluster.placements.values()
                if p.node == node and (device is None or device in p.devices)}
@@ -115,13 +120,16 @@ class LoopState:
         self._fresh.add(job.id)
         self._emit(now, kind, job, **data)
         self._dirty = True
+
     def _emit(self, now: float, kind: str, job: Job, node: str = "", **data: Any) -> None:
         self._changed[job.id] = job
         self._events.append(Event(now, kind, job.id, node, data))
+
     def _set_reason(self, job: Job, reason: PendingReason) -> None:
         if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
             job.reason = reason
             self._changed[job.id] = job
+
     def _admissible(self, job: Job) -> list[str] | None:
         """GPU models the job's queue may use now (None = any: no limit applies); [] = none."""
         if not job.gpu_total:
