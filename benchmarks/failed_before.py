@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from own_policy import analysed_runs, sweep_arguments  # benchmarks/ is on sys.path
-from quasched.model.cluster import accessible
+from quasched.model.nodes import accessible
 from quasched.report.plots import save_figure
 from quasched.sim.arrival import ExperimentResult
 from quasched.traces import catalog

@@ -39,8 +39,10 @@ import pandas as pd
 
 from quasched.federation.scenario import repeat_workload
 from quasched.policies.registry import display_label
-from quasched.sim.failures import FailureConfig, Kill, device_rates, failure_stream, plan_migration, stay_kills
-from quasched.sim.replay import ReplayConfig, ReplayResult, replay
+from quasched.sim.failures import FailureConfig, device_rates, failure_stream, plan_migration
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig, ReplayResult
+from quasched.sim.work_ledger import Kill, stay_kills
 from quasched.traces import catalog
 
 from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script

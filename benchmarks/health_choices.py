@@ -21,7 +21,8 @@ import pandas as pd
 from quasched.federation.scenario import repeat_workload
 from quasched.policies import flaky
 from quasched.sim.failures import FailureConfig
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig
 from quasched.traces import catalog
 
 from health import setup_options  # benchmarks/ is on sys.path when run as a script

@@ -204,7 +204,8 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The same pods, in the same order, through quasched's own loop on the same nodes."""
     from quasched.kube.convention import job_spec, node_record
-    from quasched.service.controller import Controller, LoopOptions
+    from quasched.service.controller import Controller
+    from quasched.service.loop_state import LoopOptions
     from quasched.service.domain import QueueSpec
 
     records = {r.name: r for r in map(node_record, kube["_nodes"])}

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from quasched.metrics.curves import arrival_bins
-from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import WATTS_PER_KW
-from quasched.model.cluster import NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies.pwr_bound import linear_power_floor, single_home
 from quasched.policies.pwr_scarce import whole_share

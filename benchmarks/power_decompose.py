@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from quasched.metrics.power import MILLI_PER_VCPU, PWR_MODEL, VCPUS_PER_CORE, WATTS_PER_KW
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies.pwr_bound import floor_fill, linear_power_floor, single_home
 from quasched.sim.arrival import ExperimentConfig

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from power import thin_whole  # benchmarks/ is on sys.path when run as a script
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.pwr_scarce import whole_share
 from quasched.traces import catalog
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.pwr_scarce import whole_share
 from quasched.traces import catalog
 

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
-from quasched.service.controller import Controller, LoopOptions
+from quasched.model.nodes import NodeSpec
+from quasched.service.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec
+from quasched.service.loop_state import LoopOptions
 
 TEAMS = {"vision": (0.5, 0.0, 600), "nlp": (0.3, 600.0, 300), "speech": (0.2, 1200.0, 200)}  # share, start, jobs
 GPUS_PER_NODE, NODES = 8, 32

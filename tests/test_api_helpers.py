@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 
 #: a0, a1: 8 × A100; t0: 2 × T4; c0: CPU only
 NODES = (("a0", 96_000, 768 * 1024, 8, "A100"), ("a1", 96_000, 768 * 1024, 8, "A100"),

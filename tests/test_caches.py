@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import change_node, nodes, pod
-from quasched.metrics.fragmentation import NodeStates, StateTable, TypicalPods
+from quasched.metrics.fragmentation import NodeStates, StateTable
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, make_policy

@@ -6,7 +6,8 @@ import csv
 
 from typer.testing import CliRunner
 
-from quasched.cli import app, parse_seeds
+from quasched.cli import app
+from quasched.cli.common import parse_seeds
 
 runner = CliRunner()
 

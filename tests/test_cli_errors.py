@@ -7,7 +7,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from quasched.cli import app, parse_seeds
+from quasched.cli import app
+from quasched.cli.common import parse_seeds
 from quasched.optimize.cli import parse_machines
 
 runner = CliRunner()

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from builders import assert_consistent, nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, PlacementError, Workload
 from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, fit_mask
+from quasched.model.random import NumpyStream
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.policies.devices import best_fit
 from quasched.policies.queue import PendingQueue
-from quasched.model.random import NumpyStream
 
 BIG = {"cpu": 64_000, "memory": 1 << 18}
 

@@ -94,6 +94,6 @@ def test_model_policies_and_metrics_never_import_compat():
     assert offenders == []
 
 
-@pytest.mark.parametrize("module", ["sim/arrival.py", "cli.py"])
+@pytest.mark.parametrize("module", ["sim/arrival.py", *sorted(f"cli/{p.name}" for p in (PACKAGE / "cli").glob("*.py"))])
 def test_arrival_and_cli_import_compat_only_lazily(module):
     assert not [line for line, top in _compat_imports(PACKAGE / module) if top]

@@ -15,9 +15,11 @@ from quasched.model import Cluster
 from quasched.policies.base import CycleState
 from quasched.policies.health import HealthScore
 from quasched.sim import records
-from quasched.sim.failures import DeviceFailure, FailureConfig, Kill, device_rates, failure_stream
+from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
 from quasched.sim.records import DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP
-from quasched.sim.replay import DONE, ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import DONE, ReplayConfig
+from quasched.sim.work_ledger import Kill
 from test_replay import TYPICAL, rows, workload
 
 runner = CliRunner()

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from builders import pod
 from quasched.metrics import frag_aot, frag_kernel
-from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, TypicalPods, frag_amount, kernels
+from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, frag_amount, kernels
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.fgd import sigmoid_score
 
 MODELS = ("", "T4", "A100")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quasched.metrics.fragmentation import FragmentationModel, TypicalPods, frag_amount
+from quasched.metrics.fragmentation import FragmentationModel, frag_amount
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.fgd import sigmoid_score
 
 TOY = TypicalPods(

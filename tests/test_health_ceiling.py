@@ -15,7 +15,8 @@ from builders import nodes
 from quasched import cli
 from quasched.policies.registry import make_policy
 from quasched.sim.failures import DeviceFailure, FailureConfig
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig
 from test_replay import TYPICAL, workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import change_node, nodes, pod
-from quasched.metrics.fragmentation import TypicalPods, TypicalWindow
+from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy

@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import assert_consistent, nodes
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, NodeSpec, PlacementError, Workload
+from quasched.model.random import NumpyStream
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.model.random import NumpyStream
 
 MODELS = ("T4", "V100M16", "")
 

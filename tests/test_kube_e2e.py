@@ -31,7 +31,7 @@ if REASON and MODE == "require":
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 NODES = 50
-NO_GPU = "quasched: not enough free GPU"  # quasched.kube.extender.NO_GPU, the stable reason string
+NO_GPU = "quasched: not enough free GPU"  # quasched.kube.verdicts.NO_GPU, the stable reason string
 
 
 def test_harness_scheduler_calls_a_stub_extender(tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ from fastapi.testclient import TestClient
 from test_api_helpers import Clock, bearer, make_app
 
 from quasched.kube.convention import DEVICES_ANNOTATION
-from quasched.kube.extender import (INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, PREFIX, REASONS, UNKNOWN_NODE,
-                                    UNKNOWN_QUEUE, KubeOptions)
+from quasched.kube.extender import PREFIX, KubeOptions
+from quasched.kube.verdicts import (INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE, UNKNOWN_QUEUE,
+                                    pod_of)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube"
 ALL = ["a0", "a1", "t0", "c0"]
@@ -274,7 +275,7 @@ def test_prioritize_matches_policy_score_with_own_pick_unique(env):
 
     client, _, _, app = env
     service = app.state.service
-    pod = app.state.kube._pod_of(job_spec(gpu_pod(gpus=1)))
+    pod = pod_of(job_spec(gpu_pod(gpus=1)))
     c = service.ctl.cluster
     idx = np.array([c.node(n) for n in ("a0", "a1", "t0")])
     policy = service.ctl.scheduler.policy
@@ -291,7 +292,7 @@ def test_prioritize_matches_policy_score_with_own_pick_unique(env):
 def test_extender_scores_by_hand():
     import numpy as np
 
-    from quasched.kube.extender import extender_scores
+    from quasched.kube.verdicts import extender_scores
 
     # round(s / 10) capped at 9, the pick 10, NaN (no score) 0
     got = extender_scores(np.array([100.0, 100.0, 44.0, 96.0, np.nan, 0.0]), pick=1)
@@ -336,7 +337,7 @@ def test_bind_elsewhere_moves_the_assumed_pod(env):
 
 
 def test_assumed_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
-    from quasched.kube import extender
+    from quasched.kube import reservations
 
     client, _, token, _ = env
     pod = gpu_pod(name="retry", gpus=8, model="A100")
@@ -347,7 +348,7 @@ def test_assumed_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
     assert post(client, "filter", args(pod))["NodeNames"] == ["a0", "a1"]
     assert running(client, token) == []
     post(client, "prioritize", args(pod))
-    monkeypatch.setattr(extender, "ASSUME_TTL_S", 0.0)
+    monkeypatch.setattr(reservations, "ASSUME_TTL_S", 0.0)
     post(client, "filter", args(gpu_pod(name="someone-else", gpus=1)))  # any call expires stale holds
     assert running(client, token) == []
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from builders import nodes
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, NodeSpec
 from quasched.model.random import NumpyStream
 from quasched.model.workload import Workload

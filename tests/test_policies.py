@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from builders import cluster_with_free, nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
+from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy, Scheduler, make_policy, parse_specs, policy_names
 from quasched.policies import devices
 from quasched.policies.best_fit import BestFit
 from quasched.policies.dot_product import DotProduct
+from quasched.policies.filter import feasible_nodes
 from quasched.policies.first_fit import FirstFit
 from quasched.policies.gpu_clustering import GpuClustering
 from quasched.policies.gpu_packing import GpuPacking
-from quasched.policies.filter import feasible_nodes
-from quasched.model.random import NumpyStream
 
 
 def scores(plugin, cluster, p):
@@ -167,7 +167,7 @@ def test_headroom_is_fgd_plus_beta_times_the_headroom_term():
 
 
 def test_fgd_follows_typical_pods_learned_online():
-    from quasched.metrics.fragmentation import TypicalWindow
+    from quasched.metrics.typical import TypicalWindow
     from quasched.policies.fgd import FGD
 
     window = TypicalWindow(window=4, every=2)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 
 from builders import nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy

@@ -13,7 +13,8 @@ from quasched.policies.base import CycleState
 from quasched.policies.flaky import FlakyPosterior
 from quasched.policies.registry import make_policy
 from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig
 from test_replay import TYPICAL, workload
 
 HOUR = 3600.0

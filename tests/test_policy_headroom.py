@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from builders import cluster_with_free, nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
+from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy, Scheduler, make_policy
 from quasched.policies.fgd import FGD
 from quasched.policies.headroom import HeadroomModel, HeadroomScore
 from quasched.sim.arrival import ExperimentConfig, run_experiment
-from quasched.model.random import NumpyStream
 from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
 
 #: the specification's toy typical pods (§7.2) as counts 5 / 3 / 2 → f = 0.5 / 0.3 / 0.2

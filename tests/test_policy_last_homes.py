@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.stats import poisson
 
 from builders import nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.policies import CycleState, Policy, Scheduler
 from quasched.model.odds import at_least

@@ -135,7 +135,7 @@ def test_pwr_scores_minus_added_power_and_normalises():
 
 def test_pwr_policy_places_where_least_power_is_added_and_mixes_weigh_fgd():
     c = Cluster(nodes((16_000, 1 << 20, 2, "V100M16"), (16_000, 1 << 20, 2, "T4")))
-    from quasched.metrics.fragmentation import TypicalPods
+    from quasched.metrics.typical import TypicalPods
     from quasched.policies import Scheduler
 
     typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))

@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 from builders import nodes
 from quasched.cli import app
 from quasched.model.health import ErrorLog
-from quasched.sim.failures import DeviceFailure, FailureConfig, WorkLedger, failure_stream
+from quasched.sim.failures import DeviceFailure, FailureConfig, failure_stream
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
-from quasched.sim.replay import DONE
+from quasched.sim.replay_result import DONE
+from quasched.sim.work_ledger import WorkLedger
 from test_failures import HOUR, JOB, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
 from test_replay import rows, workload
 

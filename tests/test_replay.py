@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 
 from builders import nodes
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, Workload
 from quasched.report.replay import summary_rows
 from quasched.sim.events import build_timeline
 from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW
-from quasched.sim.replay import (
-    DONE, SKIPPED, WITHDRAWN, ReplayConfig, replay,
-    run_replay, time_average,
-)
+from quasched.sim.replay import replay, run_replay
+from quasched.sim.replay_result import DONE, SKIPPED, WITHDRAWN, ReplayConfig, time_average
 
 NAN = float("nan")
 #: one typical pod (2 cores, one whole GPU) so fragmentation is easy to compute by hand

@@ -17,15 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import nodes
-from quasched.metrics.fragmentation import TypicalPods, cluster_fragmentation, state_table
+from quasched.metrics.fragmentation import cluster_fragmentation, state_table
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, NodeSpec, Workload
-from quasched.policies import Scheduler, make_policy, policy_names
-from quasched.sim.engine import node_ranks
-from quasched.policies.queue import FitClasses
-from quasched.sim.events import build_timeline
 from quasched.model.random import NumpyStream
+from quasched.policies import Scheduler, make_policy, policy_names
+from quasched.policies.queue import FitClasses
+from quasched.sim.engine import node_ranks
+from quasched.sim.events import build_timeline
 from quasched.sim.records import ARRIVE, DEPART, QUEUE, START, WITHDRAW
-from quasched.sim.replay import ReplayConfig, replay
+from quasched.sim.replay import replay
+from quasched.sim.replay_result import ReplayConfig
 
 NAN = float("nan")
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from quasched.service.controller import Controller, LoopOptions, SpecError, nodes_of
+from quasched.service.controller import Controller, nodes_of
 from quasched.service.domain import JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.service.loop_state import LoopOptions, SpecError
 
 A, B = "A100", "V100"
 
@@ -142,6 +143,21 @@ def test_priority_preemption_takes_lowest_priority_latest_started():
     normal = submit(ctl, 4, job("b", 1), now=3)
     assert normal.state == JobState.RUNNING  # preempted job 1 (low) for a normal one
     assert ctl.jobs[1].state == JobState.PENDING
+
+
+def test_preemption_search_puts_back_a_gang_victim_on_a_node_cordoned_since_it_started():
+    # the gang holds both nodes' GPUs (one pod each); n0 is cordoned after it started (its pod keeps running).
+    # The search on n1 removes every pod of the victim, n0's too, and must put it back there although n0 is
+    # cordoned (found by tests/test_service_properties.py: the search raised PlacementError)
+    ctl = make(cluster((2, A), (2, A)), grace_s=30)
+    gang = submit(ctl, 1, job("a", 2, pods=2, priority_class="low"))
+    assert gang.state == JobState.RUNNING and sorted(n for n, _ in gang.placement) == ["n0", "n1"]
+    ctl.cordon("n0", 1.0)
+    high = submit(ctl, 2, job("b", 1, priority_class="high"), now=2.0)
+    assert high.reason.code == Reason.PREEMPTION_PENDING and high.reason.evidence == {"node": "n1", "victims": [1]}
+    assert gang.state == JobState.PREEMPTING
+    assert ctl.cluster.gpu_alloc[:2, :2].tolist() == [[1000, 1000], [1000, 1000]]  # the search left it as it was
+    assert ctl.cluster.cordoned[0] and not ctl.cluster.cordoned[1]
 
 
 def test_equal_priority_never_preempts():

@@ -9,7 +9,8 @@ import numpy as np
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from quasched.service.controller import Controller, LoopOptions, SpecError, nodes_of
+from quasched.service.controller import Controller, nodes_of
+from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec
 
 NODES = [NodeRecord("n0", 16_000, 64_000, 2, "A100"), NodeRecord("n1", 16_000, 64_000, 4, "A100"),

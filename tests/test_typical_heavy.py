@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from builders import nodes, pod
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.policies import Policy, make_policy
 from quasched.policies.home_headroom import HomeHeadroomScore

@@ -29,8 +29,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.nodes import NodeSpec
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI, Pod, Workload
 from quasched.policies import devices

@@ -22,7 +22,7 @@ from typing import Callable
 import cma
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.policies.learned import save_weights
 from quasched.sim.arrival import ExperimentConfig

@@ -1,6 +1,7 @@
 """Cluster state held in NumPy arrays.
 
-A :class:`Cluster` holds node slots and their allocation state:
+A :class:`Cluster` holds node slots (static capacities: :class:`~quasched.model.nodes.NodeSpec`,
+also importable from here, its documented path) and their allocation state:
 
 - ``free`` / ``capacity``: ``(N, R)`` scalar resources in registry order
   (:mod:`quasched.model.resources`: CPU, memory, pod slots, RDMA, disk, ...);
@@ -32,14 +33,14 @@ a device recovered) is remembered in :meth:`take_grown`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from quasched.model.fit import placement_problem
 from quasched.model.health import ErrorLog
+from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.resources import CPU, RESOURCES, ResourceRegistry
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 
@@ -56,59 +57,6 @@ def gpu_class(pod: Pod) -> int:
     if pod.gpu_milli <= 0:
         return -1
     return 0 if pod.gpu_milli < FULL_GPU_MILLI else min(pod.num_gpu, N_GPU_CLASSES - 1)
-
-
-@lru_cache(maxsize=4096)
-def spec_models(spec: str) -> tuple[str, ...]:
-    """Allowed GPU models of a ``|``-separated constraint (empty tuple = any)."""
-    return tuple(token for token in spec.split("|") if token)
-
-
-def accessible(node_model: str, spec: str) -> bool:
-    """Whether a node of GPU model ``node_model`` satisfies constraint ``spec``."""
-    allowed = spec_models(spec)
-    if not allowed:
-        return True
-    return node_model != "" and node_model in allowed
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """Static node capacities, one array entry per node.
-
-    ``labels`` holds one ``dict[str, str]`` per node (None = no labels);
-    ``extra`` the capacities of resources registered beyond the built-in ones,
-    keyed by resource name.
-    """
-
-    name: np.ndarray
-    cpu_milli: np.ndarray
-    memory_mib: np.ndarray
-    num_gpus: np.ndarray
-    gpu_model: np.ndarray
-    rdma: np.ndarray | None = None
-    disk_mib: np.ndarray | None = None
-    labels: np.ndarray | None = None
-    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
-    source: str = ""
-
-    def __len__(self) -> int:
-        return len(self.name)
-
-    @property
-    def total_gpus(self) -> int:
-        return int(self.num_gpus.sum())
-
-    def take(self, rows: Sequence[int] | np.ndarray) -> NodeSpec:
-        """The nodes at ``rows``, in that order."""
-        rows = np.asarray(rows, dtype=np.int64)
-        pick = lambda a: None if a is None else np.asarray(a)[rows]  # noqa: E731
-        return NodeSpec(
-            name=self.name[rows], cpu_milli=self.cpu_milli[rows], memory_mib=self.memory_mib[rows],
-            num_gpus=self.num_gpus[rows], gpu_model=self.gpu_model[rows], rdma=pick(self.rdma),
-            disk_mib=pick(self.disk_mib), labels=pick(self.labels),
-            extra={k: v[rows] for k, v in self.extra.items()}, source=self.source,
-        )
 
 
 @dataclass(frozen=True, slots=True)

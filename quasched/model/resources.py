@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 if TYPE_CHECKING:
-    from quasched.model.cluster import NodeSpec
+    from quasched.model.nodes import NodeSpec
     from quasched.model.workload import Workload
 
 #: Kubernetes' default pod limit per node, as in the FGD simulator.
@@ -42,7 +42,7 @@ UNLIMITED = np.iinfo(np.int64).max // 4
 class Resource:
     """One scalar resource.
 
-    ``column`` is the :class:`~quasched.model.cluster.NodeSpec` /
+    ``column`` is the :class:`~quasched.model.nodes.NodeSpec` /
     :class:`~quasched.model.workload.Workload` attribute holding capacities and
     requests ("" = the entry ``name`` of their ``extra`` mapping).
     ``default_capacity`` is used for nodes whose spec lacks the column (``None``:

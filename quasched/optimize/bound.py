@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.optimize.highs import LinearModel
 from quasched.optimize.shapes import NodeGroups, Shapes

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.optimize.problem import BatchProblem, HeavyRule, from_workload
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from quasched.model.cluster import NodeSpec, accessible
+from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.resources import RESOURCES as MODEL_RESOURCES
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 

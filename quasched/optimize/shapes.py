@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec, accessible
+from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import Workload
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quasched.model.cluster import accessible
+from quasched.model.nodes import accessible
 from quasched.optimize.problem import BatchProblem
 
 #: violations listed in a verdict (the count is always complete)

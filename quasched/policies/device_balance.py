@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods, node_states
+from quasched.metrics.fragmentation import node_states
+from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Pod

@@ -26,7 +26,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import StateTable, TypicalPods, TypicalWindow, state_table
+from quasched.metrics.fragmentation import StateTable, state_table
+from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model.cluster import Cluster
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod

@@ -54,8 +54,10 @@ from collections import Counter
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods, node_states
-from quasched.model.cluster import Cluster, accessible
+from quasched.metrics.fragmentation import node_states
+from quasched.metrics.typical import TypicalPods
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import accessible
 from quasched.model.random import RandomStream
 from quasched.model.workload import Pod
 from quasched.policies.base import CycleState, ScorePlugin, hypothetical_scores

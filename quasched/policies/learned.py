@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.base import ScorePlugin
 from quasched.policies.best_fit import BestFit
 from quasched.policies.dot_product import DotProduct

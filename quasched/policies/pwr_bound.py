@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from quasched.metrics.power import MILLI_PER_VCPU, PWR_MODEL, VCPUS_PER_CORE, PowerModel, cpu_power_w
-from quasched.model.cluster import NodeSpec, accessible
+from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 
 

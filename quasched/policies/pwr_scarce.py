@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
+from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies.base import CycleState

@@ -1,4 +1,5 @@
-"""The policy registry: one name per policy, its labels, typed parameters and how to build it.
+"""The policy registry: one name per policy, its labels, typed parameters and how to build it
+(the builders are in :mod:`.profiles`).
 
 A policy spec is a name with optional parameters, ``headroom:beta=2`` or
 ``fgd:scale=linear``; a list is comma-separated (``fgd,headroom:beta=2,bestfit``)
@@ -17,8 +18,10 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable
 
+from quasched.policies import profiles
+
 if TYPE_CHECKING:  # the registry is read by ``--help``: no NumPy at import
-    from quasched.metrics.fragmentation import TypicalPods
+    from quasched.metrics.typical import TypicalPods
     from quasched.policies.framework import Policy
 
 #: parsers for parameter kinds whose constructor does not parse text (``bool("false")`` is True)
@@ -168,155 +171,6 @@ def describe() -> str:
     return "; ".join(lines)
 
 
-def _plugin(path: str) -> type:
-    module, _, name = path.partition(":")
-    return getattr(import_module(f"quasched.policies.{module}"), name)
-
-
-def _single(path: str, device_rule: str = "tightest") -> Callable[..., Policy]:
-    """Builder of a one-plugin policy; ``path`` = ``module:Class`` under quasched.policies."""
-    def build(typical: TypicalPods) -> Policy:
-        from quasched.policies.framework import Policy
-
-        return Policy([(_plugin(path)(), 1.0)], device_rule)  # type: ignore[arg-type]
-    return build
-
-
-def _fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
-    from quasched.policies.framework import Policy
-
-    return Policy([(_plugin("fgd:FGD")(typical, scale), 1.0)], "best-score", name="fgd")
-
-
-def _fgd_headroom(typical: TypicalPods, scale: str, beta: float, learn: bool, name: str,
-                  term: str = "headroom:HeadroomScore", extra: tuple[tuple[str, float], ...] = (),
-                  term_typical: TypicalPods | None = None) -> Policy:
-    """FGD on ``scale`` + ``beta`` x the headroom ``term`` (on ``term_typical``, else the typical pods)
-    (+ ``extra`` plugins ``(module:Class, weight)`` built from the typical pods); the best combined device,
-    tightest on ties."""
-    from quasched.policies.framework import Policy
-
-    plugins = [(_plugin("fgd:FGD")(typical, scale), 1.0), (_plugin(term)(term_typical or typical, learn), beta)]
-    return Policy(plugins + [(_plugin(path)(typical), weight) for path, weight in extra],
-                  "best-score-tightest", name=name)
-
-
-def _headroom(typical: TypicalPods, beta: float = 2.0, learn: bool = True) -> Policy:
-    return _fgd_headroom(typical, "linear", beta, learn, "headroom")
-
-
-def _ours(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Policy:
-    """Ours: FGD on its own (sigmoid, truncated) scale + ``beta`` x the headroom term (linear).
-
-    ``score = trunc(100 σ(ΔF / 1000)) + β (50 + ΔH / (160 N))``: FGD's integer plateaus keep
-    its rank tie-break (packing); the headroom term orders nodes within and across them.
-    """
-    return _fgd_headroom(typical, "sigmoid", beta, learn, "ours")
-
-
-def _ourshome(typical: TypicalPods, beta: float = 8.0, learn: bool = True) -> Policy:
-    """``ours`` with the headroom term's shapes weighted by 1 / the GPU share of their homes
-    (:mod:`quasched.policies.home_headroom`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N))``."""
-    return _fgd_headroom(typical, "sigmoid", beta, learn, "ourshome", "home_headroom:HomeHeadroomScore")
-
-
-def _oursbalance(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, learn: bool = True) -> Policy:
-    """``ourshome`` + ``gamma`` x the CPU-starved GPUs a placement adds (:mod:`quasched.policies.cpu_balance`):
-    ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS / 160)``."""
-    return _fgd_headroom(typical, "sigmoid", beta, learn, "oursbalance", "home_headroom:HomeHeadroomScore",
-                         (("cpu_balance:CpuBalanceScore", gamma),))
-
-
-
-def _oursshare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, learn: bool = True) -> Policy:
-    """``oursbalance`` with each device's free milli priced by the typical pods that fit in it
-    (:mod:`quasched.policies.device_balance`): ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH_home / (160 N)) + γ (50 − ΔS_dev / 160)``."""
-    return _fgd_headroom(typical, "sigmoid", beta, learn, "oursshare", "home_headroom:HomeHeadroomScore",
-                         (("device_balance:DeviceBalanceScore", gamma),))
-
-def _oursrare(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0) -> Policy:
-    """``oursshare`` whose headroom term counts, from the start and for good, the typical pods *and* the rare
-    heavy shapes (:attr:`TypicalPods.heavy`: with them 99 % of the GPU demand) instead of learning the mix
-    online, so the only nodes that hold a rare 8-GPU, 120-core pod are not given to 1-GPU pods early."""
-    return _fgd_headroom(typical, "sigmoid", beta, False, "oursrare", "home_headroom:HomeHeadroomScore",
-                         (("device_balance:DeviceBalanceScore", gamma),), typical.with_heavy())
-
-
-def _oursguard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: float = 16.0) -> Policy:
-    """``oursrare`` + ``delta`` x the future pods a placement is expected to turn away by breaking the last
-    homes of a shape (:mod:`quasched.policies.last_homes`, Littlewood's rule):
-    ``... + δ (50 − E / 160)``."""
-    from quasched.policies.framework import Policy
-
-    rare = _oursrare(typical, beta, gamma)
-    guard = _plugin("last_homes:LastHomesScore")(typical.with_heavy())
-    return Policy(rare.plugins + [(guard, delta)], rare.device_rule, name="oursguard")
-
-
-#: PWR's weight in a PWR+FGD mix is out of this total; FGD gets the rest (the paper's 50/950 ... 500/500)
-MIX_TOTAL = 1000
-
-
-def _pwr(typical: TypicalPods, mode: str = "step") -> Policy:
-    from quasched.policies.framework import Policy
-
-    return Policy([(_plugin("pwr:PWR")(mode), 1.0)], "tightest", name="pwr")
-
-
-def _pwrfgd(typical: TypicalPods, pwr: int = 100, mode: str = "step") -> Policy:
-    """``pwr`` × PWR + (1000 − ``pwr``) × FGD (sigmoid scale); FGD picks a sharing pod's device."""
-    from quasched.policies.framework import Policy
-
-    if pwr > MIX_TOTAL:
-        raise ValueError(f"parameter pwr={pwr} must be at most {MIX_TOTAL} (FGD gets {MIX_TOTAL} - pwr)")
-    return Policy([(_plugin("pwr:PWR")(mode), float(pwr)), (_plugin("fgd:FGD")(typical, "sigmoid"), float(MIX_TOTAL - pwr))],
-                  "best-score", name="pwrfgd")
-
-
-def _pwrheadroom(typical: TypicalPods, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0, beta: float = 2.0,
-                 mode: str = "step") -> Policy:
-    """Ours (experimental): Headroom + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term, both until ``until`` %."""
-    from quasched.policies.framework import Policy
-
-    pwr = _plugin("pwr:PWR")
-    return Policy([(_plugin("fgd:FGD")(typical, "linear"), 1.0), (_plugin("headroom:HeadroomScore")(typical, True), beta),
-                   (pwr(mode, until=until, terms="gpu"), gpu), (pwr(mode, until=until, terms="cpu"), cpu)],
-                  "best-score-tightest", name="pwrheadroom")
-
-
-def _power_balance(term: str, name: str) -> Callable[..., Policy]:
-    """Builder of ``name``: ``oursbalance`` + ``scarce`` x the scarce-GPU linear watts ``term`` (``module:Class``)
-    + ``gpu`` x PWR's GPU term + ``cpu`` x its CPU term (step model) [+ ``cores`` x the working-core term
-    (:mod:`quasched.policies.pwr_cores`) if ``cores`` > 0], all until ``until`` %."""
-    def build(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: float = 0.001, until: float = 80.0,
-              horizon: float = 20.0, kappa: float = 0.9, rounding: float = 0.5, beta: float = 8.0,
-              gamma: float = 16.0, cores: float = 0.0) -> Policy:
-        from quasched.policies.framework import Policy
-
-        pwr = _plugin("pwr:PWR")
-        power = [(_plugin(term)(typical, horizon, kappa, rounding, until=until), scarce),
-                 (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)]
-        if cores > 0:
-            power.append((_plugin("pwr_cores:WorkingCores")(until=until), cores))
-        return Policy(_oursbalance(typical, beta, gamma).plugins + power, "best-score-tightest", name=name)
-    return build
-
-
-def _learned(typical: TypicalPods, weights: str = "") -> Policy:
-    """The linear score of a checkpoint's weights (:mod:`quasched.policies.learned`); "" = the packaged one."""
-    learned = import_module("quasched.policies.learned")
-    return learned.learned_policy(typical, learned.load_weights(weights or learned.PACKAGED))
-
-
-def _healthfgd(typical: TypicalPods, weight: float = 2.0, half_life: float = 168.0, flaky: float = 0.0) -> Policy:
-    """Ours: FGD (sigmoid scale) + ``weight`` x Health (nodes with recent GPU errors score less) + ``flaky`` x the
-    flaky-node posterior (:mod:`quasched.policies.flaky`)."""
-    from quasched.policies.framework import Policy
-
-    return Policy([(_plugin("fgd:FGD")(typical, "sigmoid"), 1.0), (_plugin("health:HealthScore")(half_life), weight),
-                   (_plugin("flaky:FlakyPosterior")(), flaky)], "best-score", name="healthfgd")
-
-
 #: ``oursbalance`` and ``oursshare``: headroom weight, balance weight, learning
 _BALANCE_PARAMS = (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
                    Param("gamma", float, 16.0, "weight of the (device) CPU-balance term", minimum=0.0),
@@ -338,78 +192,80 @@ _POWER_BALANCE_PARAMS = (
 def _register_builtins() -> None:
     for info in (
         PolicyInfo("random", "Random", "a uniformly random feasible node and device",
-                   _single("random_score:RandomScore", "uniform"), artifact_label="01-Random", paper=True),
+                   profiles.single("random_score:RandomScore", "uniform"), artifact_label="01-Random", paper=True),
         PolicyInfo("dotprod", "DotProd", "align free and requested CPU/GPU (Tetris)",
-                   _single("dot_product:DotProduct"), artifact_label="02-DotProd", paper=True),
+                   profiles.single("dot_product:DotProduct"), artifact_label="02-DotProd", paper=True),
         PolicyInfo("gpuclustering", "GpuClustering", "keep pods of one GPU shape together",
-                   _single("gpu_clustering:GpuClustering"), artifact_label="03-GpuClustering", paper=True),
+                   profiles.single("gpu_clustering:GpuClustering"), artifact_label="03-GpuClustering", paper=True),
         PolicyInfo("gpupacking", "GpuPacking", "fill used GPUs, then used nodes, then idle ones",
-                   _single("gpu_packing:GpuPacking"), artifact_label="04-GpuPacking", paper=True),
-        PolicyInfo("bestfit", "BestFit", "least CPU and GPU left after placing", _single("best_fit:BestFit"),
+                   profiles.single("gpu_packing:GpuPacking"), artifact_label="04-GpuPacking", paper=True),
+        PolicyInfo("bestfit", "BestFit", "least CPU and GPU left after placing", profiles.single("best_fit:BestFit"),
                    artifact_label="05-BestFit", paper=True),
-        PolicyInfo("fgd", "FGD", "Fragmentation Gradient Descent (ATC'23)", _fgd,
+        PolicyInfo("fgd", "FGD", "Fragmentation Gradient Descent (ATC'23)", profiles.fgd,
                    (Param("scale", str, "sigmoid", "score normalisation", ("sigmoid", "linear")),),
                    artifact_label="06-FGD", paper=True),
-        PolicyInfo("firstfit", "FirstFit", "the first feasible node in cluster order", _single("first_fit:FirstFit"),
-                   artifact_label="07-FirstFit"),
-        PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", _headroom,
+        PolicyInfo("firstfit", "FirstFit", "the first feasible node in cluster order",
+                   profiles.single("first_fit:FirstFit"), artifact_label="07-FirstFit"),
+        PolicyInfo("headroom", "Headroom", "ours: FGD + beta x typical-pod headroom destroyed", profiles.headroom,
                    (Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Headroom"),
-        PolicyInfo("ours", "Ours", "ours: FGD (its sigmoid scale) + beta x typical-pod headroom destroyed", _ours,
+        PolicyInfo("ours", "Ours", "ours: FGD (its sigmoid scale) + beta x typical-pod headroom destroyed",
+                   profiles.ours,
                    (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours"),
         PolicyInfo("ourshome", "Ours+Home",
-                   "ours, each shape's headroom weighted by 1 / the GPU share of the nodes that can hold it", _ourshome,
+                   "ours, each shape's headroom weighted by 1 / the GPU share of the nodes that can hold it",
+                   profiles.ourshome,
                    (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
                     Param("learn", bool, True, "learn the pod mix online")), artifact_label="Ours+Home"),
         PolicyInfo("oursbalance", "Ours+Balance",
                    "ourshome + gamma x the GPUs a placement leaves short of the typical pods' CPU per GPU",
-                   _oursbalance, _BALANCE_PARAMS, artifact_label="Ours+Balance"),
+                   profiles.oursbalance, _BALANCE_PARAMS, artifact_label="Ours+Balance"),
         PolicyInfo("oursshare", "Ours+Share",
                    "oursbalance with each device's free GPU priced by the CPU of the typical pods that fit in it",
-                   _oursshare, _BALANCE_PARAMS, artifact_label="Ours+Share"),
+                   profiles.oursshare, _BALANCE_PARAMS, artifact_label="Ours+Share"),
         PolicyInfo("oursrare", "Ours+Rare",
                    "oursshare with the headroom kept, fixed, for the typical pods and the rare heavy shapes "
                    "(99 % of the GPU demand) instead of learned online",
-                   _oursrare, _BALANCE_PARAMS[:2], artifact_label="Ours+Rare"),
+                   profiles.oursrare, _BALANCE_PARAMS[:2], artifact_label="Ours+Rare"),
         PolicyInfo("oursguard", "Ours+Guard",
                    "oursrare + delta x the pods a placement is expected to turn away by breaking the last nodes "
                    "that can hold a shape (Littlewood's protection rule)",
-                   _oursguard, (*_BALANCE_PARAMS[:2],
+                   profiles.oursguard, (*_BALANCE_PARAMS[:2],
                                 Param("delta", float, 16.0, "weight of the last-homes term", minimum=0.0)),
                    artifact_label="Ours+Guard"),
-        PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", _pwr, (_POWER_MODE,),
+        PolicyInfo("pwr", "PWR", "least modelled power added (CCGrid'25)", profiles.pwr, (_POWER_MODE,),
                    artifact_label="PWR"),
-        PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", _pwrfgd,
-                   (Param("pwr", int, 100, f"PWR's weight out of {MIX_TOTAL}", minimum=0), _POWER_MODE),
+        PolicyInfo("pwrfgd", "PWR+FGD", "pwr/1000 x PWR + the rest x FGD (CCGrid'25 mixes)", profiles.pwrfgd,
+                   (Param("pwr", int, 100, f"PWR's weight out of {profiles.MIX_TOTAL}", minimum=0), _POWER_MODE),
                    artifact_label="PWR+FGD"),
         PolicyInfo("pwrheadroom", "PWR+Headroom",
                    "ours: Headroom + PWR's GPU term (+ its CPU term as a tie-break) while GPU allocation < until %",
-                   _pwrheadroom, (Param("gpu", float, 1.0, "weight of PWR's GPU power term", minimum=0.0),
+                   profiles.pwrheadroom, (Param("gpu", float, 1.0, "weight of PWR's GPU power term", minimum=0.0),
                                   Param("cpu", float, 0.001, "weight of PWR's CPU socket term", minimum=0.0),
                                   Param("until", float, 80.0, "PWR terms off from this GPU allocation (%)", minimum=0.0),
                                   Param("beta", float, 2.0, "weight of the headroom term", minimum=0.0), _POWER_MODE),
                    artifact_label="PWR+Headroom"),
         PolicyInfo("pwrbalance", "PWR+Balance",
                    "ours: oursbalance + scarce x the linear watts with cheap GPUs priced as scarce + PWR's terms, "
-                   "while GPU allocation < until %", _power_balance("pwr_scarce:ScarcePower", "pwrbalance"),
+                   "while GPU allocation < until %", profiles.power_balance("pwr_scarce:ScarcePower", "pwrbalance"),
                    _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance"),
         PolicyInfo("pwrbalance2", "PWR+Balance2",
                    "ours: pwrbalance with the cheap GPUs' scarcity price scaled by how much of them the whole-GPU "
-                   "pods fill (no on/off switch)", _power_balance("pwr_fill:FillPower", "pwrbalance2"),
+                   "pods fill (no on/off switch)", profiles.power_balance("pwr_fill:FillPower", "pwrbalance2"),
                    _POWER_BALANCE_PARAMS, artifact_label="PWR+Balance2"),
         PolicyInfo("pwrbalance3", "PWR+Balance3",
                    "ours: pwrbalance2 + cores x the working-core term (among nodes of equal GPU and socket watts, the "
                    "fewest CPU cores a pod sets working)",
-                   _power_balance("pwr_fill:FillPower", "pwrbalance3"),
+                   profiles.power_balance("pwr_fill:FillPower", "pwrbalance3"),
                    (*_POWER_BALANCE_PARAMS, Param("cores", float, 0.2, "weight of the working-core term", minimum=0.0)),
                    artifact_label="PWR+Balance3"),
         PolicyInfo("learned", "Learned", "ours: weighted sum of six plugins' scores, weights trained in the simulator",
-                   _learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
+                   profiles.learned, (Param("weights", str, "", "checkpoint JSON (default: the packaged one)",
                                     check=lambda path: import_module("quasched.policies.learned").load_weights(path)),),
                    artifact_label="Learned"),
         PolicyInfo("healthfgd", "Health+FGD", "ours: FGD + weight x health (nodes with fewer recent GPU errors score more)",
-                   _healthfgd, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
+                   profiles.healthfgd, (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
                                 Param("half_life", float, 168.0, "hours for an error's weight to halve",
                                       minimum=1e-3),
                                 Param("flaky", float, 0.0, "weight of the flaky-node posterior term (the pod's "

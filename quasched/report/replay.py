@@ -13,7 +13,7 @@ from rich.table import Table
 from quasched.policies.registry import display_label
 from quasched.report.plots import save_figure
 from quasched.sim.records import KILL
-from quasched.sim.replay import STATUS_NAMES, ReplayResult
+from quasched.sim.replay_result import STATUS_NAMES, ReplayResult
 
 _COLUMNS = (
     ("placed", "placed", "{:,}"),

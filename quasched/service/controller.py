@@ -18,22 +18,9 @@ Cycle
     cycle per pod; a gang that does not fully place is rolled back exactly.
     Jobs that stay pending get a :class:`~.domain.PendingReason`.
 
-Preemption (``preemption=True``)
-    A job blocked by capacity may stop running jobs: of lower priority, or —
-    when the job is within its queue's nominal quota — jobs of queues in its
-    cohort that borrow. Victim order: borrowing queues first (the one
-    borrowing most first), then lowest
-    priority, then the largest (fewest victims free the room), then the most
-    recently started (least work lost); per node the set is minimised by
-    reprieve, as kube-scheduler does, and the node needing the fewest
-    victims wins. Victims get ``grace_s`` seconds
-    (state ``preempting``) and are then requeued with their original order.
-
-Defragmentation (``defrag_per_hour = K > 0``)
-    When a multi-GPU job is pending as ``Fragmented``, up to K running jobs
-    per hour may be migrated off one node (each re-placed by the policy on
-    another node) so the waiting job fits; a trial that does not free enough
-    is rolled back exactly. Every migration is an event.
+Preemption and job swapping make room for blocked jobs (:mod:`.loop_room`); node changes and
+recovery from the store are in :mod:`.loop_nodes`, what the loop hands out in :mod:`.loop_views`,
+the options and the shared state in :mod:`.loop_state`.
 
 With ``order="fifo"``, no quotas, no preemption and a fixed set of typical
 pods, the loop places exactly as :func:`quasched.sim.replay.replay`
@@ -44,81 +31,20 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, deque
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Mapping, Sequence
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
-from quasched.metrics.allocation import percent
-from quasched.metrics.fragmentation import (
-    StateTable,
-    TypicalPods,
-    TypicalWindow,
-    cluster_fragmentation,
-    frag_amount,
-    state_table,
-)
-from quasched.model.cluster import (
-    Cluster,
-    NodeSpec,
-    PlacementError,
-    accessible,
-    spec_models,
-)
+from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
-from quasched.policies import Scheduler, make_policy
-from quasched.policies.queue import FitClasses
-from quasched.service import status
 from quasched.service.batch import bind_on, solve_batch
-from quasched.service.defrag import try_moves
-from quasched.service.domain import (
-    MAX_GANG,
-    PRIORITY_CLASSES,
-    Event,
-    Job,
-    JobSpec,
-    JobState,
-    NodeRecord,
-    PendingReason,
-    QueueSpec,
-    Reason,
-)
-from quasched.service.preemption import cheapest_node, victim_order
-from quasched.service.quota import QuotaBook
+from quasched.service.domain import MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+from quasched.service.loop_nodes import NodeChanges
+from quasched.service.loop_room import MakingRoom
+from quasched.service.loop_state import LoopOptions, SpecError
+from quasched.service.loop_views import LoopViews
 from quasched.service.reasons import FitRows, capacity_reason, quota_reason
-from quasched.sim.engine import RngKind, make_stream, node_ranks
-
-HOUR = 3600.0
-
-
-class SpecError(ValueError):
-    """A submission the service refuses; ``field`` names the offending input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    """How the loop orders, places and preempts (module docstring)."""
-
-    policy: str = "fgd"
-    seed: int = 0
-    rng: RngKind = "native"
-    order: Literal["fair", "fifo"] = "fair"
-    decay_alpha: float | None = None
-    preemption: bool = True
-    grace_s: float = 30.0
-    defrag_per_hour: int = 0
-    #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
-    #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
-    batch_solver: str | None = None
-    batch_size: int = 16
-    #: seconds between time-series samples
-    sample_s: float = 5.0
-    priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
 
 
 def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:
@@ -142,34 +68,9 @@ def records_of(nodes: NodeSpec) -> list[NodeRecord]:
                                               nodes.gpu_model, labels)]
 
 
-class Controller:
-    """Jobs, queues and the live cluster, with the scheduling loop (module docstring)."""
-
-    def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
-                 typical: TypicalPods | None = None) -> None:
-        self.options = options
-        self.rng = make_stream(options.rng, options.seed)
-        rank = node_ranks(nodes, self.rng)
-        self.cluster = Cluster(nodes)
-        self.window = TypicalWindow(initial=typical) if typical is None else None
-        self.typical: TypicalPods | TypicalWindow = typical if typical is not None else self.window  # type: ignore[assignment]
-        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng)
-        self.quota = QuotaBook(queues)
-        self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
-        self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
-        self.position: dict[int, int] = {}  # pending job id -> place in the last cycle's order
-        self.classes = FitClasses()
-        self._timers: list[tuple[float, int, str]] = []
-        self._changed: dict[int, Job] = {}
-        self._events: list[Event] = []
-        self._migrations: deque[float] = deque()
-        self._claimed: set[int] = set()  # victims already promised to a preempting job
-        #: job that preempted -> (queue, milli-GPU it awaits, its victims)
-        self._nominated: dict[int, tuple[str, int, tuple[int, ...]]] = {}
-        self._dirty = False
-        self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
-        self._full = True  # the next pass tries every pending job
-        self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
+class Controller(NodeChanges, MakingRoom, LoopViews):
+    """Jobs, queues and the live cluster, with the scheduling loop (module docstring); node changes,
+    preemption and job swapping, and the views come from the mixins."""
 
     @classmethod
     def rebuilt(cls, records: Sequence[NodeRecord], queues: Sequence[QueueSpec], jobs: Sequence[Job],
@@ -241,13 +142,6 @@ class Controller:
             raise ValueError(f"job {job_id} is {job.state}, not running")
         return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
 
-    def job(self, job_id: int) -> Job:
-        """The unfinished job ``job_id`` (KeyError if it has finished or never existed)."""
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise KeyError(f"no unfinished job {job_id}")
-        return job
-
     def _end(self, job_id: int, now: float, state: JobState) -> Job:
         job = self.job(job_id)
         if job.state.finished:
@@ -262,12 +156,6 @@ class Controller:
         return job
 
     # ------------------------------------------------------------ pods
-    def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
-        return Pod(uid=job_id * MAX_GANG + index, name=f"{spec.name}#{job_id}.{index}", cpu_milli=spec.cpu_milli,
-                   memory_mib=spec.memory_mib, num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli,
-                   gpu_spec="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
-                   max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
-
     def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
         c = self.cluster
         job.placement = [(str(c.names[node]), devices) for _, node, devices in placed]
@@ -281,83 +169,6 @@ class Controller:
         if job.spec.duration_s is not None:
             heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
         self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
-
-    def _release(self, job: Job) -> None:
-        self._claimed.discard(job.id)
-        c = self.cluster
-        for k in range(job.spec.pods):
-            placement = c.remove(job.id * MAX_GANG + k)
-            self.quota.charge(job.spec.team, str(c.models[c.model_id[placement.node]]), -job.spec.gpu_request)
-        job.placement = []
-
-    # ------------------------------------------------------------ nodes
-    def add_node(self, record: NodeRecord, now: float) -> None:
-        """Add ``record``'s node (cordoned and unhealthy devices as recorded); the GPU quota capacity follows."""
-        c = self.cluster
-        c.add_node(record.name, {"cpu": record.cpu_milli, "memory": record.memory_mib}, record.num_gpus,
-                   record.gpu_model, record.labels)
-        if record.cordoned:
-            c.cordon(record.name)
-        for d in record.unhealthy:
-            c.set_device_health(record.name, d, False)
-        self.quota.capacity_milli = FULL_GPU_MILLI * c.total_gpus
-        self._events.append(Event(now, "node-added", node=record.name))
-        self._dirty = True
-
-    def remove_node(self, name: str, now: float) -> None:
-        """Drain node ``name`` (its jobs are requeued) and remove it; the GPU quota capacity follows."""
-        self.drain(name, now)
-        self.cluster.remove_node(name)
-        self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
-        self._events.append(Event(now, "node-removed", node=name))
-
-    def cordon(self, name: str, now: float, drain: bool = False) -> None:
-        """Place nothing more on node ``name``; with ``drain`` also requeue its jobs."""
-        self.cluster.cordon(name)
-        self._events.append(Event(now, "node-cordoned", node=name))
-        if drain:
-            self.drain(name, now)
-
-    def uncordon(self, name: str, now: float) -> None:
-        """Let node ``name`` take jobs again."""
-        self.cluster.uncordon(name)
-        self._events.append(Event(now, "node-uncordoned", node=name))
-        self._dirty = True
-
-    def drain(self, name: str, now: float) -> None:
-        """Requeue every job with a pod on node ``name``."""
-        for job in self._jobs_on(self.cluster.node(name)):
-            self._requeue(job, now, "evicted", node=name)
-
-    def set_device_health(self, name: str, device: int, healthy: bool, now: float) -> None:
-        """Mark a GPU device; jobs on a failed device are requeued."""
-        node = self.cluster.node(name)
-        self.cluster.set_device_health(node, device, healthy)
-        self._events.append(Event(now, "device-healthy" if healthy else "device-unhealthy", node=name,
-                                  data={"device": device}))
-        if not healthy:
-            for job in self._jobs_on(node, device):
-                self._requeue(job, now, "evicted", node=name, device=device)
-        self._dirty = True
-
-    def _jobs_on(self, node: int, device: int | None = None) -> list[Job]:
-        ids = {p.pod.uid // MAX_GANG for p in self.cluster.placements.values()
-               if p.node == node and (device is None or device in p.devices)}
-        return [self.jobs[i] for i in sorted(ids)]
-
-    def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
-        self._release(job)
-        job.state, job.started_at, job.preempt_at = JobState.PENDING, None, None
-        job.restarts += 1
-        job.reason = PendingReason(Reason.QUEUED, f"requeued ({kind})")
-        self._fresh.add(job.id)
-        self._emit(now, kind, job, **data)
-        self._dirty = True
-
-    def put_queue(self, spec: QueueSpec) -> None:
-        """Create or replace a queue (quota and cohort); the next cycle reconsiders every pending job."""
-        self.quota.put(spec)
-        self._full = self._dirty = True
 
     # ------------------------------------------------------------ time
     def next_timer(self) -> float | None:
@@ -497,15 +308,6 @@ class Controller:
         models = self._admissible(job)
         return None if models == [] else self._pod(job.spec, job.id, 0, models)
 
-    def _admissible(self, job: Job) -> list[str] | None:
-        """GPU models the job's queue may use now (None = any: no limit applies); [] = none."""
-        if not job.gpu_total:
-            return None
-        team, need = job.spec.team, job.gpu_total
-        models = [m for m in self.cluster.models if m and accessible(m, job.spec.gpu_model)]
-        ok = [m for m in models if self.quota.admits(team, m, need)]
-        return None if len(ok) == len(models) else ok
-
     def _place_gang(self, job: Job, gpu_spec: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
         placed: list[tuple[Pod, int, tuple[int, ...]]] = []
         for k in range(job.spec.pods):
@@ -517,171 +319,6 @@ class Controller:
                 return []
             placed.append((pod, decision.node, decision.devices))
         return placed
-
-    def _set_reason(self, job: Job, reason: PendingReason) -> None:
-        if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
-            job.reason = reason
-            self._changed[job.id] = job
-
-    # ------------------------------------------------------------ preemption
-    def _preempt(self, blocked: list[Job], now: float) -> None:
-        """Choose victims for blocked one-pod jobs, in order; a job whose kind found none stops its kind's search."""
-        hopeless: set[tuple] = set()
-        for job in blocked:
-            if job.state != JobState.PENDING or job.spec.pods != 1 or self._awaiting_victims(job):
-                continue
-            pod = self._pod(job.spec, job.id, 0, self._admissible(job))
-            kind = (pod.fit_key, job.spec.team, job.priority)
-            if kind not in hopeless and not self._preempt_for(job, pod, now):
-                hopeless.add(kind)
-
-    def _awaiting_victims(self, job: Job) -> bool:
-        """Whether ``job`` preempted and some of its victims still hold their resources."""
-        entry = self._nominated.get(job.id)
-        return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
-
-    def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
-        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none."""
-        self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
-        promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
-        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
-                                            for m in self.cluster.models if m and accessible(m, pod.gpu_spec))
-        running = (v for v in self.jobs.values() if v.state.holds_resources and v.id not in self._claimed)
-        victims = victim_order(self.quota, running, job, reclaim)
-        best = cheapest_node(self.cluster, pod, victims) if victims else None
-        if best is None:
-            return False
-        node, chosen = best
-        self._nominated[job.id] = (job.spec.team, job.gpu_total, tuple(v.id for v in chosen))
-        for victim in chosen:
-            self._claimed.add(victim.id)
-            if victim.state == JobState.RUNNING:
-                victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
-                heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
-                self._emit(now, "preempting", victim, by=job.id, grace_s=self.options.grace_s)
-        self._set_reason(job, PendingReason(
-            Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
-            f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
-                                                          "victims": [v.id for v in chosen]}))
-        return True
-
-    # ------------------------------------------------------------ defragmentation
-    def _defragment_for(self, job: Job, now: float) -> None:
-        window = self._migrations
-        while window and window[0] <= now - HOUR:
-            window.popleft()
-        budget = self.options.defrag_per_hour - len(window)
-        if budget <= 0 or job.spec.pods != 1:
-            return
-        c = self.cluster
-        pod = self._pod(job.spec, job.id, 0, self._admissible(job))
-        room = c.schedulable & c.spec_mask(pod.gpu_spec) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
-        candidates = sorted(np.flatnonzero(room).tolist(), key=lambda n: (int(c.gpu_alloc[n].sum()), n))[:32]
-        for node in candidates:
-            movable = [j for j in self._jobs_on(node) if j.state == JobState.RUNNING and j.spec.pods == 1]
-            moves = try_moves(self.cluster, self.scheduler, pod, node, sorted(movable, key=lambda j: (j.gpu_total, j.id))[:budget])
-            if moves is not None:
-                for moved_id, (src, dst) in moves.items():
-                    moved = self.jobs[moved_id]
-                    window.append(now)
-                    self._emit(now, "migrated", moved, node=dst[0], source=src[0], devices=list(dst[1]))
-                    moved.placement = [dst]
-                    moved.restarts += 1
-                    self._changed[moved.id] = moved
-                self._dirty = True
-                return
-
-    # ------------------------------------------------------------ state out
-    def _emit(self, now: float, kind: str, job: Job, node: str = "", **data: Any) -> None:
-        self._changed[job.id] = job
-        self._events.append(Event(now, kind, job.id, node, data))
-
-    def drain_changes(self) -> tuple[list[Job], list[Event]]:
-        """Jobs changed and events since the last drain (finished jobs leave memory here)."""
-        jobs, events = list(self._changed.values()), self._events
-        self._changed, self._events = {}, []
-        for job in jobs:
-            if job.state.finished:
-                self.jobs.pop(job.id, None)
-        return jobs, events
-
-    def _sample(self, now: float) -> None:
-        if self.samples and now - self.samples[-1][0] < self.options.sample_s:
-            return
-        frag = self.fragmentation()
-        pending = sum(1 for j in self.jobs.values() if j.state == JobState.PENDING)
-        self.samples.append((now, self.gpu_allocation(), frag, pending))
-
-    def gpu_allocation(self) -> float:
-        """Allocated GPU milli as % of the cluster's GPUs."""
-        return percent(self.cluster.gpu_allocated, FULL_GPU_MILLI * self.cluster.total_gpus)
-
-    def _table(self) -> StateTable | None:
-        """The fragmentation table of the current typical pods (None before any is known)."""
-        typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
-        return None if typical is None else state_table(self.cluster, typical)
-
-    def fragmentation(self) -> float:
-        """Fragmentation ratio (% of idle GPU milli) for the current typical pods (0 before any is known)."""
-        table = self._table()
-        return 0.0 if table is None else cluster_fragmentation(table).frag_ratio
-
-    def node_fragmentation(self) -> np.ndarray:
-        """Fragmented milli-GPU of every node slot (FGD's measure for the current typical pods)."""
-        table = self._table()
-        if table is None:
-            return np.zeros(self.cluster.n_nodes)
-        ids = table.ids()
-        return frag_amount(table.vectors[ids])
-
-    def snapshot(self) -> dict[str, Any]:
-        """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
-        return status.snapshot(self)
-
-    def queue_status(self) -> list[dict[str, Any]]:
-        """Per queue: quota, cohort, GPUs used and borrowed, fair share, pending and running jobs."""
-        return status.queue_status(self)
-
-    # ------------------------------------------------------------ recovery
-    def observe(self, pod: Pod) -> None:
-        """An arrival the policy's typical pods learn from (as :meth:`submit` does for its jobs)."""
-        if self.window is not None:
-            self.window.observe(pod)
-
-    def restore(self, jobs: Sequence[Job], observe: bool = True) -> None:
-        """Re-admit unfinished jobs from the store: running ones at their recorded nodes and devices.
-
-        ``observe``: the typical pods relearn their shapes (False: they were observed on arrival)."""
-        for job in sorted(jobs, key=lambda j: j.seq):
-            self.jobs[job.id] = job
-            if observe:  # typical pods: relearned from the jobs that are still around
-                self.observe(self._pod(job.spec, job.id, 0))
-            if job.state.holds_resources:
-                problem = self._restore_placement(job)
-                if problem:  # the node left or changed while the service was down
-                    job.placement, job.state, job.started_at = [], JobState.PENDING, None
-                    self._fresh.add(job.id)
-                    self._emit(job.submitted_at, "requeued", job, error=problem)
-                    continue
-                if job.state == JobState.PREEMPTING and job.preempt_at is not None:
-                    heapq.heappush(self._timers, (job.preempt_at, job.id, "preempt"))
-                if job.spec.duration_s is not None and job.started_at is not None:
-                    heapq.heappush(self._timers, (job.started_at + job.spec.duration_s, job.id, "finish"))
-        self._full = self._dirty = True
-
-    def _restore_placement(self, job: Job) -> str:
-        """Bind a restored running job where the store says it runs; the error ("" = none, nothing bound)."""
-        c, placed = self.cluster, []
-        try:
-            for k, (name, devices) in enumerate(job.placement):
-                placed.append(c.place(self._pod(job.spec, job.id, k), c.node(name), devices))
-        except PlacementError as err:
-            for p in placed:
-                c.remove(p.pod)
-            return str(err)
-        for p in placed:
-            self.quota.charge(job.spec.team, str(c.models[c.model_id[p.node]]), job.spec.gpu_request)
-        return ""
 
 
 def _pending_gpus(jobs: list[Job]) -> Counter[str]:

@@ -15,8 +15,9 @@ from typing import Iterable
 
 import numpy as np
 
-from quasched.model.cluster import Cluster, accessible
+from quasched.model.cluster import Cluster, Placement
 from quasched.model.fit import Demand, fit_matrix
+from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.domain import MAX_GANG, Job
 from quasched.service.quota import QuotaBook
@@ -38,6 +39,13 @@ def victim_order(quota: QuotaBook, running: Iterable[Job], job: Job, reclaim: bo
                                       -v.gpu_total, -(v.started_at or 0.0), -v.id))
 
 
+def put_back(cluster: Cluster, placement: Placement) -> Placement:
+    """Bind again a pod the search took off: it ran there, so only its devices are checked (a gang victim's
+    other nodes may have been cordoned since it started; a running pod stays on a cordoned node)."""
+    return cluster.place(placement.pod, placement.node, placement.devices,
+                         filtered_at=int(cluster.version[placement.node]))
+
+
 def cheapest_node(cluster: Cluster, pod: Pod, victims: list[Job], max_nodes: int = 64) -> tuple[int, list[Job]] | None:
     """The node needing the fewest of ``victims`` (in victim order) for ``pod``, and those victims."""
     c = cluster
@@ -54,7 +62,7 @@ def cheapest_node(cluster: Cluster, pod: Pod, victims: list[Job], max_nodes: int
         chosen: list[Job] = []
         if fits_on(c, pod, node):
             for v in reversed(candidates):  # reprieve, least preferred victim first
-                back = [c.place(p.pod, p.node, p.devices) for p in removed.pop(v.id)]
+                back = [put_back(c, p) for p in removed.pop(v.id)]
                 if not fits_on(c, pod, node):
                     for p in back:
                         c.remove(p.pod)
@@ -62,7 +70,7 @@ def cheapest_node(cluster: Cluster, pod: Pod, victims: list[Job], max_nodes: int
                     chosen.append(v)
         for placements in removed.values():
             for p in placements:
-                c.place(p.pod, p.node, p.devices)
+                put_back(c, p)
         if chosen and (best is None or len(chosen) < len(best[1])):
             best = (node, chosen[::-1])
     return best

@@ -10,10 +10,10 @@ from quasched.model.resources import CPU, MEMORY
 from quasched.service.domain import MAX_GANG, JobState
 
 if TYPE_CHECKING:
-    from quasched.service.controller import Controller
+    from quasched.service.loop_views import LoopViews
 
 
-def snapshot(ctl: Controller) -> dict[str, Any]:
+def snapshot(ctl: LoopViews) -> dict[str, Any]:
     """Per node: model, cordon, per-device used milli and health, CPU/memory use, jobs, fragmented milli-GPU;
     and totals."""
     c = ctl.cluster
@@ -36,7 +36,7 @@ def snapshot(ctl: Controller) -> dict[str, Any]:
             "fragmentation_pct": ctl.fragmentation(), "pending": pending,
             "running": sum(1 for j in ctl.jobs.values() if j.state.holds_resources)}
 
-def queue_status(ctl: Controller) -> list[dict[str, Any]]:
+def queue_status(ctl: LoopViews) -> list[dict[str, Any]]:
     """Per queue: quota, cohort, weight, GPUs used and borrowed, fair share, share, pending and running jobs."""
     fair = ctl.quota.fair_share()
     out = []

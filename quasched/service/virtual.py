@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
-from quasched.service.controller import Controller, LoopOptions
+from quasched.service.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec
+from quasched.service.loop_state import LoopOptions
 from quasched.sim.engine import RngKind
 from quasched.sim.events import build_timeline
 

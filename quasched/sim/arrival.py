@@ -22,8 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import Cluster, NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec
 from quasched.model.random import RandomStream
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies.framework import Policy

@@ -14,9 +14,11 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import StateTable, TypicalPods, state_table
+from quasched.metrics.fragmentation import StateTable, state_table
 from quasched.metrics.power import PWR_MODEL, PowerModel
-from quasched.model.cluster import Cluster, NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec
 from quasched.model.random import NumpyStream, RandomStream
 from quasched.model.resources import RESOURCES, ResourceRegistry
 from quasched.policies import Policy, Scheduler, make_policy

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.sim.backends import Backend

@@ -18,8 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from quasched.metrics.fragmentation import TypicalPods
-from quasched.model.cluster import Cluster, NodeSpec
+from quasched.metrics.typical import TypicalPods
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec
 from quasched.model.random import NumpyStream
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.policies import Scheduler, make_policy

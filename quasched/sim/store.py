@@ -29,7 +29,7 @@ from typing import Iterable
 import numpy as np
 
 from quasched.metrics.curves import Curves
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.sweep import RunSummary

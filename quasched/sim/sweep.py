@@ -14,10 +14,10 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from quasched.metrics.curves import Curves, arrival_curves
 from quasched.metrics.allocation import allocation_summary
+from quasched.metrics.curves import Curves, arrival_curves
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 from quasched.sim.arrival import ExperimentConfig, ExperimentResult, run_experiment
 from quasched.sim.backends import LocalBackend

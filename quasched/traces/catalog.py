@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload, shape_keys
 from quasched.traces.cluster_file import load_cluster_file
 from quasched.traces.datadir import resolve_trace

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.resources import RDMA_CAPACITY
 from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Workload
 from quasched.traces.table import read_table

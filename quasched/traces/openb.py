@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, QOS_CLASSES, Workload
 from quasched.traces.table import read_table
 

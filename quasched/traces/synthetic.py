@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.model.cluster import NodeSpec
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, Workload
 
 #: (model, GPUs, cpu_milli, memory_mib, nodes in openb) — the openb GPU node types

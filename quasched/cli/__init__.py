@@ -1,0 +1,46 @@
+"""Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
+the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
+``token``. This module assembles the typer app (the order of registration is the order of ``--help``);
+the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``serve`` and
+``client``."""
+
+from __future__ import annotations
+
+import typer
+
+from quasched.cli import client
+from quasched.cli.common import fail, load_inputs, parse_policies, parse_seeds  # noqa: F401 (see below)
+from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
+from quasched.cli.replay import replay
+from quasched.cli.serve import serve
+from quasched.federation.cli import federation
+from quasched.optimize.cli import batch
+
+#: ``quasched/federation/cli.py`` imports these four from ``quasched.cli`` (kept until it imports
+#: ``quasched.cli.common``).
+__all__ = ["app", "fail", "load_inputs", "parse_policies", "parse_seeds"]
+
+app = typer.Typer(
+    help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
+app.add_typer(traces_app, name="traces")
+traces_app.command("list")(traces_list)
+traces_app.command("show")(traces_show)
+for command in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
+                client.queue, client.nodes, client.cancel, client.token):
+    app.command()(command)
+
+
+def one_line_summaries(typer_app: typer.Typer) -> None:
+    """The command list of ``--help`` shows each docstring's first paragraph with its line breaks (rich
+    markup mode): give it that paragraph on one line."""
+    for command in typer_app.registered_commands:
+        if command.callback is not None and command.short_help is None:
+            command.short_help = " ".join((command.callback.__doc__ or "").split("\n\n")[0].split())
+
+
+one_line_summaries(app)

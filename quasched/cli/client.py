@@ -1,0 +1,241 @@
+"""The service's client commands: ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``
+and ``token``, each one call of the HTTP API (server and token from options, the environment or the
+token file ``quasched serve`` wrote), printed as a line or a rich table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from quasched.cli.common import console, fail
+
+SERVER_HELP = "The quasched server (default: $QUASCHED_SERVER, else http://127.0.0.1:8080)."
+TOKEN_HELP = "API token (default: $QUASCHED_TOKEN, else the file ./quasched.token written by `quasched serve`)."
+TOKEN_FILE = Path("quasched.token")
+ServerOption = typer.Option("http://127.0.0.1:8080", "--server", envvar="QUASCHED_SERVER", help=SERVER_HELP)
+TokenOption = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_HELP, show_default=False)
+
+
+def resolve_token(token: str | None) -> str | None:
+    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``."""
+    if token:
+        return token.strip()
+    if TOKEN_FILE.is_file():
+        return TOKEN_FILE.read_text().strip() or None
+    return None
+
+
+def api_error(response: Any) -> str:
+    """One readable line (or a few) for a 4xx/5xx reply."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = response.text.strip()[:300] or response.reason_phrase
+    if isinstance(detail, list):
+        lines = []
+        for item in detail:
+            loc = [str(p) for p in item.get("loc", []) if p not in ("body", "query", "path")]
+            lines.append(f"{'.'.join(loc) or 'request'}: {item.get('msg', item)}")
+        detail = "; ".join(lines)
+    hint = ""
+    if response.status_code == 401:
+        hint = " (set QUASCHED_TOKEN or --token, or run where quasched serve wrote quasched.token)"
+    return f"{response.status_code} {detail}{hint}"
+
+
+def call(server: str, token: str | None, method: str, path: str, **kwargs: Any) -> Any:
+    """``method path`` on the server's API; a clean error (exit 2) when it cannot be reached or refuses."""
+    import httpx
+
+    secret = resolve_token(token)
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    url = server.rstrip("/") + "/api/v1" + path
+    try:
+        response = httpx.request(method, url, headers=headers, timeout=30.0, **kwargs)
+    except httpx.ConnectError:
+        fail(f"cannot connect to the quasched server at {server} (is `quasched serve` running? see --server)")
+    except httpx.TimeoutException:
+        fail(f"the quasched server at {server} did not answer in time")
+    except httpx.HTTPError as err:
+        fail(f"request to {server} failed: {err}")
+    if response.status_code >= 400:
+        fail(api_error(response))
+    return response.json() if response.content else None
+
+
+def gpus_text(gpus: float) -> str:
+    """GPUs as the shortest text (``0.5``, ``8``)."""
+    return f"{gpus:g}"
+
+
+def placement_text(job: dict[str, Any]) -> str:
+    """A job's placement as ``node[dev,dev] node[dev]``."""
+    parts = []
+    for p in job["placement"]:
+        devices = ",".join(map(str, p["devices"]))
+        parts.append(f"{p['node']}[{devices}]" if devices else p["node"])
+    return " ".join(parts)
+
+
+def age(seconds: float | None) -> str:
+    """Time since the epoch second ``seconds`` as ``3d``, ``5h``, ``12m`` or ``40s`` (empty for ``None``)."""
+    if seconds is None:
+        return ""
+    seconds = max(0.0, time.time() - seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "succeeded": "dim",
+               "failed": "red", "cancelled": "dim"}
+
+
+def submit(
+    team: str = typer.Option(..., help="The team's queue."),
+    name: str = typer.Option(..., help="Job name."),
+    gpus: float = typer.Option(0.0, help="GPUs per pod: 0, a share of one device (0.5), or whole GPUs (2)."),
+    cpu: float = typer.Option(1.0, help="CPU cores per pod."),
+    memory: str = typer.Option("4GiB", help="Memory per pod: 16GiB, 512MiB, 1.5Gi or MiB."),
+    duration: Optional[str] = typer.Option(None, help="Run time after which the service finishes it: 2h, 90m, 30s."),
+    gpu_model: str = typer.Option("", help="GPU model (e.g. A100); empty = any."),
+    pods: int = typer.Option(1, help="Gang size: pods placed all-or-nothing."),
+    priority: str = typer.Option("normal", "--priority", help="Priority class: low, normal, high."),
+    user: Optional[str] = typer.Option(None, help="User (default: $USER)."),
+    app_name: str = typer.Option("", "--app", help="Application name."),
+    client_token: Optional[str] = typer.Option(None, help="Idempotency key: resubmitting returns the first job."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB --duration 2h --name resnet-ft."""
+    import os
+
+    body: dict[str, Any] = {"name": name, "team": team, "gpus": gpus, "cpu": cpu, "memory": memory,
+                            "pods": pods, "priority_class": priority, "gpu_model": gpu_model, "app": app_name,
+                            "user": user if user is not None else os.environ.get("USER", "")}
+    if duration is not None:
+        body["duration"] = duration
+    if client_token is not None:
+        body["client_token"] = client_token
+    job = call(server, token, "POST", "/jobs", json=body)
+    where = f" on {placement_text(job)}" if job["placement"] else ""
+    reason = f" — {job['reason']['code']}: {job['reason']['message']}" if job.get("reason") else ""
+    console.print(f"job {job['id']} ({job['name']}) {job['state']}{where}{reason}")
+
+
+def jobs(
+    state: Optional[str] = typer.Option(None, help="Only jobs in this state: pending, running, preempting, "
+                                                   "succeeded, failed, cancelled."),
+    team: Optional[str] = typer.Option(None, help="Only this team's jobs."),
+    limit: int = typer.Option(50, min=1, max=1000, help="At most this many (newest first)."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """List jobs, newest first."""
+    from rich.table import Table
+
+    params: dict[str, Any] = {"limit": limit}
+    if state:
+        params["state"] = state
+    if team:
+        params["team"] = team
+    rows = call(server, token, "GET", "/jobs", params=params)
+    table = Table(title=f"{len(rows)} jobs")
+    for column in ("id", "name", "team", "state", "gpus", "pods", "placement", "age", "reason"):
+        table.add_column(column, justify="right" if column in ("id", "gpus", "pods") else "left")
+    for job in rows:
+        reason = job["reason"]
+        table.add_row(str(job["id"]), job["name"], job["team"],
+                      f"[{STATE_STYLE.get(job['state'], '')}]{job['state']}[/]", gpus_text(job["gpus"]),
+                      str(job["pods"]), placement_text(job), age(job["submitted_at"]),
+                      f"{reason['code']}: {reason['message']}" if reason else "")
+    console.print(table)
+
+
+def queues(server: str = ServerOption, token: Optional[str] = TokenOption) -> None:
+    """Queues: quota, GPUs used and borrowed, fair share, pending and running jobs."""
+    from rich.table import Table
+
+    rows = call(server, token, "GET", "/queues")
+    table = Table(title="queues")
+    for column in ("queue", "cohort", "quota (GPUs)", "used", "borrowed", "fair share", "weight", "pending",
+                   "running"):
+        table.add_column(column, justify="left" if column in ("queue", "cohort", "quota (GPUs)") else "right")
+    for q in rows:
+        quota = ", ".join(f"{k}={v:g}" for k, v in q["quota"].items()) or "unlimited"
+        table.add_row(q["name"], q["cohort"], quota, f"{q['used_gpus']:g}", f"{q['borrowed_gpus']:g}",
+                      f"{q['fair_share_gpus']:.2f}", f"{q['weight']:g}", str(q["pending"]), str(q["running"]))
+    console.print(table)
+
+
+def queue(
+    name: str = typer.Argument(..., help="Queue (team) name."),
+    quota: list[str] = typer.Option([], help="Nominal GPUs per model, MODEL=N (repeatable; '*=N' covers "
+                                             "every model not named). No quota: unlimited."),
+    cohort: str = typer.Option("", help="Cohort whose queues lend each other unused quota."),
+    borrowing_limit: Optional[float] = typer.Option(None, help="Most GPUs borrowed beyond the quota."),
+    weight: float = typer.Option(1.0, help="Fair-share weight."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """Create or change a team's queue (needs an admin token)."""
+    quotas: dict[str, float] = {}
+    for item in quota:
+        model, sep, amount = item.partition("=")
+        try:
+            quotas[model.strip()] = float(amount)
+        except ValueError:
+            sep = ""
+        if not sep or not model.strip():
+            fail(f"--quota {item!r}: write MODEL=GPUS, e.g. A100=8 or '*=4'")
+    body = {"quota": quotas, "cohort": cohort, "borrowing_limit": borrowing_limit, "weight": weight}
+    q = call(server, token, "PUT", f"/queues/{name}", json=body)
+    console.print(f"queue {q['name']}: quota {q['quota'] or 'unlimited'}, cohort {q['cohort'] or '-'}, "
+                  f"weight {q['weight']:g}")
+
+
+def nodes(server: str = ServerOption, token: Optional[str] = TokenOption) -> None:
+    """Nodes: GPU model, GPUs in use and healthy, CPU and memory in use, cordon, jobs."""
+    from rich.table import Table
+
+    rows = call(server, token, "GET", "/nodes")
+    table = Table(title=f"{len(rows)} nodes")
+    for column in ("node", "model", "GPUs used", "healthy", "CPU used", "memory used", "status", "jobs"):
+        table.add_column(column, justify="left" if column in ("node", "model", "status", "jobs") else "right")
+    for n in rows:
+        healthy = sum(n["gpu_healthy"])
+        table.add_row(
+            n["name"], n["gpu_model"] or "-", f"{sum(n['gpu_used_milli']) / 1000:g}/{n['num_gpus']}",
+            f"{healthy}/{n['num_gpus']}", f"{n['cpu_used_milli'] / 1000:g}/{n['cpu_milli'] / 1000:g}",
+            f"{n['memory_used_mib'] / 1024:.0f}/{n['memory_mib'] / 1024:.0f}Gi",
+            "[yellow]cordoned[/]" if n["cordoned"] else "ready", " ".join(map(str, n["jobs"])))
+    console.print(table)
+
+
+def cancel(
+    job: int = typer.Argument(..., help="Job id."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """Cancel a pending or running job."""
+    done = call(server, token, "POST", f"/jobs/{job}/cancel")
+    console.print(f"job {done['id']} ({done['name']}) {done['state']}")
+
+
+def token(
+    name: str = typer.Argument(..., help="A name for the token (e.g. vision-ci)."),
+    team: Optional[str] = typer.Option(None, help="The team the token acts for."),
+    admin: bool = typer.Option(False, help="An admin token (no team)."),
+    server: str = ServerOption,
+    token_: Optional[str] = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_HELP,
+                                         show_default=False),
+) -> None:
+    """Create an API token (needs an admin token); prints the secret once."""
+    if admin == (team is not None):
+        fail("give --team TEAM for a team token, or --admin")
+    made = call(server, token_, "POST", "/tokens", json={"name": name, "team": team, "admin": admin})
+    console.print(made["token"])

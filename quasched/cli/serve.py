@@ -1,0 +1,163 @@
+"""``quasched serve``: the scheduler service (HTTP API, dashboard, metrics, optionally the
+kube-scheduler extender) on a wall clock, or with ``--clock virtual`` its loop driven by a trace and
+checked against ``quasched replay``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+from rich.markup import escape
+
+from quasched.cli.client import TOKEN_FILE
+from quasched.cli.common import (
+    DataDirOption, Rng, RngOption, console, describe_policies, fail, load_inputs, parse_policies,
+)
+
+Clock = Literal["wall", "virtual"]
+Order = Literal["fair", "fifo"]
+BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
+
+
+def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
+    """``serve --clock virtual``: the service's loop driven by a trace, compared with the replay."""
+    import numpy as np
+
+    from quasched.service.virtual import run_virtual
+    from quasched.sim.replay import run_replay
+
+    nodes, workload = load_inputs(trace, data_dir, cluster_file)
+    [spec] = parse_policies(policy)[:1]
+    start = time.perf_counter()
+    try:
+        served = run_virtual(nodes, workload, spec, seed, rng=rng)
+    except ValueError as err:
+        fail(str(err))
+    elapsed = time.perf_counter() - start
+    replayed = run_replay(nodes, workload, spec, seed, rng=rng)
+    names = np.array([nodes.name[n] if n >= 0 else "" for n in replayed.pods.node], dtype=object)
+    same = bool((names == served.node).all()) and np.array_equal(
+        np.nan_to_num(replayed.pods.placed, nan=-1), np.nan_to_num(served.started, nan=-1))
+    started = int(np.isfinite(served.started).sum())
+    console.print(f"[bold]{trace}[/] through the service loop ({spec}, seed {seed}, virtual clock): "
+                  f"{started:,} of {len(workload):,} jobs started, {served.events:,} events, {elapsed:.1f} s")
+    console.print("placements identical to `quasched replay` (node and start time of every pod): "
+                  + ("[green]yes[/]" if same else "[red]NO[/]"))
+    if not same:
+        raise typer.Exit(1)
+
+
+def database_url(db: str) -> str:
+    """A SQLAlchemy URL; a plain path means a SQLite file."""
+    return db if "://" in db else f"sqlite:///{db}"
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 = every interface)."),
+    port: int = typer.Option(8080, min=1, max=65535, help="TCP port."),
+    db: str = typer.Option("sqlite:///quasched.db", help=(
+        "Database: a SQLAlchemy URL (sqlite:///quasched.db, postgresql+psycopg://user@host/db) or a SQLite file path.")),
+    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
+        "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
+        "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
+    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
+    clock: Clock = typer.Option("wall", help=(
+        "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
+        "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "
+        "placements are checked against `quasched replay`'s.")),
+    trace: str = typer.Option("synthetic", help="With --clock virtual: the trace to drive the loop (openb-*, synthetic)."),
+    seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
+    rng: Rng = RngOption,
+    data_dir: Optional[Path] = DataDirOption,
+    order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
+    decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
+                                                "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
+    grace: float = typer.Option(30.0, min=0, help="Seconds a preempted job gets to stop."),
+    preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
+    defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
+                                        "so a waiting multi-GPU job can start (0 = off)."),
+    batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
+                                               "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
+    kube_extender: bool = typer.Option(False, "--kube-extender", help=(
+        "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
+        "Kubernetes nodes and GPU pods (docs/kubernetes.md). Needs API-server credentials: --kubeconfig, "
+        "$KUBECONFIG or ~/.kube/config, or the in-cluster service account. Implies no quasched preemption "
+        "(Kubernetes owns evictions); without --cluster the node set is Kubernetes' alone.")),
+    kubeconfig: Optional[Path] = typer.Option(None, envvar="KUBECONFIG", help=(
+        "With --kube-extender: kubeconfig file of the API server (default: $KUBECONFIG, ~/.kube/config, "
+        "else in-cluster credentials).")),
+    kube_context: Optional[str] = typer.Option(None, help="With --kube-extender: the kubeconfig context."),
+    kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
+        "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
+        "and binds through the API server only).")),
+) -> None:
+    """Run the scheduler service: HTTP API under /api/v1 (docs at /docs), dashboard at /, metrics at /metrics.
+
+    The first start creates an admin token, prints it and writes it to quasched.token beside a
+    SQLite database (mode 0600), where the client commands find it."""
+    from quasched.policies.registry import parse_specs
+    from quasched.traces.errors import TraceError
+
+    if clock == "virtual":
+        return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
+    try:
+        specs = parse_specs(policy)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--policy") from None
+    if len(specs) != 1:
+        raise typer.BadParameter("give one policy", param_hint="--policy")
+    cluster = None
+    if cluster_file is not None:
+        from quasched.traces.cluster_file import load_cluster_file
+
+        try:
+            cluster = load_cluster_file(cluster_file)
+        except (TraceError, ValueError, OSError) as err:
+            fail(str(err))
+    import uvicorn
+
+    from quasched.service.api import create_app, sqlite_file
+    from quasched.service.loop_state import LoopOptions
+
+    kube = None
+    if kube_extender:
+        from quasched.kube.client import KubernetesClient
+        from quasched.kube.extender import KubeOptions
+
+        try:
+            client = KubernetesClient(str(kubeconfig) if kubeconfig else None, kube_context)
+        except Exception as err:  # no kubeconfig, a bad file, no in-cluster credentials
+            fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
+        kube = KubeOptions(client=client, sync=kube_sync)  # Kubernetes owns evictions: no preemption, no swapping
+        if cluster is None and kube_sync:
+            from quasched.service.controller import nodes_of
+
+            cluster = nodes_of([])
+    url = database_url(db)
+    token_file = None if sqlite_file(url) is not None else TOKEN_FILE
+    try:
+        options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
+                              decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
+                              defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver)
+        service_app = create_app(url, cluster, token_file=token_file, options=options, kube=kube)
+    except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
+        fail(f"cannot start the service on {db}: {err}")
+    service = service_app.state.service
+    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
+    console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+    if kube is not None:
+        console.print(f"  kube-scheduler extender urlPrefix {base}/k8s/scheduler (filter, prioritize, bind)"
+                      + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
+    if service.new_admin_token:
+        where = f" (saved to {service.token_file})" if service.token_file else ""
+        console.print(f"  admin token {service.new_admin_token}{where}")
+        console.print(f"  dashboard {base}/#token={service.new_admin_token}")
+    else:
+        console.print(f"  dashboard {base}/")
+    from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
+
+    uvicorn.run(service_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
+                http=NoDelayH11Protocol)

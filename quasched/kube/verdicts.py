@@ -1,0 +1,103 @@
+"""What the extender answers about a pod's nodes: filter's verdicts — the one fit rule
+(:func:`quasched.model.fit.fit_checks`, as the service's loop runs it) on the controller's cluster,
+the first failing check per node as one of a few stable reason strings (:data:`REASONS`, so they
+aggregate in the pod's ``FailedScheduling`` event) — and prioritize's scale (:func:`extender_scores`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from quasched.kube.convention import PodError, is_managed, job_spec
+from quasched.model.cluster import Cluster, PlacementError
+from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, Demand, fit_checks
+from quasched.model.nodes import accessible
+from quasched.model.workload import Pod
+from quasched.service.domain import JobSpec
+
+if TYPE_CHECKING:
+    from quasched.service.controller import Controller
+
+#: the stable FailedNodes strings (what users see, aggregated, in the FailedScheduling event)
+NO_GPU = "quasched: not enough free GPU"
+MODEL_MISMATCH = "quasched: GPU model mismatch"
+UNKNOWN_NODE = "quasched: node cordoned or unknown"
+OVER_QUOTA = "quasched: queue over GPU quota"
+UNKNOWN_QUEUE = "quasched: unknown queue"
+INVALID = "quasched: invalid GPU request"
+APP_LIMIT = "quasched: app density limit"
+REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVALID, APP_LIMIT,
+           "quasched: insufficient cpu", "quasched: insufficient memory")
+
+
+def pod_of(spec: JobSpec, uid: int = 0) -> Pod:
+    """The quasched pod of a job spec (as the fit rule and the policy see it)."""
+    return Pod(uid=uid, name=spec.name, cpu_milli=spec.cpu_milli, memory_mib=spec.memory_mib,
+               num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli, gpu_spec=spec.gpu_model, team=spec.team,
+               user=spec.user)
+
+
+def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, str], Pod | None, list[int]]:
+    """Per failing node its reason; the quasched pod; the slots of the fitting nodes (under the service lock).
+
+    A pod quasched does not manage (no GPU request) fits every node (pod None)."""
+    if not is_managed(pod):
+        return {}, None, []
+    try:
+        spec = job_spec(pod)
+    except PodError:
+        return {n: INVALID for n in names}, None, []
+    if spec.team not in ctl.quota.queues:
+        return {n: UNKNOWN_QUEUE for n in names}, None, []
+    c = ctl.cluster
+    models = [m for m in c.models if m and accessible(m, spec.gpu_model)]
+    admitted = [m for m in models if ctl.quota.admits(spec.team, m, spec.gpu_request)]
+    qpod = pod_of(spec)
+    if len(admitted) != len(models):
+        qpod = replace(qpod, gpu_spec="|".join(admitted) or "\0none")
+    failed: dict[str, str] = {}
+    slots: list[int] = []
+    wanted: list[str] = []
+    for name in names:
+        try:
+            slots.append(c.node(name))
+            wanted.append(name)
+        except PlacementError:
+            failed[name] = UNKNOWN_NODE
+    if not slots:
+        return failed, qpod, []
+    idx = np.asarray(slots, dtype=np.int64)
+    pending = np.ones(len(idx), dtype=bool)
+    for check, ok in fit_checks(c, Demand.of([qpod]), idx, detail=True):
+        failing = pending & ~ok[0]
+        for i in np.flatnonzero(failing).tolist():
+            failed[wanted[i]] = reason(c, check, qpod, spec, int(idx[i]))
+        pending &= ok[0]
+    return failed, qpod, idx[pending].tolist()
+
+
+def reason(c: Cluster, check: str, qpod: Pod, spec: JobSpec, slot: int) -> str:
+    """The stable reason string of the first fit check ``check`` that ``qpod`` fails on node ``slot``."""
+    if check == UNSCHEDULABLE:
+        return UNKNOWN_NODE
+    if check == GPU_MODEL:
+        if c.num_gpus[slot] == 0:
+            return NO_GPU
+        model = str(c.models[c.model_id[slot]])
+        return OVER_QUOTA if accessible(model, spec.gpu_model) else MODEL_MISMATCH
+    if check == GPU_DEVICES:
+        return NO_GPU
+    if check == APP_DENSITY:
+        return APP_LIMIT
+    return f"quasched: insufficient {check}"
+
+
+def extender_scores(normalised: np.ndarray, pick: int) -> np.ndarray:
+    """Scores 0..10 for kube-scheduler: ``min(9, round(s / 10))`` for a policy score ``s`` in 0..100,
+    and 10 for ``pick``, the node quasched's own host selection chooses (its highest score, ties to its
+    tie-break rank), so that node stays the unique best after the rounding to kube-scheduler's scale."""
+    tens = np.clip(np.rint(np.nan_to_num(normalised) / 10), 0, 9).astype(np.int64)
+    tens[pick] = 10
+    return tens

@@ -1,0 +1,105 @@
+"""Making room for a blocked job in the service's loop (docstring of :mod:`.controller` for the cycle).
+
+Preemption (``preemption=True``)
+    A job blocked by capacity may stop running jobs: of lower priority, or —
+    when the job is within its queue's nominal quota — jobs of queues in its
+    cohort that borrow. Victim order: borrowing queues first (the one
+    borrowing most first), then lowest
+    priority, then the largest (fewest victims free the room), then the most
+    recently started (least work lost); per node the set is minimised by
+    reprieve, as kube-scheduler does, and the node needing the fewest
+    victims wins. Victims get ``grace_s`` seconds
+    (state ``preempting``) and are then requeued with their original order.
+
+Defragmentation (``defrag_per_hour = K > 0``)
+    When a multi-GPU job is pending as ``Fragmented``, up to K running jobs
+    per hour may be migrated off one node (each re-placed by the policy on
+    another node) so the waiting job fits; a trial that does not free enough
+    is rolled back exactly. Every migration is an event.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from quasched.model.nodes import accessible
+from quasched.model.workload import Pod
+from quasched.service.defrag import try_moves
+from quasched.service.domain import Job, JobState, PendingReason, Reason
+from quasched.service.loop_state import LoopState
+from quasched.service.preemption import cheapest_node, victim_order
+
+HOUR = 3600.0
+
+
+class MakingRoom(LoopState):
+    """Preemption and job swapping (mixed into :class:`~.controller.Controller`)."""
+
+    def _preempt(self, blocked: list[Job], now: float) -> None:
+        """Choose victims for blocked one-pod jobs, in order; a job whose kind found none stops its kind's search."""
+        hopeless: set[tuple] = set()
+        for job in blocked:
+            if job.state != JobState.PENDING or job.spec.pods != 1 or self._awaiting_victims(job):
+                continue
+            pod = self._pod(job.spec, job.id, 0, self._admissible(job))
+            kind = (pod.fit_key, job.spec.team, job.priority)
+            if kind not in hopeless and not self._preempt_for(job, pod, now):
+                hopeless.add(kind)
+
+    def _awaiting_victims(self, job: Job) -> bool:
+        """Whether ``job`` preempted and some of its victims still hold their resources."""
+        entry = self._nominated.get(job.id)
+        return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
+
+    def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
+        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none."""
+        self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
+        promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
+        reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
+                                            for m in self.cluster.models if m and accessible(m, pod.gpu_spec))
+        running = (v for v in self.jobs.values() if v.state.holds_resources and v.id not in self._claimed)
+        victims = victim_order(self.quota, running, job, reclaim)
+        best = cheapest_node(self.cluster, pod, victims) if victims else None
+        if best is None:
+            return False
+        node, chosen = best
+        self._nominated[job.id] = (job.spec.team, job.gpu_total, tuple(v.id for v in chosen))
+        for victim in chosen:
+            self._claimed.add(victim.id)
+            if victim.state == JobState.RUNNING:
+                victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
+                heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
+                self._emit(now, "preempting", victim, by=job.id, grace_s=self.options.grace_s)
+        self._set_reason(job, PendingReason(
+            Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
+            f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
+                                                          "victims": [v.id for v in chosen]}))
+        return True
+
+    # ------------------------------------------------------------ defragmentation
+    def _defragment_for(self, job: Job, now: float) -> None:
+        window = self._migrations
+        while window and window[0] <= now - HOUR:
+            window.popleft()
+        budget = self.options.defrag_per_hour - len(window)
+        if budget <= 0 or job.spec.pods != 1:
+            return
+        c = self.cluster
+        pod = self._pod(job.spec, job.id, 0, self._admissible(job))
+        room = c.schedulable & c.spec_mask(pod.gpu_spec) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
+        candidates = sorted(np.flatnonzero(room).tolist(), key=lambda n: (int(c.gpu_alloc[n].sum()), n))[:32]
+        for node in candidates:
+            movable = [j for j in self._jobs_on(node) if j.state == JobState.RUNNING and j.spec.pods == 1]
+            moves = try_moves(self.cluster, self.scheduler, pod, node, sorted(movable, key=lambda j: (j.gpu_total, j.id))[:budget])
+            if moves is not None:
+                for moved_id, (src, dst) in moves.items():
+                    moved = self.jobs[moved_id]
+                    window.append(now)
+                    self._emit(now, "migrated", moved, node=dst[0], source=src[0], devices=list(dst[1]))
+                    moved.placement = [dst]
+                    moved.restarts += 1
+                    self._changed[moved.id] = moved
+                self._dirty = True
+                return

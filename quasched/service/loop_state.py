@@ -1,0 +1,140 @@
+"""What every part of the service's scheduling loop shares: its options (:class:`LoopOptions`),
+the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the in-memory state of
+jobs, queues, timers and the live cluster with the helpers the loop, node changes, preemption and
+views all use (a job's pods, releasing and requeueing a job, events, pending reasons, the GPU
+models a queue may use now). :class:`~.controller.Controller` assembles the loop from it."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+from quasched.metrics.typical import TypicalPods, TypicalWindow
+from quasched.model.cluster import Cluster
+from quasched.model.nodes import NodeSpec, accessible
+from quasched.model.workload import FULL_GPU_MILLI, Pod
+from quasched.policies import Scheduler, make_policy
+from quasched.policies.queue import FitClasses
+from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, PendingReason,
+                                     QueueSpec, Reason)
+from quasched.service.quota import QuotaBook
+from quasched.sim.engine import RngKind, make_stream, node_ranks
+
+
+class SpecError(ValueError):
+    """A submission the service refuses; ``field`` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How the loop orders, places and preempts (docstring of :mod:`.controller`)."""
+
+    policy: str = "fgd"
+    seed: int = 0
+    rng: RngKind = "native"
+    order: Literal["fair", "fifo"] = "fair"
+    decay_alpha: float | None = None
+    preemption: bool = True
+    grace_s: float = 30.0
+    defrag_per_hour: int = 0
+    #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
+    #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
+    batch_solver: str | None = None
+    batch_size: int = 16
+    #: seconds between time-series samples
+    sample_s: float = 5.0
+    priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
+
+
+class LoopState:
+    """Jobs, queues, timers and the live cluster (state only; the loop is :class:`~.controller.Controller`)."""
+
+    def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
+                 typical: TypicalPods | None = None) -> None:
+        self.options = options
+        self.rng = make_stream(options.rng, options.seed)
+        rank = node_ranks(nodes, self.rng)
+        self.cluster = Cluster(nodes)
+        self.window = TypicalWindow(initial=typical) if typical is None else None
+        self.typical: TypicalPods | TypicalWindow = typical if typical is not None else self.window  # type: ignore[assignment]
+        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng)
+        self.quota = QuotaBook(queues)
+        self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
+        self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
+        self.position: dict[int, int] = {}  # pending job id -> place in the last cycle's order
+        self.classes = FitClasses()
+        self._timers: list[tuple[float, int, str]] = []
+        self._changed: dict[int, Job] = {}
+        self._events: list[Event] = []
+        self._migrations: deque[float] = deque()
+        self._claimed: set[int] = set()  # victims already promised to a preempting job
+        #: job that preempted -> (queue, milli-GPU it awaits, its victims)
+        self._nominated: dict[int, tuple[str, int, tuple[int, ...]]] = {}
+        self._dirty = False
+        self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
+        self._full = True  # the next pass tries every pending job
+        self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
+
+    def job(self, job_id: int) -> Job:
+        """The unfinished job ``job_id`` (KeyError if it has finished or never existed)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise KeyError(f"no unfinished job {job_id}")
+        return job
+
+    def observe(self, pod: Pod) -> None:
+        """An arrival the policy's typical pods learn from (as :meth:`submit` does for its jobs)."""
+        if self.window is not None:
+            self.window.observe(pod)
+
+    def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
+        return Pod(uid=job_id * MAX_GANG + index, name=f"{spec.name}#{job_id}.{index}", cpu_milli=spec.cpu_milli,
+                   memory_mib=spec.memory_mib, num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli,
+                   gpu_spec="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
+                   max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
+
+    def _release(self, job: Job) -> None:
+        self._claimed.discard(job.id)
+        c = self.cluster
+        for k in range(job.spec.pods):
+            placement = c.remove(job.id * MAX_GANG + k)
+            self.quota.charge(job.spec.team, str(c.models[c.model_id[placement.node]]), -job.spec.gpu_request)
+        job.placement = []
+
+    def _jobs_on(self, node: int, device: int | None = None) -> list[Job]:
+        ids = {p.pod.uid // MAX_GANG for p in self.cluster.placements.values()
+               if p.node == node and (device is None or device in p.devices)}
+        return [self.jobs[i] for i in sorted(ids)]
+
+    def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
+        self._release(job)
+        job.state, job.started_at, job.preempt_at = JobState.PENDING, None, None
+        job.restarts += 1
+        job.reason = PendingReason(Reason.QUEUED, f"requeued ({kind})")
+        self._fresh.add(job.id)
+        self._emit(now, kind, job, **data)
+        self._dirty = True
+
+    def _emit(self, now: float, kind: str, job: Job, node: str = "", **data: Any) -> None:
+        self._changed[job.id] = job
+        self._events.append(Event(now, kind, job.id, node, data))
+
+    def _set_reason(self, job: Job, reason: PendingReason) -> None:
+        if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
+            job.reason = reason
+            self._changed[job.id] = job
+
+    def _admissible(self, job: Job) -> list[str] | None:
+        """GPU models the job's queue may use now (None = any: no limit applies); [] = none."""
+        if not job.gpu_total:
+            return None
+        team, need = job.spec.team, job.gpu_total
+        models = [m for m in self.cluster.models if m and accessible(m, job.spec.gpu_model)]
+        ok = [m for m in models if self.quota.admits(team, m, need)]
+        return None if len(ok) == len(models) else ok
