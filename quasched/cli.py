@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 import sys
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from quasched.federation.cli import federation
+from quasched.options import finite
 from quasched.optimize.cli import batch
 from quasched.policies.registry import describe as describe_policies
 
@@ -66,13 +66,6 @@ BackendName = Literal["local", "ray"]
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
-
-
-def finite(value: float) -> float:
-    """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""
-    if not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
-    return value
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -164,7 +157,7 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, min=0, callback=finite,
+        1.3, min=0, callback=finite("a multiple such as 1.3"),
         help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
@@ -257,7 +250,7 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, min=0, callback=finite,
+    tune: float = typer.Option(1.3, min=0, callback=finite("a multiple such as 1.3"),
                                help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -345,7 +338,7 @@ def replay(
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, min=0.01, callback=finite,
+        1.0, min=0.01, callback=finite("a multiple such as 1.3"),
         help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),

@@ -9,6 +9,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from quasched.options import finite
+
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
@@ -25,7 +27,8 @@ def federation(
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
     clusters: int = typer.Option(4, min=1, help="Clusters in the federation (distinct zones, seeded draw)."),
     seeds: str = typer.Option("1", help="Scenario seeds: 1, 1-10 or 1,4 (window, zones, node split, PUE, slack)."),
-    days: float = typer.Option(7.0, min=0.1, help="Length of the trace window replayed."),
+    days: float = typer.Option(7.0, min=0.1, callback=finite("a number of days such as 7"),
+                               help="Length of the trace window replayed, days."),
     capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
@@ -47,7 +50,7 @@ def federation(
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
-    from quasched.cli import fail, load_inputs, parse_policies, parse_seeds
+    from quasched.cli import fail, load_inputs, output_dir, parse_policies, parse_seeds
     from quasched.federation.evaluate import evaluate
     from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
@@ -70,6 +73,7 @@ def federation(
         raise typer.BadParameter(f"slack range {slack!r} needs 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
     parse_policies(policy)  # a bad --policy fails here, before the data loads
     seed_list = parse_seeds(seeds)
+    output_dir(out)
     try:
         wanted = carbon_zones(carbon_dir) if zones == "all" else [z.strip() for z in zones.split(",") if z.strip()]
         series = [load_carbon(z, carbon_dir) for z in wanted]
