@@ -18,7 +18,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh4 seeds``, ``fresh4 zones``, ``fresh4 synthetic``: seeds 41-45, 41-45, 41-50, never run before the
   protection-level branch (``fed7``);
 - ``fresh5 seeds``, ``fresh5 zones``, ``fresh5 synthetic``: seeds 51-55, 51-55, 51-60, never run before the
-  node-level EASY branch (``fed8``).
+  node-level EASY branch (``fed8``);
+- ``fresh6 seeds``, ``fresh6 zones``, ``fresh6 synthetic``: seeds 61-65, 61-65, 61-70, never run before the
+  late-head throttle branch (``fed9``).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -108,17 +110,12 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
     tuning = [real[z] for z in names if z not in held]
     sets = {"tune": (lambda s: tuning, range(1, 6)), "held-out seeds": (lambda s: tuning, range(6, 11)),
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
-            "synthetic": (synthetic_zones, range(1, 11)),
-            "fresh seeds": (lambda s: tuning, range(11, 16)), "fresh zones": (lambda s: [real[z] for z in held], range(11, 16)),
-            "fresh synthetic": (synthetic_zones, range(11, 21)),
-            "fresh2 seeds": (lambda s: tuning, range(21, 26)), "fresh2 zones": (lambda s: [real[z] for z in held], range(21, 26)),
-            "fresh2 synthetic": (synthetic_zones, range(21, 31)),
-            "fresh3 seeds": (lambda s: tuning, range(31, 36)), "fresh3 zones": (lambda s: [real[z] for z in held], range(31, 36)),
-            "fresh3 synthetic": (synthetic_zones, range(31, 41)),
-            "fresh4 seeds": (lambda s: tuning, range(41, 46)), "fresh4 zones": (lambda s: [real[z] for z in held], range(41, 46)),
-            "fresh4 synthetic": (synthetic_zones, range(41, 51)),
-            "fresh5 seeds": (lambda s: tuning, range(51, 56)), "fresh5 zones": (lambda s: [real[z] for z in held], range(51, 56)),
-            "fresh5 synthetic": (synthetic_zones, range(51, 61))}
+            "synthetic": (synthetic_zones, range(1, 11))}
+    for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6"), 1):  # seeds 10 i + 1 ...
+        first = 10 * i + 1
+        sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
+                 f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),
+                 f"{fresh} synthetic": (synthetic_zones, range(first, first + 10))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
     for name in args.sets.split(","):
         zones_of, seeds = sets[name]

@@ -16,7 +16,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "ours-displace", "ours-protect", "carbon-aware-shadow",
-                    "ours-displace-shadow")
+                    "ours-displace-shadow", "ours-displace-throttle")
 
 
 def federation(

@@ -108,10 +108,14 @@ class ShadowGuard(Backfilling):
     def passable(self, job: int, now: float, among: np.ndarray) -> np.ndarray:
         v = self.view
         out = np.ones(v.clusters, dtype=bool)
-        pod, end = v.pod(job), now + v.duration[job]
         for c in np.flatnonzero(among & (v.head >= 0)).tolist():
-            out[c] = may_pass(v.nodes[c], v.pod(int(v.head[c])), self.reserve(c, now), pod, end)
+            out[c] = self.admits(c, job, now)
         return out
+
+    def admits(self, c: int, job: int, now: float) -> bool:
+        """May ``job`` start now on cluster ``c``, whose queue has a head, ahead of that head."""
+        v = self.view
+        return may_pass(v.nodes[c], v.pod(int(v.head[c])), self.reserve(c, now), v.pod(job), now + v.duration[job])
 
     def reserve(self, c: int, now: float) -> Reservation:
         """Cluster ``c``'s head's reservation, cached until the cluster or its head changes."""

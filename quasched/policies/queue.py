@@ -120,10 +120,12 @@ class PendingQueue:
             queue.popleft()
         return queue[0] if queue else None
 
-    def retry(self, schedule: Callable[[Pod], Decision]) -> Iterator[tuple[Pod, Decision]]:
+    def retry(self, schedule: Callable[[Pod], Decision],
+              admit: Callable[[Pod], bool] | None = None) -> Iterator[tuple[Pod, Decision]]:
         """One front-to-back pass after capacity grew; yields each pod placed with its decision.
 
-        ``schedule`` runs a full scheduling cycle and binds on success.
+        ``schedule`` runs a full scheduling cycle and binds on success. ``admit`` (optional, asked just before the
+        cycle) may hold back a pod that fits; its fit class is then out for this pass, as one that does not fit.
         """
         grown = self.cluster.take_grown()
         active = np.flatnonzero(self._class_live > 0)
@@ -141,6 +143,8 @@ class PendingQueue:
             if not fit[row[cls]].any():
                 continue  # the class is out for this round: the state only gets fuller
             pod = self._queues[cls][0][1]
+            if admit is not None and not admit(pod):
+                continue
             decision = schedule(pod)
             col = int(np.searchsorted(grown, decision.node))
             if not decision.placed or col == len(grown) or grown[col] != decision.node:
