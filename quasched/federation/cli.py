@@ -46,7 +46,9 @@ def federation(
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
     ours-displace, ours (the last by default): the same rule plus the carbon each run is expected to displace from the load of
     the past day; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
-    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time),
+    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
+    EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
+    deadline, no passing (nor queue retry ahead of it) once it cannot),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
