@@ -25,7 +25,12 @@ from quasched.model.workload import Pod
 
 
 class ThrottleGuard(ShadowGuard):
-    """Node-level EASY for a head on time, no passing of a late head, in passes and queue retries (module docstring)."""
+    """Node-level EASY for a head on time, no passing of a late head, in passes and queue retries (module docstring);
+    ``retry=0`` leaves the queue retry ungated (a diagnostic)."""
+
+    def __init__(self, retry: float = 1, **params: float) -> None:
+        super().__init__(**params)  # type: ignore[arg-type]  # the next class: DisplacementPriced (memory, ...)
+        self.gated = bool(retry)
 
     def admits(self, c: int, job: int, now: float) -> bool:
         head = int(self.view.head[c])
@@ -33,8 +38,8 @@ class ThrottleGuard(ShadowGuard):
             return True
         return bool(self.view.latest_start[head] >= now) and super().admits(c, job, now)
 
-    def queue_gate(self, cluster: int, now: float) -> Callable[[Pod], bool]:
-        return lambda pod: self.admits(cluster, pod.uid, now)
+    def queue_gate(self, cluster: int, now: float) -> Callable[[Pod], bool] | None:
+        return (lambda pod: self.admits(cluster, pod.uid, now)) if self.gated else None
 
 
 class ThrottleDisplacement(ThrottleGuard, BackfillDisplacement):
