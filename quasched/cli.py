@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from quasched.federation.cli import federation
-from quasched.options import finite
 from quasched.optimize.cli import batch
 from quasched.policies.registry import describe as describe_policies
 
@@ -66,6 +66,17 @@ BackendName = Literal["local", "ray"]
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
+
+
+def finite(example: str) -> Callable[[float], float]:
+    """Callback of a number option that must be finite (``--tune``, ``--headroom``: infinity would size the workload
+    or cluster forever; ``--days``: replay forever; NaN passes every range check); ``example`` ends the error."""
+    def check(value: float) -> float:
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number; write {example}")
+        return value
+
+    return check
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -9,14 +9,18 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from quasched.options import finite
-
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "ours-displace", "ours-protect", "carbon-aware-shadow",
                     "ours-displace-shadow", "ours-displace-throttle")
+
+
+def finite_days(days: float) -> float:
+    """``--days`` must be finite (:func:`quasched.cli.finite`, imported here: ``quasched.cli`` imports this module)."""
+    from quasched.cli import finite
+    return finite("a number of days such as 7")(days)
 
 
 def federation(
@@ -27,7 +31,7 @@ def federation(
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
     clusters: int = typer.Option(4, min=1, help="Clusters in the federation (distinct zones, seeded draw)."),
     seeds: str = typer.Option("1", help="Scenario seeds: 1, 1-10 or 1,4 (window, zones, node split, PUE, slack)."),
-    days: float = typer.Option(7.0, min=0.1, callback=finite("a number of days such as 7"),
+    days: float = typer.Option(7.0, min=0.1, callback=finite_days,
                                help="Length of the trace window replayed, days."),
     capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
