@@ -9,7 +9,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -68,15 +68,11 @@ Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
-def finite(example: str) -> Callable[[float], float]:
-    """Callback of a number option that must be finite (``--tune``, ``--headroom``: infinity would size the workload
-    or cluster forever; ``--days``: replay forever; NaN passes every range check); ``example`` ends the error."""
-    def check(value: float) -> float:
-        if not math.isfinite(value):
-            raise typer.BadParameter(f"{value} is not a finite number; write {example}")
-        return value
-
-    return check
+def finite(value: float) -> float:
+    """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
+    return value
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -168,7 +164,7 @@ def simulate(
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50. One run per policy and seed."),
     tune: float = typer.Option(
-        1.3, min=0, callback=finite("a multiple such as 1.3"),
+        1.3, min=0, callback=finite,
         help="Tune the workload to this multiple of cluster GPU capacity (0 = keep it as is, shuffled)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),
@@ -261,7 +257,7 @@ def sweep(
     ),
     policy: str = typer.Option("all", help=POLICY_HELP),
     seeds: str = typer.Option("42-51", help="Seeds: 42, 42-51 or 42,45,50."),
-    tune: float = typer.Option(1.3, min=0, callback=finite("a multiple such as 1.3"),
+    tune: float = typer.Option(1.3, min=0, callback=finite,
                                help="Tune each workload to this multiple of cluster GPU capacity."),
     rng: Rng = typer.Option("go", help=RNG_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=DATA_DIR_HELP),
@@ -349,7 +345,7 @@ def replay(
         "'start' = arrive at trace start, 'skip' = ignore them."
     ),
     headroom: float = typer.Option(
-        1.0, min=0.01, callback=finite("a multiple such as 1.3"),
+        1.0, min=0.01, callback=finite,
         help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
     ),
     rng: Rng = typer.Option("native", help=RNG_HELP),

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from builders import assert_consistent, nodes, pod
 from quasched.metrics.fragmentation import TypicalPods
-from quasched.model import Cluster, PlacementError, Pod, Workload
+from quasched.model import Cluster, PlacementError, Workload
 from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, fit_mask
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.policies.devices import best_fit
@@ -490,7 +490,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["arrive", "arrive", "remove", "remove"
 
 
 def naive_retry(scheduler: Scheduler, queue: PendingQueue,
-                admit: Callable[[Pod], bool] | None = None) -> list[tuple[int, int, tuple[int, ...]]]:
+                admit: Callable[..., bool] | None = None) -> list[tuple[int, int, tuple[int, ...]]]:
     """Every queued pod, front to back, one scheduling cycle each; with ``admit``, a pod that fits somewhere but is
     not admitted holds back the rest of its fit class for this pass."""
     placed, held = [], set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,9 +19,10 @@ DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-
 
 
 def finite_days(days: float) -> float:
-    """``--days`` must be finite (:func:`quasched.cli.finite`, imported here: ``quasched.cli`` imports this module)."""
-    from quasched.cli import finite
-    return finite("a number of days such as 7")(days)
+    """``--days`` callback: infinity would replay the whole trace as one window for ever (NaN fails ``min`` already)."""
+    if not math.isfinite(days):
+        raise typer.BadParameter(f"{days} is not a finite number; write a number of days such as 7")
+    return days
 
 
 def federation(
