@@ -68,6 +68,13 @@ def test_an_infinite_multiple_is_refused_not_run_forever(args):
     assert f"'{args[1]}': inf is not a finite number; write a multiple such as 1.3" in invoke(*args, "inf")
 
 
+@pytest.mark.parametrize(("days", "says"), [("inf", "inf is not a finite number; write a number of days such as 7"),
+                                            ("nan", "Input should be greater than or equal to 0.1"),
+                                            ("0", "Input should be greater than or equal to 0.1")])
+def test_federation_days_must_be_finite_and_positive(days, says):
+    assert f"Invalid value for '--days': {says}" in invoke("federation", "--days", days)
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("--failure-rate", "-1"), "--failure-rate -1.0 must be at least 0"),
     (("--failure-rate", "1e-3", "--checkpoint-min", "0"), "--checkpoint-min 0.0 must be positive"),
@@ -137,7 +144,7 @@ def invoke_help(command: str) -> str:
     return re.sub(r"[\s│]+", " ", result.output)
 
 
-@pytest.mark.parametrize("command", ["simulate", "replay", "sweep", "batch"])
+@pytest.mark.parametrize("command", ["simulate", "replay", "sweep", "batch", "federation"])
 def test_unwritable_out_fails_before_any_run(tmp_path, command):
     (tmp_path / "file").write_text("")
     out = tmp_path / "file" / "out"  # below a regular file: cannot be created

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +25,6 @@ from quasched.traces.carbon import ATTRIBUTION, CarbonIntensity
 from quasched.traces.carbon_synthetic import IntensityShape, shape_of, synthetic_intensity
 from builders import nodes
 
-CARBON = Path(__file__).parents[2] / "shared" / "carbon"
 T0 = np.datetime64("2023-01-01T00", "h")
 H = 3600.0
 KW = 0.35  # an A100's full - idle draw (400 - 50 W), kW
@@ -292,7 +290,7 @@ def test_synthetic_intensity_is_seeded_and_shape_of_recovers_it():
         IntensityShape(rho=1.0)
 
 
-def test_evaluate_rows_and_cli(data_dir, tmp_path):
+def test_evaluate_rows():
     sc = two_zone_scenario()
     ours = "carbon-aware:price=0.5,toward=1,perfect=1"
     rows = evaluate(sc, ["greedy", ours], seed=1)
@@ -303,16 +301,19 @@ def test_evaluate_rows_and_cli(data_dir, tmp_path):
     assert by["oracle"]["missed"] <= by[ours]["missed"] and by["oracle"]["target_missed"] == 0
     with pytest.raises(ValueError, match="equal_to='nope'"):
         evaluate(sc, ["greedy"], equal_to="nope")
-    if not CARBON.exists():
-        pytest.skip("no ../shared/carbon")
-    result = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
-                                      "--days", "0.5", "--seeds", "3", "--out", str(tmp_path)])
+
+
+def test_federation_cli(data_dir, carbon_dir, tmp_path):
+    sources = ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(carbon_dir)]
+    result = CliRunner().invoke(app, [*sources, "--days", "0.5", "--seeds", "3", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "Electricity Maps" in result.output and (tmp_path / "savings.png").exists()
     assert (tmp_path / "allocation_seed3.png").exists()
     assert ATTRIBUTION in (tmp_path / "federation.csv").read_text()
-    bad = CliRunner().invoke(app, ["federation", "--data-dir", str(data_dir), "--carbon-dir", str(CARBON),
-                                   "--zones", "GB,XX"])
+    bad = CliRunner().invoke(app, [*sources, "--zones", "GB,XX"])
     assert bad.exit_code == 2 and "XX" in bad.output
+    few = CliRunner().invoke(app, [*sources, "--zones", "GB,DE-LU", "--days", "0.5"])
+    assert few.exit_code == 2 and "need 4 zones to draw from, got 2" in few.output
+    assert "--zones" in few.output and "--clusters" in few.output
     spec = CliRunner().invoke(app, ["federation", "--dispatchers", "greedy;carbon-aware:bogus=1"])
     assert spec.exit_code == 2 and "bogus" in spec.output

@@ -64,6 +64,37 @@ def test_holds_is_the_fit_rule_on_live_rows():
         assert live == fit_mask(cluster, job).tolist()
 
 
+shapes = st.tuples(st.integers(0, 40_000), st.integers(0, 3), st.sampled_from([0, 300, 500, 1000]),
+                   st.sampled_from(["", "A100", "V100"]), st.sampled_from(["", "a", "b"]), st.integers(1, 2))
+
+
+def shaped(uid: int, cpu: int, k: int, milli: int, spec: str, app: str, limit: int):
+    """A pod of a drawn shape (a GPU pod when both ``k`` and ``milli`` are positive; sharing pods take one device)."""
+    k, milli = (min(k, 1) if milli < 1000 else k, milli) if k and milli else (0, 0)
+    return pod(cpu=cpu, k=k, m=milli, spec=spec if k else "", uid=uid, app=app, max_per_node=limit if app else -1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(gpus=st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["A100", "V100"]), st.booleans()), min_size=1,
+                     max_size=4),
+       running=st.lists(shapes, max_size=10), probes=st.lists(shapes, min_size=1, max_size=6), seed=st.integers(0, 99))
+def test_holds_agrees_with_the_clusters_fit_check(gpus, running, probes, seed):
+    """``holds`` over a node's live rows is the cluster's own fit check (resources, cordons, GPU model, devices, app
+    density), on random clusters and placements."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster(nodes(*[(64_000, 1 << 20, g, model) for g, model, _ in gpus]))
+    for n, (_, _, cordoned) in enumerate(gpus):
+        if cordoned:
+            cluster.cordon(n)
+    for uid, shape in enumerate(running):
+        place_somewhere(cluster, shaped(uid, *shape), rng)
+    for i, shape in enumerate(probes):
+        job = shaped(100 + i, *shape)
+        fits = fit_mask(cluster, job).tolist()
+        assert [holds(cluster, job, n, cluster.free[n], cluster.gpu_free[n], cluster.app_count[n])
+                for n in range(cluster.n_nodes)] == fits
+
+
 def place_somewhere(cluster: Cluster, job, rng: np.random.Generator) -> bool:
     """Places ``job`` on a random node that holds it, on random devices that fit (an adversarial scheduler)."""
     fit = np.flatnonzero(fit_mask(cluster, job))
@@ -118,3 +149,18 @@ def test_head_starts_by_its_shadow_time(gpus, running, head_gpus, arrivals, seed
             end[job.uid] = at + duration
     started = depart_until(np.inf)
     assert started is not None and started <= shadow
+
+
+def test_a_job_of_an_app_new_to_the_cluster_after_the_reservation():
+    """The reservation copies the app counts of its nodes; apps first seen later (the cluster's app columns grow) count
+    0 there, and a limited job (1 per node) still passes as its GPUs allow."""
+    cluster, end = hand_cluster(twin=False)
+    head = pod(cpu=60_000, k=3, m=1000, uid=HEAD)
+    booked = reservation(cluster, head, end, 0.0)
+    for app in ("x", "y", "z"):
+        assert may_pass(cluster, head, booked, pod(k=1, m=1000, app=app, max_per_node=1), 50.0)
+        assert not may_pass(cluster, head, booked, pod(k=2, m=1000, app=app, max_per_node=1), 50.0)
+    rows = cluster.free[0].copy(), cluster.gpu_free[0].copy(), cluster.app_count[0].copy()
+    for app in ("v", "w"):  # rows copied before the apps' columns exist
+        job = pod(k=1, m=1000, app=app, max_per_node=1)
+        assert holds(cluster, job, 0, *rows) == fit_mask(cluster, job)[0]

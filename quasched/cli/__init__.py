@@ -9,16 +9,13 @@ from __future__ import annotations
 import typer
 
 from quasched.cli import client
-from quasched.cli.common import fail, load_inputs, parse_policies, parse_seeds  # noqa: F401 (see below)
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
 from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
 
-#: ``quasched/federation/cli.py`` imports these four from ``quasched.cli`` (kept until it imports
-#: ``quasched.cli.common``).
-__all__ = ["app", "fail", "load_inputs", "parse_policies", "parse_seeds"]
+__all__ = ["app"]
 
 app = typer.Typer(
     help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -11,10 +12,18 @@ from rich.console import Console
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
+#: (ours last: the default --dispatchers hold the oracle to the last one's misses)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
-                    "ours-displace-conservative", "ours-displace", "ours-protect", "carbon-aware-shadow",
-                    "ours-displace-shadow")
+                    "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
+                    "ours-displace", "ours-protect")
+
+
+def finite_days(days: float) -> float:
+    """``--days`` callback: infinity would replay the whole trace as one window for ever (NaN fails ``min`` already)."""
+    if not math.isfinite(days):
+        raise typer.BadParameter(f"{days} is not a finite number; write a number of days such as 7")
+    return days
 
 
 def federation(
@@ -25,7 +34,8 @@ def federation(
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
     clusters: int = typer.Option(4, min=1, help="Clusters in the federation (distinct zones, seeded draw)."),
     seeds: str = typer.Option("1", help="Scenario seeds: 1, 1-10 or 1,4 (window, zones, node split, PUE, slack)."),
-    days: float = typer.Option(7.0, min=0.1, help="Length of the trace window replayed."),
+    days: float = typer.Option(7.0, min=0.1, callback=finite_days,
+                               help="Length of the trace window replayed, days."),
     capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
@@ -41,13 +51,16 @@ def federation(
     least-loaded, static greenest-first, hourly carbon-greedy and the carbon-aware rule (carbon-, fragmentation- and
     queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
-    ours-displace, ours (the last by default): the same rule plus the carbon each run is expected to displace from the load of
-    the past day; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
-    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time),
+    ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day;
+    ours-protect, ours (the last by default): ours-displace plus protection levels, a flexible job taking clean room
+    pays the expected carbon of the inflexible GPU jobs it would turn away; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
+    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
+    EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
+    deadline, no passing (nor queue retry ahead of it) once it cannot),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
-    from quasched.cli import fail, load_inputs, parse_policies, parse_seeds
+    from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
     from quasched.federation.evaluate import evaluate
     from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
@@ -70,6 +83,7 @@ def federation(
         raise typer.BadParameter(f"slack range {slack!r} needs 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
     parse_policies(policy)  # a bad --policy fails here, before the data loads
     seed_list = parse_seeds(seeds)
+    output_dir(out)
     try:
         wanted = carbon_zones(carbon_dir) if zones == "all" else [z.strip() for z in zones.split(",") if z.strip()]
         series = [load_carbon(z, carbon_dir) for z in wanted]

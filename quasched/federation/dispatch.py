@@ -163,6 +163,11 @@ class Dispatcher(ABC):
         it again then (a dispatcher that holds jobs re-decides here)."""
         return Decision(cluster, now)
 
+    def queue_gate(self, cluster: int, now: float) -> Callable[[Pod], bool] | None:
+        """Which queued jobs ``cluster``'s retry at ``now`` may start (:meth:`PendingQueue.retry
+        <quasched.policies.queue.PendingQueue.retry>`'s ``admit``; default None: any that fits, front to back)."""
+        return None
+
     def first_with_room(self, job: int, order: np.ndarray) -> int:
         """The first cluster of ``order`` where ``job`` fits now with nobody waiting; else the least loaded."""
         load = self.view.load_after(job)

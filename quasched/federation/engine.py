@@ -11,7 +11,8 @@ departures, then releases, then arrivals, each kind in job order:
   :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue,
   unless no node of that cluster could ever hold it (``View.placeable``): then it is dropped, never placed;
 - departure (``duration`` after placement): the job leaves; after the departures of one time,
-  each cluster that freed capacity retries its queue once, front to back.
+  each cluster that freed capacity retries its queue once, front to back (the jobs the dispatcher's
+  :meth:`~.Dispatcher.queue_gate` admits; by default all).
 
 After every change of a cluster its modelled power (both models) is appended to its series.
 """
@@ -156,7 +157,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 continue
             for c in sorted(dirty):
                 site = sites[c]
-                for pod, _ in site.queue.retry(site.core.scheduler.schedule):
+                for pod, _ in site.queue.retry(site.core.scheduler.schedule, dispatcher.queue_gate(c, t)):
                     view.dequeue(c, pod.uid)
                     start(t, pod.uid)
                 site.record(t)

@@ -153,7 +153,8 @@ def draw_members(nodes: NodeSpec, zones: Sequence[CarbonIntensity], seed: int, c
                  gpus: float | None = None, pue: tuple[float, float] = (1.1, 1.5)) -> tuple[Member, ...]:
     """``clusters`` members from a seeded draw of distinct zones and a seeded node split; PUE uniform in ``pue``."""
     if len(zones) < clusters:
-        raise ValueError(f"need {clusters} zones to draw from, got {len(zones)}")
+        raise ValueError(f"need {clusters} zones to draw from, got {len(zones)}: pass more --zones (or 'all') "
+                         f"or fewer --clusters")
     rng = np.random.default_rng(seed)
     picked = rng.choice(len(zones), clusters, replace=False)
     parts = split_nodes(nodes, clusters, seed, gpus)
