@@ -81,14 +81,16 @@ def test_queue_retry_follows_a_late_head_by_hand(name, head_slack, placed):
 
 
 def ahead_waiting(run: FederationRun, job: int, t: float) -> list[int]:
-    """Jobs queued on ``job``'s cluster before it (release order, then job order) and still waiting at ``t``."""
+    """Jobs queued on ``job``'s cluster before it and still waiting at ``t``, in queue order. Queue order is the engine's event order:
+    by release time; at equal times the deferred jobs' releases first (a release event sorts before an arrival), then
+    the arrivals', each by job index."""
     c, v = run.cluster, run.view
     queued = (run.placed > run.released) | (np.isnan(run.placed) & v.placeable[np.arange(len(c)), c])
-    order = np.lexsort((np.arange(len(c)), run.released))
+    order = np.lexsort((np.arange(len(c)), run.released == run.scenario.arrival, run.released))
     rank = np.empty(len(c), dtype=np.int64)
     rank[order] = np.arange(len(c))
-    waiting = queued & (c == c[job]) & (run.released < t) & ~(run.placed <= t) & (rank < rank[job])
-    return np.flatnonzero(waiting).tolist()
+    waiting = np.flatnonzero(queued & (c == c[job]) & (run.released < t) & ~(run.placed <= t) & (rank < rank[job]))
+    return waiting[np.argsort(rank[waiting])].tolist()  # in queue order: the first is the head
 
 
 @st.composite
