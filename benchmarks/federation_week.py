@@ -82,6 +82,13 @@ def class_row(seed: int, greedy: FederationRun, ours: FederationRun) -> dict:
         row[f"queued {name} mean wait h"] = float(wait.mean()) if len(wait) else 0.0
         row[f"queued {name}: ours − greedy kg"] = float((a - b)[queued & both].sum())
         row[f"missed {name}"] = int(missed(run).sum())
+    long = both & (sc.duration > 3 * DAY_S)
+    row["runs > 72 h: jobs"] = int(long.sum())
+    row["runs > 72 h: greedy kg"] = float(b[long].sum())
+    row["runs > 72 h: ours − greedy kg"] = float((a - b)[long].sum())
+    late = missed(greedy) & both
+    row["greedy missed: jobs"] = int(late.sum())
+    row["greedy missed: ours − greedy kg"] = float((a - b)[late].sum())
     lost = np.flatnonzero(both & ~flexible & (ours.cluster != greedy.cluster) & (a > b))
     row["inflexible elsewhere, dearer: jobs"] = len(lost)
     row["inflexible elsewhere, dearer: kg"] = float((a - b)[lost].sum())
@@ -196,6 +203,22 @@ def recorded(spec: str, log: list[dict]) -> Dispatcher:
     return rule
 
 
+def probe(spec: str) -> Dispatcher:
+    """A counterfactual, not a dispatcher: ``spec``'s rule, except that a released job no node of its cluster holds
+    goes at once to the other clusters where it is placeable, current cleanest first, and queues only if none holds
+    it (the engine's ``reroute`` hook; the ledger keeps the original booking). Tests whether the stuck queue heads
+    cause the gap."""
+    rule = make_dispatcher(spec)
+
+    def reroute(job: int, now: float, cluster: int) -> list[int]:
+        v = rule.view
+        hour = min(int(now // SECONDS_PER_HOUR), v.intensity.shape[1] - 1)
+        return [int(c) for c in np.argsort(v.intensity[:, hour], kind="stable") if c != cluster and v.placeable[job, c]]
+
+    rule.reroute = reroute  # type: ignore[method-assign]
+    return rule
+
+
 def forecast_rows(seed: int, view_history: np.ndarray, intensity: np.ndarray, days: int) -> list[dict]:
     """Per day of the window: forecast MAE over the next 24 h and the share of hours ahead whose forecast
     cleanest cluster is not the true cleanest."""
@@ -239,7 +262,8 @@ def main() -> None:
         log: list[dict] = []
         runs = {name: run_federation(sc, rule, seed=seed) for name, rule in
                 (("proportional", make_dispatcher("proportional")), ("greedy", make_dispatcher("greedy")),
-                 ("ours", recorded(args.ours, log)), ("perfect", make_dispatcher(perfect)))}
+                 ("ours", recorded(args.ours, log)), ("perfect", make_dispatcher(perfect)),
+                 ("probe", probe(args.ours)))}
         sent += [{"seed": seed, **row} for row in log]
         base = float(np.nansum(per_job_kg(runs["proportional"])))
         for name, run in runs.items():
@@ -254,7 +278,7 @@ def main() -> None:
         tops += top_jobs(seed, runs["greedy"], runs["ours"])
         view = runs["greedy"].view
         forecasts += forecast_rows(seed, view.history, view.intensity, int(np.ceil(args.days)))
-        print(pd.DataFrame(totals[-4:]).round(2).to_string(index=False), flush=True)
+        print(pd.DataFrame(totals[-len(runs):]).round(2).to_string(index=False), flush=True)
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", 200):
         for label, rows in (("totals", totals), ("clusters", clusters), ("classes", classes), ("forecast", forecasts),
                             ("top_jobs", tops), ("queued", queues)):
