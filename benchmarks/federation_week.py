@@ -3,15 +3,22 @@
     cd benchmarks && python federation_week.py --data-dir ../../shared/traces --carbon-dir ../../shared/carbon \\
         --seeds 1,2,10 --days 7 --out ../results/federation_diag7
 
-The scenarios are the CLI's (``quasched federation``: all zones, ``draw_scenario`` with its defaults). Per seed,
-``greedy``, ``ours`` and ``ours`` with the true intensities (``perfect=1``: what the forecast costs) are replayed,
-and ``proportional`` for the saving's reference. Figures (job model: kg = kw × ∫ intensity × PUE over the run):
+Findings: BENCHMARKS.md, "7-day windows: where ours loses to greedy (branch ``diag7``)".
 
-- per run: kg, saving = 100 (1 − kg / proportional's), misses;
+The scenarios are the CLI's (``quasched federation``: all zones, ``draw_scenario`` with its defaults). Per seed,
+``greedy``, ``ours``, ``ours`` with the true intensities (``perfect=1``: what the forecast costs) and the :func:`probe`
+counterfactual are replayed, and ``proportional`` for the saving's reference. Figures (job model: kg = kw × ∫
+intensity × PUE over the run):
+
+- per run (``totals``): kg, saving = 100 (1 − kg / proportional's), misses, hours with a queue on the cleanest cluster;
 - per cluster (rank 0 = cleanest mean intensity × PUE over the window): GPUs, GPU-hours and mean intensity paid
   (g/kWh = kg / kWh) of greedy and ours;
 - per job class, ours − greedy kg: inflexible / flexible × same / other cluster (:func:`federation_gap.decompose`);
-  jobs ours deferred (released after arrival) and jobs that queued (placed after release) in either run;
+  jobs ours deferred (released after arrival) and jobs that queued (placed after release) in either run; runs over
+  72 h; jobs greedy missed; inflexible jobs ours ran elsewhere at a higher cost, and what held greedy's cluster then
+  (:func:`occupants`);
+- ``top_jobs``: the jobs with the largest gap; ``queued``: jobs that waited over 1 h in a queue; ``sent_away``: the
+  inflexible jobs ours sent away from greedy's pick in its own state, and why (:func:`recorded`);
 - per day of the window: ours − greedy kg of the jobs arriving that day;
 - forecast: mean absolute error (g/kWh) of the forecast made at each hour for the next 24 h, and how often its
   cleanest cluster 1-24 h ahead is not the true one, per day of the window.
