@@ -16,7 +16,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
-                    "ours-displace", "ours-protect")
+                    "ours-protect-redecide", "ours-displace", "ours-protect")
 
 
 def finite_days(days: float) -> float:
@@ -56,7 +56,8 @@ def federation(
     pays the expected carbon of the inflexible GPU jobs it would turn away; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
     or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
     EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
-    deadline, no passing (nor queue retry ahead of it) once it cannot),
+    deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node
+    holds is decided again while it has slack),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""

@@ -12,13 +12,14 @@ from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
 from quasched.federation.planner import RollingPlanner
 from quasched.federation.protection import ProtectionPriced
+from quasched.federation.redecide import ReleaseRedecided
 from quasched.federation.shadow import ShadowDisplacement, ShadowRule
 from quasched.federation.throttle import ThrottleDisplacement
 
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
                  BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement,
-                 ProtectionPriced, ShadowRule, ShadowDisplacement, ThrottleDisplacement)
+                 ProtectionPriced, ReleaseRedecided, ShadowRule, ShadowDisplacement, ThrottleDisplacement)
 }
 
 

@@ -1,0 +1,39 @@
+"""Ours with a release-time re-decision (``ours-protect-redecide``): a job no node holds at its release does not queue
+while it still has slack.
+
+The rule's ledger and its start-now check are aggregate (GPU and CPU milli per cluster), so a flexible full-node job
+deferred to a green slot may find, at its release, room on its cluster but no node that holds it. Queued there, it
+heads the cluster's FIFO for days, and the start-now rule (nobody waiting) turns every later arrival away, among them
+inflexible runs of up to a week (diagnosis: BENCHMARKS.md, "7-day windows: where ours loses to greedy").
+
+At release, while ``latest_start > now``, a job that no node of its planned cluster holds now
+(:func:`~quasched.model.fit.fit_mask`) is decided again from now: its stale booking leaves the ledger and the rule
+chooses among the starts of :meth:`~.carbon_aware.CarbonAware.options`, a start now allowed only on clusters where a
+node holds it. A later start releases it again then. Once its slack is spent it is released as before (it queues if
+it must). No constant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quasched.federation.carbon_aware import add_run
+from quasched.federation.dispatch import Decision
+from quasched.federation.protection import ProtectionPriced
+from quasched.model.fit import fit_mask
+
+
+class ReleaseRedecided(ProtectionPriced):
+    """``ours-protect`` whose releases re-decide a job that no node of its cluster holds (module docstring)."""
+
+    name = "ours-protect-redecide"
+
+    def release(self, job: int, now: float, cluster: int) -> Decision:
+        v = self.view
+        pod = v.pod(job)
+        if v.latest_start[job] <= now or fit_mask(v.nodes[cluster], pod).any():
+            return super().release(job, now, cluster)
+        add_run(self.ledger, v, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
+        starts, cost, blocked = self.options(job, now)
+        blocked[:, 0] |= ~np.array([fit_mask(nodes, pod).any() for nodes in v.nodes])
+        return self.book(job, self.choose(job, now, starts, cost, blocked))

@@ -1,0 +1,48 @@
+"""``ours-protect-redecide``: a released job that no node of its cluster holds is decided again while it has slack
+(module docstring of :mod:`quasched.federation.redecide`). Run invariants: ``test_federation`` (every registered
+dispatcher) and ``test_federation_planner`` (capacity)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quasched.federation.dispatch import SLOT_S, Decision, View
+from quasched.federation.forecast import HISTORY_H
+from quasched.federation.redecide import ReleaseRedecided
+from quasched.model import Cluster
+from builders import nodes, pod
+
+JOB = 0
+
+
+def released(clean_w: float, dirty_w: float, latest: float, free_node: bool) -> tuple[ReleaseRedecided, tuple]:
+    """Cluster 0 (``clean_w`` g/kWh) of two 2-GPU nodes, one GPU taken on each unless ``free_node`` (then n1 is empty);
+    cluster 1 (``dirty_w``) of one empty 2-GPU node. Job 0 (2 GPUs, 1 h, latest start ``latest``) was booked on
+    cluster 0 at 0 and is released there at 0: the decision of :meth:`release`."""
+    clean, dirty = Cluster(nodes(*[(64_000, 1 << 20, 2, "A100")] * 2)), Cluster(nodes((64_000, 1 << 20, 2, "A100")))
+    for uid, node in [(10, 0), (11, 1)][:2 - free_node]:
+        clean.place(pod(k=1, m=1000, uid=uid), node, (0,))
+    intensity = np.array([[clean_w] * 4, [dirty_w] * 4])
+    view = View(capacity=np.array([[4000.0, 2000.0], [128_000.0, 64_000.0]]), demand=np.array([[2000.0], [1000.0]]),
+                duration=np.array([3600.0]), latest_start=np.array([latest]), kw=np.ones((1, 2)), intensity=intensity,
+                history=np.repeat(intensity[:, :1], HISTORY_H, axis=1), placeable=np.ones((1, 2), dtype=bool))
+    view.nodes, view.pod = [clean, dirty], {JOB: pod(k=2, m=1000, uid=JOB)}.__getitem__
+    view.used[0] = [(2 - free_node) * 1000.0, 0.0]
+    d = ReleaseRedecided(price=0, delay=0, perfect=True)
+    d.reset(view)
+    d.book(JOB, Decision(0, 0.0))
+    return d, tuple(d.release(JOB, 0.0, 0))
+
+
+@pytest.mark.parametrize("clean_w, dirty_w, latest, free_node, decision", [
+    (100.0, 300.0, 2 * 3600.0, True, (0, 0.0)),  # a node holds it: released where it was booked
+    (100.0, 300.0, 2 * 3600.0, False, (0, SLOT_S)),  # no node holds it: wait a slot for clean room, not the queue
+    (300.0, 100.0, 2 * 3600.0, False, (1, 0.0)),  # ... or start now where a node holds it, if that is cheaper
+    (100.0, 300.0, 0.0, False, (0, 0.0)),  # slack spent: released as before (it will queue)
+])
+def test_a_job_no_node_holds_is_decided_again_while_it_has_slack(clean_w, dirty_w, latest, free_node, decision):
+    d, got = released(clean_w, dirty_w, latest, free_node)
+    assert got == decision
+    booked = d.ledger[0].sum(axis=1) * SLOT_S / 3600  # GPU milli-hours booked per cluster
+    assert booked.tolist() == ([2000.0, 0.0] if decision[0] == 0 else [0.0, 2000.0])  # the stale booking left
