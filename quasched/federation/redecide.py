@@ -35,5 +35,5 @@ class ReleaseRedecided(ProtectionPriced):
             return super().release(job, now, cluster)
         add_run(self.ledger, v, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
         starts, cost, blocked = self.options(job, now)
-        blocked[:, 0] |= ~np.array([fit_mask(nodes, pod).any() for nodes in v.nodes])
+        blocked[:, 0] |= ~np.array([c != cluster and fit_mask(nodes, pod).any() for c, nodes in enumerate(v.nodes)])
         return self.book(job, self.choose(job, now, starts, cost, blocked))
