@@ -53,8 +53,8 @@ def federation(
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
     ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day;
     ours-protect, ours (the last by default): ours-displace plus protection levels, a flexible job taking clean room
-    pays the expected carbon of the inflexible GPU jobs it would turn away; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster, unguarded,
-    or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
+    pays the expected carbon of the inflexible GPU jobs it would turn away; -backfill, -easy, -conservative: an
+    inflexible job may pass a queue in a cleaner cluster, unguarded, or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
     EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
     deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node
     holds is decided again while it has slack),
@@ -105,5 +105,7 @@ def federation(
     console.print(federation_table(rows, title=f"{trace}: {clusters} clusters, {days:g}-day windows, policy {policy}"))
     console.print("saving = 1 − dynamic kg CO2e (job model) / proportional split's. " + ATTRIBUTION)
     if out is not None:
-        written = [write_rows(out / "federation.csv", rows), plot_savings(out / "savings.png", rows, title=trace, ours=names[-1])]
+        title = f"{trace}: {clusters} clusters, {days:g}-day windows"
+        written = [write_rows(out / "federation.csv", rows),
+                   plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
         console.print(f"wrote {len(written)} files to {out}")
