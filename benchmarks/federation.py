@@ -20,7 +20,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh5 seeds``, ``fresh5 zones``, ``fresh5 synthetic``: seeds 51-55, 51-55, 51-60, never run before the
   node-level EASY branch (``fed8``);
 - ``fresh6 seeds``, ``fresh6 zones``, ``fresh6 synthetic``: seeds 61-65, 61-65, 61-70, never run before the
-  late-head throttle branch (``fed9``).
+  late-head throttle branch (``fed9``);
+- ``fresh7 seeds``, ``fresh7 zones``, ``fresh7 synthetic``: seeds 71-75, 71-75, 71-80, never run before the second
+  test of the release re-decision (session 9).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -62,8 +64,8 @@ def synthetic_zones(seed: int, count: int = 4) -> list:
 
 
 def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataFrame:
-    """Per set: mean saving, misses and p95 wait per dispatcher; ours (and ``carbon-aware`` when ours is another
-    dispatcher, and ``also``) vs the oracle at ours's misses, the oracle bound and greedy; CPU s per scenario."""
+    """Per set: mean saving, misses, late GPU-hours and p95 wait per dispatcher; ours (and ``carbon-aware`` when ours
+    is another dispatcher, and ``also``) vs the oracle at ours's misses, the oracle bound and greedy; CPU s per scenario."""
     table = rows.pivot_table(index="set", columns="dispatcher", values="saving_pct", aggfunc="mean", sort=False)
     per = rows.set_index(["set", "seed", "dispatcher"])
     carbon, saving = per["carbon_job_kg"].unstack(), per["saving_pct"].unstack()
@@ -82,6 +84,8 @@ def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataF
            for d in (*compared, "oracle", "oracle-bound")},
         **{f"missed {d}": by_set(rows[rows.dispatcher == d])["missed"].mean()
            for d in ("greedy", *compared, "oracle-plan", "oracle")},
+        **{f"late GPU-h {d}": by_set(rows[rows.dispatcher == d])["late_gpu_h"].mean()
+           for d in ("greedy", *compared, "oracle") if "late_gpu_h" in rows},
         **{f"p95 wait {d} h": by_set(rows[rows.dispatcher == d])["wait_p95_h"].mean()
            for d in ("greedy", *compared, "oracle")},
         **{f"cpu s {d}": by_set(rows[rows.dispatcher == d])["cpu_s"].mean() for d in compared if "cpu_s" in rows},
@@ -111,7 +115,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
     sets = {"tune": (lambda s: tuning, range(1, 6)), "held-out seeds": (lambda s: tuning, range(6, 11)),
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
-    for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6"), 1):  # seeds 10 i + 1 ...
+    for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),

@@ -16,7 +16,7 @@ from quasched.federation.cli import DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
 from quasched.federation.evaluate import evaluate
 from quasched.federation.forecast import HISTORY_H, Forecast
-from quasched.federation.metrics import job_carbon_kg, missed, summarize
+from quasched.federation.metrics import job_carbon_kg, late_gpu_hours, missed, summarize
 from quasched.federation.oracle import DERATE, OraclePlan, at_most, replay_plans, solve_oracle
 from quasched.federation.registry import DISPATCHERS, make_dispatcher
 from quasched.federation.scenario import Member, Scenario, assign_slack, jobs_of, repeat_workload, split_nodes
@@ -73,6 +73,18 @@ def test_hand_timeline_carbon_aware_defers_greedy_spills():
     greedy = run_federation(sc, make_dispatcher("greedy"))
     assert greedy.cluster.tolist() == [0, 1] and greedy.placed.tolist() == [0.0, 0.0]
     assert job_carbon_kg(greedy) == pytest.approx((KW * 120 + KW * 400 / 2) / 1000)
+
+
+def test_late_gpu_hours_weigh_misses_by_size_and_delay():
+    """One A100, three inflexible jobs at 0 of 1 h, 30 min and 15 min: FIFO runs them back to back, so job 1 finishes
+    1 h late and job 2 1.5 h late: 2 misses, 1 × 1 + 1 × 1.5 = 2.5 GPU-hours late."""
+    w = jobs([1, 1, 1], [0, 0, 0], [H, H / 2, H / 4])
+    sc = Scenario((one_gpu_member("a", zone("A", *[100] * 4)),), w, np.zeros(3), np.array([H, H / 2, H / 4]),
+                  np.zeros(3), T0)
+    run = run_federation(sc, make_dispatcher("greedy"))
+    assert run.placed.tolist() == [0.0, H, 1.5 * H]
+    assert missed(run).tolist() == [False, True, True]
+    assert late_gpu_hours(run) == pytest.approx(2.5) and summarize(run)["late_gpu_h"] == pytest.approx(2.5)
 
 
 def test_oracle_bound_and_plan_on_the_hand_timeline():

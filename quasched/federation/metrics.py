@@ -8,7 +8,8 @@ Carbon is split into what a dispatcher can move and what it cannot:
   with the oracle's bound.
 - *idle*: every node powered all the time, over the scenario's horizon (the same for every dispatcher).
 
-``total = idle + dynamic``. A job misses its deadline if it finishes after it or never runs.
+``total = idle + dynamic``. A job misses its deadline if it finishes after it or never runs. A count of misses weighs a
+one-GPU job a minute late like an eight-GPU job two days late, so :func:`late_gpu_hours` weighs them by size and delay.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def missed(run: FederationRun) -> np.ndarray:
     """Per job: finished after its deadline, or never placed."""
     finish = run.placed + run.scenario.duration
     return ~np.isfinite(run.placed) | (finish > run.scenario.deadline + 1e-6)
+
+
+def late_gpu_hours(run: FederationRun) -> float:
+    """``sum_j gpus_j × max(0, finish_j − deadline_j)`` in GPU-hours over the placed jobs (never placed: counted by
+    ``placed``), ``gpus_j`` = GPU milli / 1000."""
+    ok = np.isfinite(run.placed)
+    late = np.clip(run.placed[ok] + run.scenario.duration[ok] - run.scenario.deadline[ok], 0, None)
+    return float(np.dot(run.scenario.workload.gpu_request[ok] / 1000, late) / SECONDS_PER_HOUR)
 
 
 def job_carbon_kg(run: FederationRun) -> float:
@@ -42,6 +51,7 @@ def summarize(run: FederationRun) -> dict[str, float | int | str]:
     ok = np.isfinite(run.placed)
     wait = (run.placed - sc.arrival)[ok] / SECONDS_PER_HOUR
     out |= {"placed": int(ok.sum()), "missed": int(missed(run).sum()),
+            "late_gpu_h": late_gpu_hours(run),
             "wait_p50_h": float(np.percentile(wait, 50)) if len(wait) else float("nan"),
             "wait_p95_h": float(np.percentile(wait, 95)) if len(wait) else float("nan"),
             "carbon_job_kg": job_carbon_kg(run)}

@@ -23,6 +23,7 @@ COLUMNS = (
     ("total kg (linear)", "carbon_total_linear_kg", "{:,.1f}"),
     ("total kWh (linear)", "energy_total_linear_kwh", "{:,.0f}"),
     ("missed", "missed", "{:,}"),
+    ("late GPU-h", "late_gpu_h", "{:,.1f}"),
     ("wait p50 h", "wait_p50_h", "{:.2f}"),
     ("wait p95 h", "wait_p95_h", "{:.2f}"),
     ("time s", "elapsed_s", "{:.1f}"),
