@@ -16,10 +16,10 @@ from builders import nodes, pod
 JOB = 0
 
 
-def released(clean_w: float, dirty_w: float, latest: float, free_node: bool) -> tuple[ReleaseRedecided, tuple]:
-    """Cluster 0 (``clean_w`` g/kWh) of two 2-GPU nodes, one GPU taken on each unless ``free_node`` (then n1 is empty);
-    cluster 1 (``dirty_w``) of one empty 2-GPU node. Job 0 (2 GPUs, 1 h, latest start ``latest``) was booked on
-    cluster 0 at 0 and is released there at 0: the decision of :meth:`release`."""
+def split_view(clean_w: float, dirty_w: float, latest: float, free_node: bool) -> View:
+    """Cluster 0 (``clean_w`` g/kWh) of two 2-GPU nodes, one GPU taken on each unless ``free_node`` (then n1 is empty):
+    2 GPUs free in sum, on one node only if ``free_node``; cluster 1 (``dirty_w``) of one empty 2-GPU node. Job 0:
+    2 GPUs, 1 h, latest start ``latest``."""
     clean, dirty = Cluster(nodes(*[(64_000, 1 << 20, 2, "A100")] * 2)), Cluster(nodes((64_000, 1 << 20, 2, "A100")))
     for uid, node in [(10, 0), (11, 1)][:2 - free_node]:
         clean.place(pod(k=1, m=1000, uid=uid), node, (0,))
@@ -29,8 +29,14 @@ def released(clean_w: float, dirty_w: float, latest: float, free_node: bool) -> 
                 history=np.repeat(intensity[:, :1], HISTORY_H, axis=1), placeable=np.ones((1, 2), dtype=bool))
     view.nodes, view.pod = [clean, dirty], {JOB: pod(k=2, m=1000, uid=JOB)}.__getitem__
     view.used[0] = [(2 - free_node) * 1000.0, 0.0]
+    return view
+
+
+def released(clean_w: float, dirty_w: float, latest: float, free_node: bool) -> tuple[ReleaseRedecided, tuple]:
+    """Job 0 of :func:`split_view` was booked on cluster 0 at 0 and is released there at 0: the decision of
+    :meth:`release`."""
     d = ReleaseRedecided(price=0, delay=0, perfect=True)
-    d.reset(view)
+    d.reset(split_view(clean_w, dirty_w, latest, free_node))
     d.book(JOB, Decision(0, 0.0))
     return d, tuple(d.release(JOB, 0.0, 0))
 

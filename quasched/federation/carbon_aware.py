@@ -136,14 +136,19 @@ class CarbonAware(Dispatcher):
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
         """The cheapest feasible candidate of :meth:`options` (``planned``: those the plan rules out; a start now
         also needs room now and an empty queue), else the fallback (module docstring)."""
-        v, load = self.view, self.view.load_after(job)
+        load = self.view.load_after(job)
+        fits = self.startable(job, load)
         blocked = planned.copy()
-        blocked[:, 0] |= (v.queued > 0) | (load > 1)
+        blocked[:, 0] |= ~fits
         if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
-            fits = (load <= 1) & (v.queued == 0)
             return Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
-        s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), v.clusters))
+        s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), self.view.clusters))
         return Decision(int(c), float(starts[s]))
+
+    def startable(self, job: int, load: np.ndarray) -> np.ndarray:
+        """Per cluster: may ``job`` start there now: room in its aggregate free capacity (``load``: the share used
+        after it, :meth:`View.load_after`) and nobody waiting in its queue."""
+        return (load <= 1) & (self.view.queued == 0)
 
     def book(self, job: int, pick: Decision) -> Decision:
         """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""
