@@ -65,7 +65,8 @@ def synthetic_zones(seed: int, count: int = 4) -> list:
 
 def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataFrame:
     """Per set: mean saving, misses, late GPU-hours and p95 wait per dispatcher; ours (and ``carbon-aware`` when ours
-    is another dispatcher, and ``also``) vs the oracle at ours's misses, the oracle bound and greedy; CPU s per scenario."""
+    is another dispatcher, and ``also``) vs the oracle at ours's misses and at its own (where rows ``oracle@name``
+    exist; pooled = the set's summed carbon / the oracle's), the oracle bound and greedy; CPU s per scenario."""
     table = rows.pivot_table(index="set", columns="dispatcher", values="saving_pct", aggfunc="mean", sort=False)
     per = rows.set_index(["set", "seed", "dispatcher"])
     carbon, saving = per["carbon_job_kg"].unstack(), per["saving_pct"].unstack()
@@ -77,6 +78,11 @@ def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataF
         **{f"{d} / {o} ({f})": getattr(by_set(carbon[d] / carbon[o]), f)()
            for d in compared for o in ("oracle", "oracle-bound") for f in ("mean", "max")},
         **{f"seeds {d} <= 1.05 oracle": by_set(carbon[d] <= 1.05 * carbon["oracle"]).sum() for d in compared},
+        **{f"{d} / oracle at its misses ({f})": (by_set(carbon[d]).sum() / by_set(carbon[f"oracle@{d}"]).sum()
+                                                 if f == "pooled" else getattr(by_set(carbon[d] / carbon[f"oracle@{d}"]), f)())
+           for d in compared if f"oracle@{d}" in carbon for f in ("mean", "pooled", "max")},
+        **{f"seeds {d} <= 1.05 oracle at its misses": by_set(carbon[d] <= 1.05 * carbon[f"oracle@{d}"]).sum()
+           for d in compared if f"oracle@{d}" in carbon},
         "oracle derate (mean)": by_set(rows[rows.dispatcher == "oracle"])["derate"].mean(),
         "oracle s (mean)": by_set(rows[rows.dispatcher == "oracle"])["elapsed_s"].mean(),
         **{f"{d} - greedy (points)": table[d] - table["greedy"] for d in compared},
@@ -127,9 +133,9 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             yield name, seed, draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days)
 
 
-def _evaluate(dispatchers: list[str], policy: str, ours: str, item: tuple[str, int, Scenario]) -> list[dict]:
+def _evaluate(dispatchers: list[str], policy: str, ours: str, also: list[str], item: tuple[str, int, Scenario]) -> list[dict]:
     name, seed, scenario = item
-    return evaluate(scenario, dispatchers, policy, seed, equal_to=ours, set=name)
+    return evaluate(scenario, dispatchers, policy, seed, equal_to=ours, also_at=[*also, ours], set=name)
 
 
 def main() -> None:
@@ -147,13 +153,13 @@ def main() -> None:
     dispatchers = ["proportional", "least-loaded", "greenest", "greedy", *([OURS] if label != OURS else []), *also, args.ours]
     rows = pd.read_csv(args.rows).drop(columns="attribution").to_dict("records") if args.rows else []
     todo = [] if args.rows else list(scenarios(args))
-    run = partial(_evaluate, dispatchers, args.policy, args.ours)
+    run = partial(_evaluate, dispatchers, args.policy, args.ours, also)
     with ProcessPoolExecutor(args.workers) as pool:  # rows are written as scenarios finish (--rows re-summarises)
         for (name, seed, scenario), scenario_rows in zip(todo, pool.map(run, todo)):
             rows += scenario_rows
             write_rows(args.out / "federation_rows.csv", rows)
             print(f"{name} seed {seed}: {len(scenario.workload)} jobs", flush=True)
-    frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: label}})
+    frame = pd.DataFrame(rows).replace({"dispatcher": {args.ours: label, f"oracle@{args.ours}": f"oracle@{label}"}})
     result = summary(frame, label, also)
     Console(width=200).print(federation_table(frame.to_dict("records")))
     with pd.option_context("display.width", 250, "display.max_columns", 40):

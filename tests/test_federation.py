@@ -305,14 +305,20 @@ def test_synthetic_intensity_is_seeded_and_shape_of_recovers_it():
 def test_evaluate_rows():
     sc = two_zone_scenario()
     ours = "carbon-aware:price=0.5,toward=1,perfect=1"
-    rows = evaluate(sc, ["greedy", ours], seed=1)
+    rows = evaluate(sc, ["greedy", ours], seed=1, also_at=["proportional", ours])
     by = {r["dispatcher"]: r for r in rows}
-    assert list(by) == ["proportional", "greedy", ours, "oracle-bound", "oracle-plan", "oracle"]
+    assert list(by) == ["proportional", "greedy", ours, "oracle-bound", "oracle-plan", "oracle", "oracle@proportional",
+                        f"oracle@{ours}"]
+    for name in ("proportional", ours):  # each held to that dispatcher's misses; at ours's: the oracle row itself
+        assert by[f"oracle@{name}"]["target_missed"] == by[name]["missed"] >= by[f"oracle@{name}"]["missed"]
+    assert by[f"oracle@{ours}"]["carbon_job_kg"] == by["oracle"]["carbon_job_kg"]
     assert by[ours]["saving_pct"] == pytest.approx(by["oracle-bound"]["saving_pct"])
     assert by["greedy"]["saving_pct"] == 0 and by["oracle-bound"]["saving_pct"] == pytest.approx(100 * (1 - 42 / 112))
     assert by["oracle"]["missed"] <= by[ours]["missed"] and by["oracle"]["target_missed"] == 0
-    with pytest.raises(ValueError, match="equal_to='nope'"):
+    with pytest.raises(ValueError, match="nope not among the dispatchers run"):
         evaluate(sc, ["greedy"], equal_to="nope")
+    with pytest.raises(ValueError, match="nope not among the dispatchers run"):
+        evaluate(sc, ["greedy"], also_at=["nope"])
 
 
 def test_federation_cli(data_dir, carbon_dir, tmp_path):
