@@ -22,7 +22,9 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
 - ``fresh6 seeds``, ``fresh6 zones``, ``fresh6 synthetic``: seeds 61-65, 61-65, 61-70, never run before the
   late-head throttle branch (``fed9``);
 - ``fresh7 seeds``, ``fresh7 zones``, ``fresh7 synthetic``: seeds 71-75, 71-75, 71-80, never run before the second
-  test of the release re-decision (session 9).
+  test of the release re-decision (session 9);
+- ``fresh8 seeds``, ``fresh8 zones``, ``fresh8 synthetic``: seeds 81-85, 81-85, 81-90, never run before the test of
+  node-level starts (session 9).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -121,7 +123,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
     sets = {"tune": (lambda s: tuning, range(1, 6)), "held-out seeds": (lambda s: tuning, range(6, 11)),
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
-    for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7"), 1):  # seeds 10 i + 1 ...
+    for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),
