@@ -31,12 +31,23 @@ added to the ledger.
 
 from __future__ import annotations
 
+from functools import cache
+from types import ModuleType
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
 from quasched.federation.forecast import Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
+
+
+@cache
+def kernels() -> ModuleType:
+    """The compiled per-slot kernels (:mod:`.slot_kernel`), imported on first use: numba loads only when a run needs it."""
+    from quasched.federation import slot_kernel
+
+    return slot_kernel
 
 
 def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.ndarray:
@@ -71,7 +82,8 @@ class CarbonAware(Dispatcher):
         self.ledger = np.zeros((2, view.clusters, view.slots))
         self.forecast = Forecast(view.history, view.intensity)
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
-        self.limit = self.fill * self.capacity + 1e-9  # a ledger above it is full
+        self.top = self.fill * self.capacity  # the plan's ceiling
+        self.limit = self.top + 1e-9  # a ledger above it is full
 
     def expected(self, now: float, hours: np.ndarray) -> np.ndarray:
         """``(clusters, len(hours))`` intensity × PUE of ``hours`` as known at ``now`` (module docstring)."""
@@ -97,8 +109,7 @@ class CarbonAware(Dispatcher):
 
     def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
-        gpu, cpu = ledger + self.view.demand[:, job, None, None]
-        after = np.minimum(np.maximum(gpu / self.capacity[0], cpu / self.capacity[1]), 1)
+        after = kernels().load_share(ledger, self.view.demand[:, job], self.capacity[:, :, 0])  # min(1, u)
         scale = np.power(after, self.power, out=np.zeros_like(after), where=gap > 0)  # the rest is multiplied by 0
         return self.price * gap * scale
 
@@ -110,15 +121,14 @@ class CarbonAware(Dispatcher):
         ledger's room, placeability; module docstring)."""
         v = self.view
         slots = self.ledger.shape[2]
-        duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
+        duration = float(v.duration[job])
         starts = candidate_starts(now, float(v.latest_start[job]))
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
         ledger = self.ledger[:, :, index]
         rate = self.rate(job, now, index, ledger)
-        gpu, cpu = ledger + demand > self.limit
-        full = gpu | cpu
+        full = kernels().over_limit(ledger, v.demand[:, job], self.limit[:, :, 0])
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
         cost[:, 0] = rate[:, :len(share_now)] @ share_now
