@@ -107,23 +107,4 @@ class DisplacementPriced(CarbonAware):
     def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
         the samples ``(samples, 2 + clusters, slots)``, the room without and with the job (``(2, clusters, slots)``) and ``I``."""
-        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
-        unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
-        order = np.argsort(unit, axis=1, kind="stable")  # greenest first
-        unit = np.take_along_axis(unit, order, axis=1)
-        base, after = (np.take_along_axis(fit_share(r, demand), order, axis=1) for r in (room, after))
-        variants = np.arange(-1, self.view.clusters)[:, None, None]  # -1: as is; c: the job on c
-        left, carbon = np.ones((len(variants), *unit[:, 0].shape)), 0.0  # (variants, samples, slots)
-        for i in range(self.view.clusters):  # greenest first
-            take = np.minimum(left, np.where(order[:, i] == variants, after[:, i], base[:, i]))
-            carbon = carbon + take * unit[:, i]
-            left -= take
-        carbon = carbon + left * unit[:, -1]
-        return (carbon[1:] - carbon[0]).sum(axis=1)
-
-def fit_share(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """``(samples, clusters, slots)``: the share of each sample's load that ``room`` ``(2, clusters, slots)`` holds
-    (``min_r room[r] / demand[s, r]``; infinite for a load of 0)."""
-    out = np.full(np.broadcast_shapes(room.shape, demand.shape), np.inf)
-    np.divide(room, demand, out=out, where=demand > 0)
-    return out.min(axis=1)
+        return kernels().displaced_each(sample, room, after, expected).sum(axis=1)

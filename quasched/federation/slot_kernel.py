@@ -54,3 +54,51 @@ def least_after(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray) -> np.n
                 if c == 0 or after < out[r, k]:
                     out[r, k] = after
     return out
+
+
+@njit(cache=True, nogil=True)
+def displaced_each(sample: np.ndarray, room: np.ndarray, after: np.ndarray,
+                   expected: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``(clusters, samples, slots)``: ``F_s(room − q_j on c) − F_s(room)`` of :mod:`.displacement` per sample ``s``, from
+    the samples ``(samples, 2 + clusters, slots)``, the room without and with the job (``room``, ``after``: ``(2, clusters,
+    slots)``) and the intensity ``expected`` ``(clusters, slots)``. The water-filling: clusters by ``unit = P_s[c] I[c]``
+    ascending (ties: cluster order), each takes ``min(left, share)`` of the load (``share = min_r room[r, c] / D_s[r]``,
+    infinite for ``D_s[r] = 0``), the rest goes to the dirtiest; carbon ``sum take × unit + left × unit_last``."""
+    samples, clusters, slots = sample.shape[0], room.shape[1], room.shape[2]
+    out = np.empty((clusters, samples, slots))
+    unit = np.empty(clusters)
+    base = np.empty(clusters)
+    held = np.empty(clusters)
+    order = np.empty(clusters, dtype=np.int64)
+    carbon = np.empty(clusters + 1)
+    for s in range(samples):
+        for k in range(slots):
+            for c in range(clusters):
+                unit[c] = sample[s, 2 + c, k] * expected[c, k]
+                base[c] = _share(room, sample, s, c, k)
+                held[c] = _share(after, sample, s, c, k)
+                i = c  # stable insertion sort of the clusters by unit
+                while i > 0 and unit[order[i - 1]] > unit[c]:
+                    order[i] = order[i - 1]
+                    i -= 1
+                order[i] = c
+            for v in range(clusters + 1):  # 0: as is; v: the job on cluster v − 1
+                left, total = 1.0, 0.0
+                for i in range(clusters):
+                    c = order[i]
+                    share = held[c] if c == v - 1 else base[c]
+                    take = left if left <= share else share
+                    total = total + take * unit[c]
+                    left = left - take
+                carbon[v] = total + left * unit[order[clusters - 1]]
+            for c in range(clusters):
+                out[c, s, k] = carbon[c + 1] - carbon[0]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _share(room: np.ndarray, sample: np.ndarray, s: int, c: int, k: int) -> float:  # pragma: no cover - compiled
+    """``min_r room[r, c, k] / D_s[r]`` (infinite where ``D_s[r] = 0``)."""
+    gpu = room[0, c, k] / sample[s, 0, k] if sample[s, 0, k] > 0 else np.inf
+    cpu = room[1, c, k] / sample[s, 1, k] if sample[s, 1, k] > 0 else np.inf
+    return gpu if gpu <= cpu else cpu
