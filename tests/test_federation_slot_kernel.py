@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quasched.federation.carbon_aware import SLOT_S, occupancy
 from quasched.federation.slot_kernel import displaced_each, least_after, load_share, over_limit
 
 INF = np.inf
@@ -112,3 +113,27 @@ def fills(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 @given(st.composite(fills)())
 def test_water_filling_equals_numpy_bit_for_bit(case: tuple[np.ndarray, ...]):
     assert np.array_equal(displaced_each(*case), numpy_displaced_each(*case))
+
+
+def numpy_occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
+    first = int(start // SLOT_S)
+    last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
+    edges = np.arange(first, last + 1) * SLOT_S
+    covered = np.minimum(edges[1:], start + duration) - np.maximum(edges[:-1], start)
+    return first, np.clip(covered, 0, None) / SLOT_S
+
+
+def test_occupancy_by_hand():
+    """From 10 min to 40 min: 5 of slot 0's 15 min, all of slot 1, 10 of slot 2's; a run of 0 s still has one entry."""
+    first, share = occupancy(600.0, 1800.0)
+    assert first == 0 and share.tolist() == [1 / 3, 1.0, 2 / 3]
+    assert occupancy(900.0, 0.0)[1].tolist() == [0.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0, 1e7), st.floats(0, 3e6), st.sampled_from([1.0, 900.0, 1 / 3, 0.1]))
+def test_occupancy_equals_numpy_bit_for_bit(start: float, duration: float, grain: float):
+    start, duration = start - start % grain, duration - duration % grain  # on and off the slot grid
+    first, share = occupancy(start, duration)
+    expected = numpy_occupancy(start, duration)
+    assert first == expected[0] and np.array_equal(share, expected[1])

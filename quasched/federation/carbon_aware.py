@@ -61,9 +61,7 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
     covers (at least one entry)."""
     first = int(start // SLOT_S)
     last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
-    edges = np.arange(first, last + 1) * SLOT_S
-    covered = np.minimum(edges[1:], start + duration) - np.maximum(edges[:-1], start)
-    return first, np.clip(covered, 0, None) / SLOT_S
+    return first, kernels().covered(first, last, start, start + duration, SLOT_S)
 
 
 class CarbonAware(Dispatcher):
@@ -81,6 +79,8 @@ class CarbonAware(Dispatcher):
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
         self.forecast = Forecast(view.history, view.intensity)
+        self.priced_key: tuple[int, int] = (-1, -1)  # (hour of now, first slot) of priced_slots: expected, gap
+        self.priced_slots: tuple[np.ndarray, np.ndarray] = (np.zeros((view.clusters, 0)),) * 2
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
         self.top = self.fill * self.capacity  # the plan's ceiling
         self.limit = self.top + 1e-9  # a ledger above it is full
@@ -93,13 +93,24 @@ class CarbonAware(Dispatcher):
         return self.forecast.at(hour, np.maximum(hours, hour))
 
     def priced(self, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per slot of ``index``: the intensity expected at ``now`` (module docstring) and its gap."""
-        hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
-        expected = self.expected(now, hours)
-        mean, worst = expected.mean(axis=0), expected.max(axis=0)
-        gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
-        at = index // SLOTS_PER_HOUR - hours[0]
-        return expected[:, at], gap[:, at]
+        """Per slot of ``index`` (ascending): the intensity expected at ``now`` (module docstring) and its gap. Both are
+        elementwise per hour, so they are kept per slot for the hour of ``now`` from the hour of ``index[0]`` on, as far as
+        a run has asked (doubled when a run asks for more); a run of consecutive slots reads a view of them."""
+        first = int(index[0]) - int(index[0]) % SLOTS_PER_HOUR
+        key = (int(now // SECONDS_PER_HOUR), first)
+        kept = self.priced_slots[0].shape[1] // SLOTS_PER_HOUR if key == self.priced_key else 0  # hours
+        if index[-1] >= first + kept * SLOTS_PER_HOUR:
+            start = first // SLOTS_PER_HOUR
+            expected = self.expected(now, np.arange(start, max(int(index[-1]) // SLOTS_PER_HOUR + 1, start + 2 * kept)))
+            mean, worst = expected.mean(axis=0), expected.max(axis=0)
+            gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
+            self.priced_key = key
+            self.priced_slots = np.repeat(expected, SLOTS_PER_HOUR, axis=1), np.repeat(gap, SLOTS_PER_HOUR, axis=1)
+        expected, gap = self.priced_slots
+        at = int(index[0]) - first
+        if index[-1] - index[0] == len(index) - 1:
+            return expected[:, at:at + len(index)], gap[:, at:at + len(index)]
+        return expected[:, index - first], gap[:, index - first]
 
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """``(clusters, len(index))`` priced intensity of ``job``'s run in the slots ``index`` (module docstring);

@@ -102,3 +102,15 @@ def _share(room: np.ndarray, sample: np.ndarray, s: int, c: int, k: int) -> floa
     gpu = room[0, c, k] / sample[s, 0, k] if sample[s, 0, k] > 0 else np.inf
     cpu = room[1, c, k] / sample[s, 1, k] if sample[s, 1, k] > 0 else np.inf
     return gpu if gpu <= cpu else cpu
+
+
+@njit(cache=True, nogil=True)
+def covered(first: int, last: int, start: float, end: float, slot_s: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Share of each slot ``first .. last − 1`` (``slot_s`` s each) that ``[start, end)`` covers:
+    ``max(0, min((k + 1) slot_s, end) − max(k slot_s, start)) / slot_s``."""
+    out = np.empty(last - first)
+    for i in range(last - first):
+        lo, hi = (first + i) * slot_s, (first + i + 1) * slot_s
+        share = (hi if hi <= end else end) - (lo if lo >= start else start)
+        out[i] = (share if share > 0.0 else 0.0) / slot_s
+    return out
