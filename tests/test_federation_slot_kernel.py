@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
-from quasched.federation.slot_kernel import displaced_each, least_after, load_share, over_limit
+from quasched.federation.slot_kernel import displaced_each, least_after, load_share, loads_at, over_limit
 
 INF = np.inf
 
@@ -137,3 +137,25 @@ def test_occupancy_equals_numpy_bit_for_bit(start: float, duration: float, grain
     first, share = occupancy(start, duration)
     expected = numpy_occupancy(start, duration)
     assert first == expected[0] and np.array_equal(share, expected[1])
+
+
+def test_loads_at_by_hand():
+    """Two samples (1 cluster) at leads 0 and 2 of two slots; room on the fullest 500 GPU milli and 0 CPU: the first
+    sample (300 then 400 GPU milli, no CPU) fits everywhere and is dropped, the second (600 GPU milli at lead 2) is kept."""
+    past = np.zeros((2, 3, 3))
+    past[0, 0] = [300.0, 350.0, 400.0]
+    past[1, 0] = [100.0, 200.0, 600.0]
+    past[:, 2] = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    out = loads_at(past, np.array([0, 2]), np.array([[500.0, 500.0], [0.0, 0.0]]))
+    assert out.tolist() == [[[100.0, 600.0], [0.0, 0.0], [4.0, 6.0]]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 24), st.integers(1, 5), st.integers(1, 30), st.integers(0, 10**6))
+def test_loads_at_equals_numpy(samples: int, clusters: int, slots: int, seed: int):
+    rng = np.random.default_rng(seed)
+    past = rng.choice([0.0, 100.0, 500.0, 1000.0], size=(samples, 2 + clusters, 9))
+    lead, least = rng.integers(0, 9, slots), rng.choice([0.0, 300.0, 1000.0, INF], size=(2, slots))
+    sample = past[:, :, lead]
+    expected = sample[(least < sample[:, :2]).reshape(len(sample), -1).any(axis=1)]
+    assert np.array_equal(loads_at(past, lead, least), expected)

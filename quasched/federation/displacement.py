@@ -88,8 +88,7 @@ class DisplacementPriced(CarbonAware):
         new = np.ones(len(busy), dtype=bool)
         new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
         pick, alike, room = busy[new], np.cumsum(new) - 1, room[:, :, new]
-        sample = past[:, :, lead[pick]]
-        sample = sample[(least[:, pick] < sample[:, :2]).reshape(len(sample), -1).any(axis=1)]  # the others fit any cluster: 0
+        sample = kernels().loads_at(past, lead[pick], least[:, pick])  # the others fit any cluster: 0
         displaced = np.zeros(rate.shape)
         after = np.clip(room - demand[:, None, None], 0, None)
         displaced[:, busy] = self.displaced(sample, room, after, expected[:, pick])[:, alike]

@@ -114,3 +114,28 @@ def covered(first: int, last: int, start: float, end: float, slot_s: float) -> n
         share = (hi if hi <= end else end) - (lo if lo >= start else start)
         out[i] = (share if share > 0.0 else 0.0) / slot_s
     return out
+
+
+@njit(cache=True, nogil=True)
+def loads_at(past: np.ndarray, lead: np.ndarray, least: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``(kept, 2 + clusters, slots)``: the load samples ``past`` ``(samples, 2 + clusters, leads)`` at each slot's ``lead``,
+    only those whose demand exceeds ``least`` ``(2, slots)`` in some resource and slot (the others fit any cluster)."""
+    samples, rows, slots = past.shape[0], past.shape[1], len(lead)
+    keep = np.zeros(samples, dtype=np.bool_)
+    for s in range(samples):
+        for r in range(2):
+            for k in range(slots):
+                if least[r, k] < past[s, r, lead[k]]:
+                    keep[s] = True
+                    break
+            if keep[s]:
+                break
+    out = np.empty((keep.sum(), rows, slots))
+    i = 0
+    for s in range(samples):
+        if keep[s]:
+            for r in range(rows):
+                for k in range(slots):
+                    out[i, r, k] = past[s, r, lead[k]]
+            i += 1
+    return out
