@@ -52,3 +52,15 @@ def test_a_job_no_node_holds_is_decided_again_while_it_has_slack(clean_w, dirty_
     assert got == decision
     booked = d.ledger[0].sum(axis=1) * SLOT_S / 3600  # GPU milli-hours booked per cluster
     assert booked.tolist() == ([2000.0, 0.0] if decision[0] == 0 else [0.0, 2000.0])  # the stale booking left
+
+
+def test_the_kept_fit_follows_placements_and_removals():
+    """The fit per cluster and pod shape is kept between releases: after a 1-GPU pod takes a GPU of the free node no node
+    holds the 2-GPU job (it is decided again: a slot later); after that pod leaves, one does (released where booked)."""
+    d, got = released(100.0, 300.0, 2 * 3600.0, True)
+    assert got == (0, 0.0)
+    clean = d.view.nodes[0]
+    clean.place(pod(k=1, m=1000, uid=12), 1, (0,))
+    assert tuple(d.release(JOB, 0.0, 0)) == (0, SLOT_S)
+    clean.remove(12)
+    assert tuple(d.release(JOB, SLOT_S, 0)) == (0, SLOT_S)

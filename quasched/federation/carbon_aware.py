@@ -31,12 +31,23 @@ added to the ledger.
 
 from __future__ import annotations
 
+from functools import cache
+from types import ModuleType
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
 from quasched.federation.forecast import Forecast
 from quasched.metrics.power import SECONDS_PER_HOUR
+
+
+@cache
+def kernels() -> ModuleType:
+    """The compiled per-slot kernels (:mod:`.slot_kernel`), imported on first use: numba loads only when a run needs it."""
+    from quasched.federation import slot_kernel
+
+    return slot_kernel
 
 
 def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.ndarray:
@@ -50,9 +61,7 @@ def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
     covers (at least one entry)."""
     first = int(start // SLOT_S)
     last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
-    edges = np.arange(first, last + 1) * SLOT_S
-    covered = np.minimum(edges[1:], start + duration) - np.maximum(edges[:-1], start)
-    return first, np.clip(covered, 0, None) / SLOT_S
+    return first, kernels().covered(first, last, start, start + duration, SLOT_S)
 
 
 class CarbonAware(Dispatcher):
@@ -70,8 +79,11 @@ class CarbonAware(Dispatcher):
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
         self.forecast = Forecast(view.history, view.intensity)
+        self.priced_key: tuple[int, int] = (-1, -1)  # (hour of now, first slot) of priced_slots: expected, gap
+        self.priced_slots: tuple[np.ndarray, np.ndarray] = (np.zeros((view.clusters, 0)),) * 2
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]
-        self.limit = self.fill * self.capacity + 1e-9  # a ledger above it is full
+        self.top = self.fill * self.capacity  # the plan's ceiling
+        self.limit = self.top + 1e-9  # a ledger above it is full
 
     def expected(self, now: float, hours: np.ndarray) -> np.ndarray:
         """``(clusters, len(hours))`` intensity × PUE of ``hours`` as known at ``now`` (module docstring)."""
@@ -81,13 +93,24 @@ class CarbonAware(Dispatcher):
         return self.forecast.at(hour, np.maximum(hours, hour))
 
     def priced(self, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per slot of ``index``: the intensity expected at ``now`` (module docstring) and its gap."""
-        hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
-        expected = self.expected(now, hours)
-        mean, worst = expected.mean(axis=0), expected.max(axis=0)
-        gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
-        at = index // SLOTS_PER_HOUR - hours[0]
-        return expected[:, at], gap[:, at]
+        """Per slot of ``index`` (ascending): the intensity expected at ``now`` (module docstring) and its gap. Both are
+        elementwise per hour, so they are kept per slot for the hour of ``now`` from the hour of ``index[0]`` on, as far as
+        a run has asked (doubled when a run asks for more); a run of consecutive slots reads a view of them."""
+        first = int(index[0]) - int(index[0]) % SLOTS_PER_HOUR
+        key = (int(now // SECONDS_PER_HOUR), first)
+        kept = self.priced_slots[0].shape[1] // SLOTS_PER_HOUR if key == self.priced_key else 0  # hours
+        if index[-1] >= first + kept * SLOTS_PER_HOUR:
+            start = first // SLOTS_PER_HOUR
+            expected = self.expected(now, np.arange(start, max(int(index[-1]) // SLOTS_PER_HOUR + 1, start + 2 * kept)))
+            mean, worst = expected.mean(axis=0), expected.max(axis=0)
+            gap = np.clip(mean + self.toward * (worst - mean) - expected, 0, None)
+            self.priced_key = key
+            self.priced_slots = np.repeat(expected, SLOTS_PER_HOUR, axis=1), np.repeat(gap, SLOTS_PER_HOUR, axis=1)
+        expected, gap = self.priced_slots
+        at = int(index[0]) - first
+        if index[-1] - index[0] == len(index) - 1:
+            return expected[:, at:at + len(index)], gap[:, at:at + len(index)]
+        return expected[:, index - first], gap[:, index - first]
 
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """``(clusters, len(index))`` priced intensity of ``job``'s run in the slots ``index`` (module docstring);
@@ -97,8 +120,7 @@ class CarbonAware(Dispatcher):
 
     def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
-        gpu, cpu = ledger + self.view.demand[:, job, None, None]
-        after = np.minimum(np.maximum(gpu / self.capacity[0], cpu / self.capacity[1]), 1)
+        after = kernels().load_share(ledger, self.view.demand[:, job], self.capacity[:, :, 0])  # min(1, u)
         scale = np.power(after, self.power, out=np.zeros_like(after), where=gap > 0)  # the rest is multiplied by 0
         return self.price * gap * scale
 
@@ -110,15 +132,14 @@ class CarbonAware(Dispatcher):
         ledger's room, placeability; module docstring)."""
         v = self.view
         slots = self.ledger.shape[2]
-        duration, demand = float(v.duration[job]), v.demand[:, job, None, None]
+        duration = float(v.duration[job])
         starts = candidate_starts(now, float(v.latest_start[job]))
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
-        ledger = self.ledger[:, :, index]
+        ledger = self.ledger[:, :, first:first + len(index)] if index[-1] == first + len(index) - 1 else self.ledger[:, :, index]
         rate = self.rate(job, now, index, ledger)
-        gpu, cpu = ledger + demand > self.limit
-        full = gpu | cpu
+        full = kernels().over_limit(ledger, v.demand[:, job], self.limit[:, :, 0])
         cost = np.empty((v.clusters, len(starts)))
         blocked = np.empty((v.clusters, len(starts)), dtype=bool)
         cost[:, 0] = rate[:, :len(share_now)] @ share_now

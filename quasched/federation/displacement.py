@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.federation.carbon_aware import CarbonAware
+from quasched.federation.carbon_aware import CarbonAware, kernels
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, View
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 
@@ -77,23 +77,21 @@ class DisplacementPriced(CarbonAware):
         if not len(past):
             return rate
         lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
-        room = np.clip(self.fill * self.capacity - ledger, 0, None)  # (2, clusters, slots)
-        after = np.clip(room - self.view.demand[:, job, None, None], 0, None)
-        least = after[:, 0]  # (2, slots): a sample fits every cluster where it fits the fullest
-        for c in range(1, self.view.clusters):
-            least = np.minimum(least, after[:, c])
+        demand = self.view.demand[:, job]
+        least = kernels().least_after(ledger, demand, self.top[:, :, 0])  # (2, slots): room after the job on the fullest
         busy = np.flatnonzero((least < most[:, lead]).any(axis=0))  # elsewhere every sample fits any cluster
         if not len(busy):
             return rate
+        room = np.clip(self.top - ledger[:, :, busy], 0, None)  # (2, clusters, busy slots)
         # runs of busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
-        key = np.vstack([lead[busy], room[:, :, busy].reshape(-1, len(busy)), expected[:, busy]])
+        key = np.vstack([lead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
         new = np.ones(len(busy), dtype=bool)
         new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
-        pick, alike = busy[new], np.cumsum(new) - 1
-        sample = past[:, :, lead[pick]]
-        sample = sample[(least[:, pick] < sample[:, :2]).reshape(len(sample), -1).any(axis=1)]  # the others fit any cluster: 0
+        pick, alike, room = busy[new], np.cumsum(new) - 1, room[:, :, new]
+        sample = kernels().loads_at(past, lead[pick], least[:, pick])  # the others fit any cluster: 0
         displaced = np.zeros(rate.shape)
-        displaced[:, busy] = self.displaced(sample, room[:, :, pick], after[:, :, pick], expected[:, pick])[:, alike]
+        after = np.clip(room - demand[:, None, None], 0, None)
+        displaced[:, busy] = self.displaced(sample, room, after, expected[:, pick])[:, alike]
         return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
 
     def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
@@ -108,23 +106,4 @@ class DisplacementPriced(CarbonAware):
     def displaced(self, sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """``(clusters, slots)``: the sum over samples of ``F_s(room − q_j on c) − F_s(room)`` (module docstring), from
         the samples ``(samples, 2 + clusters, slots)``, the room without and with the job (``(2, clusters, slots)``) and ``I``."""
-        demand, power = sample[:, :2, None], sample[:, 2:]  # (samples, 2, 1, slots), (samples, clusters, slots)
-        unit = power * expected  # (samples, clusters, slots): the whole load's g/h on each cluster
-        order = np.argsort(unit, axis=1, kind="stable")  # greenest first
-        unit = np.take_along_axis(unit, order, axis=1)
-        base, after = (np.take_along_axis(fit_share(r, demand), order, axis=1) for r in (room, after))
-        variants = np.arange(-1, self.view.clusters)[:, None, None]  # -1: as is; c: the job on c
-        left, carbon = np.ones((len(variants), *unit[:, 0].shape)), 0.0  # (variants, samples, slots)
-        for i in range(self.view.clusters):  # greenest first
-            take = np.minimum(left, np.where(order[:, i] == variants, after[:, i], base[:, i]))
-            carbon = carbon + take * unit[:, i]
-            left -= take
-        carbon = carbon + left * unit[:, -1]
-        return (carbon[1:] - carbon[0]).sum(axis=1)
-
-def fit_share(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """``(samples, clusters, slots)``: the share of each sample's load that ``room`` ``(2, clusters, slots)`` holds
-    (``min_r room[r] / demand[s, r]``; infinite for a load of 0)."""
-    out = np.full(np.broadcast_shapes(room.shape, demand.shape), np.inf)
-    np.divide(room, demand, out=out, where=demand > 0)
-    return out.min(axis=1)
+        return kernels().displaced_each(sample, room, after, expected).sum(axis=1)

@@ -76,7 +76,7 @@ class ProtectionPriced(DisplacementPriced):
         if not live.any():
             return np.zeros(intensity.shape)
         g = np.where(live, g, 1.0)
-        free = np.clip(self.fill * self.capacity[0] - used, 0, None)
+        free = np.clip(self.top[0] - used, 0, None)
         free = np.where(np.isfinite(free), free, 0.0)
         order = np.argsort(intensity, axis=0, kind="stable")  # greenest first
         room = np.floor(np.cumsum(np.take_along_axis(free, order, axis=0), axis=0) / g)

@@ -10,7 +10,8 @@ At release, while ``latest_start > now``, a job that no node of its planned clus
 (:func:`~quasched.model.fit.fit_mask`) is decided again from now: its stale booking leaves the ledger and the rule
 chooses among the starts of :meth:`~.carbon_aware.CarbonAware.options`, a start now allowed only on clusters where a
 node holds it. A later start releases it again then. Once its slack is spent it is released as before (it queues if
-it must). No constant.
+it must). No constant. Which nodes hold a job is kept per cluster and pod shape, refreshed on the nodes changed since
+(:class:`~quasched.policies.filter.Feasibility`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from quasched.federation.carbon_aware import add_run
-from quasched.federation.dispatch import Decision
+from quasched.federation.dispatch import Decision, View
 from quasched.federation.protection import ProtectionPriced
-from quasched.model.fit import fit_mask
+from quasched.model.workload import Pod
+from quasched.policies.filter import Feasibility, demand_key
 
 
 class ReleaseRedecided(ProtectionPriced):
@@ -28,12 +30,20 @@ class ReleaseRedecided(ProtectionPriced):
 
     name = "ours-protect-redecide"
 
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.feasible = [Feasibility(nodes) for nodes in view.nodes]
+
+    def holds(self, cluster: int, pod: Pod) -> bool:
+        """Does some node of ``cluster`` hold ``pod`` now."""
+        return bool(self.feasible[cluster].mask(pod, demand_key(pod)).any())
+
     def release(self, job: int, now: float, cluster: int) -> Decision:
         v = self.view
         pod = v.pod(job)
-        if v.latest_start[job] <= now or fit_mask(v.nodes[cluster], pod).any():
+        if v.latest_start[job] <= now or self.holds(cluster, pod):
             return super().release(job, now, cluster)
         add_run(self.ledger, v, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
         starts, cost, blocked = self.options(job, now)
-        blocked[:, 0] |= ~np.array([c != cluster and fit_mask(nodes, pod).any() for c, nodes in enumerate(v.nodes)])
+        blocked[:, 0] |= ~np.array([c != cluster and self.holds(c, pod) for c in range(v.clusters)])
         return self.book(job, self.choose(job, now, starts, cost, blocked))
