@@ -7,7 +7,7 @@ heads the cluster's FIFO for days, and the start-now rule (nobody waiting) turns
 inflexible runs of up to a week (diagnosis: BENCHMARKS.md, "7-day windows: where ours loses to greedy").
 
 At release, while ``latest_start > now``, a job that no node of its planned cluster holds now
-(:func:`~quasched.model.fit.fit_mask`) is decided again from now: its stale booking leaves the ledger and the rule
+(:meth:`.NodeFit.holds`) is decided again from now: its stale booking leaves the ledger and the rule
 chooses among the starts of :meth:`~.carbon_aware.CarbonAware.options`, a start now allowed only on clusters where a
 node holds it. A later start releases it again then. Once its slack is spent it is released as before (it queues if
 it must). No constant. Which nodes hold a job is kept per cluster and pod shape, refreshed on the nodes changed since
@@ -19,24 +19,15 @@ from __future__ import annotations
 import numpy as np
 
 from quasched.federation.carbon_aware import add_run
-from quasched.federation.dispatch import Decision, View
+from quasched.federation.dispatch import Decision
+from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
-from quasched.model.workload import Pod
-from quasched.policies.filter import Feasibility, demand_key
 
 
-class ReleaseRedecided(ProtectionPriced):
+class ReleaseRedecided(NodeFit, ProtectionPriced):
     """``ours-protect`` whose releases re-decide a job that no node of its cluster holds (module docstring)."""
 
     name = "ours-protect-redecide"
-
-    def reset(self, view: View) -> None:
-        super().reset(view)
-        self.feasible = [Feasibility(nodes) for nodes in view.nodes]
-
-    def holds(self, cluster: int, pod: Pod) -> bool:
-        """Does some node of ``cluster`` hold ``pod`` now."""
-        return bool(self.feasible[cluster].mask(pod, demand_key(pod)).any())
 
     def release(self, job: int, now: float, cluster: int) -> Decision:
         v = self.view
