@@ -16,7 +16,8 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
-                    "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect")
+                    "ours-protect-redecide", "ours-protect-held", "ours-redecide-held",
+                    "ours-redecide-hourly", "ours-displace", "ours-protect")
 
 
 def finite_days(days: float) -> float:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.federation.carbon_aware import CarbonAware
+from quasched.federation.carbon_aware import CarbonAware, add_run
+from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.redecide import ReleaseRedecided
+from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 
 
 class NodeHeld(NodeFit, CarbonAware):
@@ -41,3 +43,31 @@ class RedecideHeld(NodeHeld, ReleaseRedecided):
     """``ours-protect-redecide`` with node-level starts."""
 
     name = "ours-redecide-held"
+
+
+class HourlyRedecideHeld(RedecideHeld):
+    """``ours-redecide-held`` deciding a waiting job again at most once per clock hour.
+
+    A job that waits for a node of its planned cluster is released, and decided again, at every 15-minute slot until a
+    node holds it (a median of 11 times in the DLRM year's first 30 days, most of the replay's CPU). The rule's inputs
+    that move a choice are hourly (intensity, forecast), so within the hour of its last re-decision it only waits a slot
+    more on its cluster (the booking moves with it); it is decided again in the next hour, and always at its last
+    release before its latest start (its last chance to start elsewhere on time). No constant.
+    """
+
+    name = "ours-redecide-hourly"
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.decided: dict[int, int] = {}  # job -> hour of its last re-decision
+
+    def release(self, job: int, now: float, cluster: int) -> Decision:
+        v = self.view
+        following = (now // SLOT_S + 1) * SLOT_S
+        hour = int(now // HOUR)
+        if v.latest_start[job] > following and not self.holds(cluster, v.pod(job)):
+            if self.decided.get(job) == hour:
+                add_run(self.ledger, v, job, Decision(cluster, now), -1.0)
+                return self.book(job, Decision(cluster, following))
+            self.decided[job] = hour
+        return super().release(job, now, cluster)

@@ -36,5 +36,7 @@ class ReleaseRedecided(NodeFit, ProtectionPriced):
             return super().release(job, now, cluster)
         add_run(self.ledger, v, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
         starts, cost, blocked = self.options(job, now)
-        blocked[:, 0] |= ~np.array([c != cluster and self.holds(c, pod) for c in range(v.clusters)])
+        blocked[cluster, 0] = True
+        for c in np.flatnonzero(~blocked[:, 0]):  # the plan's room first: a fit check only where it could start now
+            blocked[c, 0] = not self.holds(int(c), pod)
         return self.book(job, self.choose(job, now, starts, cost, blocked))

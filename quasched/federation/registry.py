@@ -10,7 +10,7 @@ from quasched.federation.backfill import (BackfillDisplacement, BackfillRule, Co
 from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
-from quasched.federation.held import ProtectionHeld, RedecideHeld
+from quasched.federation.held import HourlyRedecideHeld, ProtectionHeld, RedecideHeld
 from quasched.federation.planner import RollingPlanner
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.redecide import ReleaseRedecided
@@ -20,7 +20,8 @@ from quasched.federation.throttle import ThrottleDisplacement
 DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
                  BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement,
-                 ProtectionPriced, ReleaseRedecided, ProtectionHeld, RedecideHeld, ShadowRule, ShadowDisplacement, ThrottleDisplacement)
+                 ProtectionPriced, ReleaseRedecided, ProtectionHeld, RedecideHeld, HourlyRedecideHeld,
+                 ShadowRule, ShadowDisplacement, ThrottleDisplacement)
 }
 
 
