@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from quasched.federation.held import ProtectionHeld, RedecideHeld
+from quasched.federation.dispatch import SLOT_S, Decision
+from quasched.federation.held import HourlyRedecideHeld, ProtectionHeld, RedecideHeld
 from quasched.federation.protection import ProtectionPriced
 from builders import pod
+
+H = 3600.0
 from test_federation_redecide import JOB, split_view
 
 
@@ -35,3 +38,33 @@ def test_with_no_node_anywhere_it_queues_on_the_least_loaded_cluster():
     d = ProtectionHeld(price=0, delay=0, perfect=True)
     d.reset(view)
     assert tuple(d.dispatch(JOB, 0.0)) == (0, 0.0)
+
+
+def hourly(latest: float) -> tuple[HourlyRedecideHeld, list[float]]:
+    """``ours-redecide-hourly`` on :func:`split_view` (no node of the clean cluster holds job 0, the dirty one's does),
+    the job booked on the clean cluster at 0; the times at which it was decided again are recorded."""
+    d = HourlyRedecideHeld(price=0, delay=0, perfect=True)
+    d.reset(split_view(100.0, 300.0, latest, False))
+    d.book(JOB, Decision(0, 0.0))
+    decided: list[float] = []
+    options = d.options
+    d.options = lambda job, now: decided.append(now) or options(job, now)  # type: ignore[method-assign]
+    return d, decided
+
+
+def test_a_waiting_job_is_decided_again_at_most_once_an_hour():
+    d, decided = hourly(latest=2 * H)
+    assert tuple(d.release(JOB, 0.0, 0)) == (0, SLOT_S)  # decided: wait a slot for the clean cluster
+    assert tuple(d.release(JOB, SLOT_S, 0)) == (0, 2 * SLOT_S)  # same hour: waits a slot more, not decided
+    assert tuple(d.release(JOB, 2 * SLOT_S, 0)) == (0, 3 * SLOT_S)
+    assert decided == [0.0]
+    assert d.ledger[0].sum(axis=1).tolist() == [2000.0 * H / SLOT_S, 0.0]  # one booking, moved with the job
+    d.release(JOB, H, 0)  # the next hour: decided again
+    assert decided == [0.0, H]
+
+
+def test_its_last_release_before_the_latest_start_is_always_decided():
+    d, decided = hourly(latest=SLOT_S + 60)
+    d.release(JOB, 0.0, 0)
+    assert tuple(d.release(JOB, SLOT_S, 0)) == (1, SLOT_S)  # no later slot on time: starts now where a node holds it
+    assert decided == [0.0, SLOT_S]
