@@ -161,10 +161,7 @@ class CarbonAware(Dispatcher):
         fits = self.startable(job, load)
         blocked = planned.copy()
         blocked[:, 0] |= ~fits
-        if blocked.all():  # no room in the plan: the cheapest cluster the job fits now, else the least loaded
-            return Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
-        s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), self.view.clusters))
-        return Decision(int(c), float(starts[s]))
+        return fallback(now, cost, fits, load) if blocked.all() else cheapest(starts, cost, blocked)
 
     def startable(self, job: int, load: np.ndarray) -> np.ndarray:
         """Per cluster: may ``job`` start there now: room in its aggregate free capacity (``load``: the share used
@@ -175,6 +172,17 @@ class CarbonAware(Dispatcher):
         """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""
         add_run(self.ledger, self.view, job, pick)
         return pick
+
+
+def cheapest(starts: np.ndarray, cost: np.ndarray, blocked: np.ndarray) -> Decision:
+    """The cheapest ``(cluster, start)`` not ``blocked`` (ties: the earliest start, then cluster order)."""
+    s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), cost.shape[0]))
+    return Decision(int(c), float(starts[s]))
+
+
+def fallback(now: float, cost: np.ndarray, fits: np.ndarray, load: np.ndarray) -> Decision:
+    """No room in the plan: now, on the cheapest cluster where the job ``fits`` now, else on the least loaded."""
+    return Decision(int(np.argmin(np.where(fits, cost[:, 0], np.inf)) if fits.any() else np.argmin(load)), now)
 
 
 def add_run(ledger: np.ndarray, view: View, job: int, pick: Decision, sign: float = 1.0) -> None:

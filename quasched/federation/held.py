@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.federation.carbon_aware import CarbonAware, add_run
+from quasched.federation.carbon_aware import CarbonAware, add_run, cheapest, fallback
 from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
@@ -25,12 +25,22 @@ from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 class NodeHeld(NodeFit, CarbonAware):
     """A rule whose starts now need a node that holds the job (module docstring)."""
 
-    def startable(self, job: int, load: np.ndarray) -> np.ndarray:
-        fits = super().startable(job, load)
+    def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
+        """:meth:`CarbonAware.choose` with the node-level check asked lazily: of the start now that would win, then
+        of the next; the same choice as asking every cluster first."""
+        load = self.view.load_after(job)
+        fits = self.startable(job, load)
+        blocked = planned.copy()
+        blocked[:, 0] |= ~fits
         pod = self.view.pod(job)
-        for c in np.flatnonzero(fits):
+        while not blocked.all():
+            pick = cheapest(starts, cost, blocked)
+            if pick.start > now or self.holds(pick.cluster, pod):
+                return pick
+            blocked[pick.cluster, 0], fits[pick.cluster] = True, False
+        for c in np.flatnonzero(fits):  # the fallback's clusters, not asked yet
             fits[c] = self.holds(int(c), pod)
-        return fits
+        return fallback(now, cost, fits, load)
 
 
 class ProtectionHeld(NodeHeld, ProtectionPriced):
