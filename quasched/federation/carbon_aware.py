@@ -137,7 +137,8 @@ class CarbonAware(Dispatcher):
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
-        ledger = self.ledger[:, :, first:first + len(index)] if index[-1] == first + len(index) - 1 else self.ledger[:, :, index]
+        stop = first + len(index)
+        ledger = self.ledger[:, :, first:stop] if index[-1] == stop - 1 else self.ledger[:, :, index]  # consecutive: a view
         rate = self.rate(job, now, index, ledger)
         full = kernels().over_limit(ledger, v.demand[:, job], self.limit[:, :, 0])
         cost = np.empty((v.clusters, len(starts)))
