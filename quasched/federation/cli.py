@@ -16,8 +16,8 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
-                    "ours-protect-redecide", "ours-protect-held", "ours-redecide-held",
-                    "ours-redecide-hourly", "ours-displace", "ours-protect")
+                    "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect",
+                    "ours-redecide-hourly")
 
 
 def finite_days(days: float) -> float:
@@ -53,12 +53,14 @@ def federation(
     queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
     ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day;
-    ours-protect, ours (the last by default): ours-displace plus protection levels, a flexible job taking clean room
-    pays the expected carbon of the inflexible GPU jobs it would turn away; -backfill, -easy, -conservative: an
+    ours-protect: ours-displace plus protection levels, a flexible job taking clean room pays the expected carbon of
+    the inflexible GPU jobs it would turn away; ours-redecide-hourly, ours (the last by default): ours-protect whose
+    starts now need a node that holds the job, and whose released jobs no node holds are decided again (at most once
+    an hour) while they have slack, instead of queuing; -backfill, -easy, -conservative: an
     inflexible job may pass a queue in a cleaner cluster, unguarded, or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
     EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
     deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node
-    holds is decided again while it has slack),
+    holds is decided again while it has slack; -held: starts now only where a node holds the job),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
