@@ -52,7 +52,7 @@ def plot_savings(path: Path, rows: Sequence[dict], title: str = "", ours: str | 
     """Saving vs proportional split per dispatcher (mean over seeds, bar, ``ours`` in green; every seed, dots)."""
     frame = pd.DataFrame(list(rows))
     order = list(dict.fromkeys(frame["dispatcher"]))
-    fig = Figure(figsize=(8, 4.5), dpi=120)
+    fig = Figure(figsize=(max(8.0, 0.45 * len(order)), 4.5), dpi=120)  # room for every rotated label
     ax = fig.subplots()
     for i, name in enumerate(order):
         values = frame.loc[frame["dispatcher"] == name, "saving_pct"].to_numpy(dtype=float)
