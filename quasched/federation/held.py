@@ -1,13 +1,13 @@
-"""Ours with node-level starts (``ours-protect-held``, ``ours-redecide-held``): a job starts now only on a cluster
-where a node holds it.
+"""Node-level starts (``ours-protect-held``, ``ours-redecide-held`` and ours, ``ours-redecide-hourly``): a job starts
+now only on a cluster where a node holds it.
 
 The rule's start-now check is aggregate (the cluster's free GPU and CPU milli after the job, and an empty queue), so
 an inflexible job can be sent "now" to a cluster with room in sum but no node that holds it. It queues there and
 misses its deadline (slack 0), while a node of another cluster held it: every inflexible miss of ``ours-protect`` and
 ``ours-protect-redecide`` on the 7-day seeds 121, 123, 130 and 132 was one of these (BENCHMARKS.md). Here a start now
-also needs a node of the cluster that holds the job now (:meth:`.NodeFit.holds`, asked only of the clusters that
-pass the aggregate check); the fallback (no feasible candidate) starts it on the cheapest such cluster,
-else queues it on the least loaded, as before. No constant.
+also needs a node of the cluster that holds the job now (:meth:`.NodeFit.holds`, asked lazily of the start now that
+would win); the fallback (no feasible candidate) starts it on the cheapest such cluster, else queues it on the least
+loaded, as before. No constant.
 """
 
 from __future__ import annotations
