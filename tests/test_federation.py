@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
-from quasched.federation.cli import DISPATCHER_NAMES
+from quasched.federation.cli import DEFAULT_DISPATCHERS, DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
 from quasched.federation.evaluate import evaluate
 from quasched.federation.forecast import HISTORY_H, Forecast
@@ -201,6 +202,7 @@ def test_scenario_validation_names_the_field():
     with pytest.raises(ValueError, match="unknown dispatcher"):
         make_dispatcher("nope")
     assert set(DISPATCHER_NAMES) == set(DISPATCHERS)
+    assert set(DEFAULT_DISPATCHERS) <= set(DISPATCHERS) and DEFAULT_DISPATCHERS[-1] == DISPATCHER_NAMES[-1]  # ours last
 
 
 def test_repeat_workload_slack_and_split():
@@ -333,5 +335,9 @@ def test_federation_cli(data_dir, carbon_dir, tmp_path):
     few = CliRunner().invoke(app, [*sources, "--zones", "GB,DE-LU", "--days", "0.5"])
     assert few.exit_code == 2 and "need 4 zones to draw from, got 2" in few.output
     assert "--zones" in few.output and "--clusters" in few.output
+    every = CliRunner().invoke(app, [*sources, "--days", "0.2", "--seeds", "3", "--dispatchers", "all", "--no-oracle",
+                                     "--out", str(tmp_path / "all")])
+    assert every.exit_code == 0, every.output
+    assert set(pd.read_csv(tmp_path / "all" / "federation.csv")["dispatcher"]) == set(DISPATCHER_NAMES)
     spec = CliRunner().invoke(app, ["federation", "--dispatchers", "greedy;carbon-aware:bogus=1"])
     assert spec.exit_code == 2 and "bogus" in spec.output

@@ -12,12 +12,15 @@ from rich.console import Console
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
-#: (ours last: the default --dispatchers hold the oracle to the last one's misses)
 DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-lp", "carbon-aware", "carbon-aware-backfill",
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
                     "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect",
                     "ours-redecide-hourly")
+#: the default --dispatchers: the baselines, the rule, the previous ours and ours, last (the oracle is held to the last
+#: one's misses); ``all`` runs every one above
+DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-protect",
+                       "ours-redecide-hourly")
 
 
 def finite_days(days: float) -> float:
@@ -40,7 +43,8 @@ def federation(
     capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
-    dispatchers: str = typer.Option(";".join(DISPATCHER_NAMES), help="Semicolon-separated: " + ", ".join(DISPATCHER_NAMES)
+    dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, or 'all': "
+                                    + ", ".join(DISPATCHER_NAMES)
                                     + "; parameters after a colon, e.g. 'greedy;carbon-aware:price=2,power=4'."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracles (HiGHS): the LP bound, its plan replayed, "
@@ -72,7 +76,7 @@ def federation(
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
-    names = [d.strip() for d in dispatchers.split(";") if d.strip()]
+    names = list(DISPATCHER_NAMES) if dispatchers.strip() == "all" else [d.strip() for d in dispatchers.split(";") if d.strip()]
     try:
         for name in names or ["(none)"]:
             make_dispatcher(name)
