@@ -20,6 +20,7 @@ from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.redecide import ReleaseRedecided
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+from quasched.model.workload import Pod
 
 
 class NodeHeld(NodeFit, CarbonAware):
@@ -54,6 +55,10 @@ class RedecideHeld(NodeHeld, ReleaseRedecided):
 
     name = "ours-redecide-held"
 
+    def hold_now(self, blocked: np.ndarray, cluster: int, pod: Pod) -> None:
+        """Only ``cluster`` (no node of it holds ``pod``): :meth:`choose` asks the other clusters' nodes itself."""
+        blocked[cluster, 0] = True
+
 
 class HourlyRedecideHeld(RedecideHeld):
     """``ours-redecide-held`` deciding a waiting job again at most once per clock hour.
@@ -71,13 +76,12 @@ class HourlyRedecideHeld(RedecideHeld):
         super().reset(view)
         self.decided: dict[int, int] = {}  # job -> hour of its last re-decision
 
-    def release(self, job: int, now: float, cluster: int) -> Decision:
-        v = self.view
+    def redecide(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
         following = (now // SLOT_S + 1) * SLOT_S
-        hour = int(now // HOUR)
-        if v.latest_start[job] > following and not self.holds(cluster, v.pod(job)):
+        if self.view.latest_start[job] > following:  # not its last release before the latest start
+            hour = int(now // HOUR)
             if self.decided.get(job) == hour:
-                add_run(self.ledger, v, job, Decision(cluster, now), -1.0)
+                add_run(self.ledger, self.view, job, Decision(cluster, now), -1.0)
                 return self.book(job, Decision(cluster, following))
             self.decided[job] = hour
-        return super().release(job, now, cluster)
+        return super().redecide(job, now, cluster, pod)

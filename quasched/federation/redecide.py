@@ -22,6 +22,7 @@ from quasched.federation.carbon_aware import add_run
 from quasched.federation.dispatch import Decision
 from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
+from quasched.model.workload import Pod
 
 
 class ReleaseRedecided(NodeFit, ProtectionPriced):
@@ -34,9 +35,18 @@ class ReleaseRedecided(NodeFit, ProtectionPriced):
         pod = v.pod(job)
         if v.latest_start[job] <= now or self.holds(cluster, pod):
             return super().release(job, now, cluster)
-        add_run(self.ledger, v, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
+        return self.redecide(job, now, cluster, pod)
+
+    def redecide(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
+        """``job``, released at ``now`` with slack left, no node of ``cluster`` holding its ``pod``: decided again."""
+        add_run(self.ledger, self.view, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
         starts, cost, blocked = self.options(job, now)
-        blocked[cluster, 0] = True
-        for c in np.flatnonzero(~blocked[:, 0]):  # the plan's room first: a fit check only where it could start now
-            blocked[c, 0] = not self.holds(int(c), pod)
+        self.hold_now(blocked, cluster, pod)
         return self.book(job, self.choose(job, now, starts, cost, blocked))
+
+    def hold_now(self, blocked: np.ndarray, cluster: int, pod: Pod) -> None:
+        """Blocks the starts now (``blocked[:, 0]``) on ``cluster`` and on every cluster no node of which holds ``pod``
+        (asked only where the plan leaves a start now open)."""
+        blocked[cluster, 0] = True
+        for c in np.flatnonzero(~blocked[:, 0]):
+            blocked[c, 0] = not self.holds(int(c), pod)
