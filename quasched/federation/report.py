@@ -70,7 +70,7 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     shares = {r["dispatcher"]: {k[len("gpu_share_"):-len("_pct")]: r[k] for k in r
                                 if k.startswith("gpu_share_") and r[k] == r[k]} for r in rows}
     shares = {d: s for d, s in shares.items() if s}
-    fig = Figure(figsize=(8, 4.5), dpi=120)
+    fig = Figure(figsize=(max(8.0, 0.45 * len(shares) + 2), 4.5), dpi=120)
     ax = fig.subplots()
     bottom = np.zeros(len(shares))
     for cluster in dict.fromkeys(c for s in shares.values() for c in s):
@@ -80,12 +80,13 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     ax.set_xticks(range(len(shares)), list(shares), rotation=20, ha="right")
     ax.set_ylabel("share of GPU-hours (%)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     return _save(fig, path)
 
 
 def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], title: str = "") -> Path:
-    """Per set, each dispatcher's dynamic carbon / the oracle's (mean, bar; every scenario, dots), with the 1.05 goal."""
+    """Per set, each dispatcher's dynamic carbon / the oracle's (mean, bar; every scenario, dots), with the 1.05 goal;
+    the oracle at that dispatcher's own misses where the rows have ``oracle@name``."""
     frame = pd.DataFrame(list(rows))
     carbon = frame.pivot_table(index=["set", "seed"], columns="dispatcher", values="carbon_job_kg", sort=False)
     sets = list(dict.fromkeys(frame["set"]))
@@ -93,7 +94,7 @@ def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], ti
     ax = fig.subplots()
     width = 0.8 / len(dispatchers)
     for k, name in enumerate(dispatchers):
-        ratio = carbon[name] / carbon["oracle"]
+        ratio = carbon[name] / carbon[f"oracle@{name}" if f"oracle@{name}" in carbon else "oracle"]
         for i, group in enumerate(sets):
             x = i + (k - (len(dispatchers) - 1) / 2) * width
             ax.bar(x, ratio[group].mean(), width, color=f"C{k}", alpha=0.7, label=name if i == 0 else None)
