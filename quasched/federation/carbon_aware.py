@@ -35,7 +35,6 @@ from functools import cache
 from types import ModuleType
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, Decision, Dispatcher, View
 from quasched.federation.forecast import Forecast
@@ -59,9 +58,14 @@ def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.nd
 def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
     """First slot of ``[start, start + duration)`` and the share of each slot from it that the run
     covers (at least one entry)."""
-    first = int(start // SLOT_S)
-    last = max(first + 1, int(np.ceil((start + duration) / SLOT_S)))
+    first, last = span(start, start + duration)
     return first, kernels().covered(first, last, start, start + duration, SLOT_S)
+
+
+def span(start: float, end: float) -> tuple[int, int]:
+    """The first slot of the run ``[start, end)`` and the one after its last (at least one slot)."""
+    first = int(start // SLOT_S)
+    return first, max(first + 1, int(np.ceil(end / SLOT_S)))
 
 
 class CarbonAware(Dispatcher):
@@ -140,19 +144,12 @@ class CarbonAware(Dispatcher):
         stop = first + len(index)
         ledger = self.ledger[:, :, first:stop] if index[-1] == stop - 1 else self.ledger[:, :, index]  # consecutive: a view
         rate = self.rate(job, now, index, ledger)
-        full = kernels().over_limit(ledger, v.demand[:, job], self.limit[:, :, 0])
         cost = np.empty((v.clusters, len(starts)))
-        blocked = np.empty((v.clusters, len(starts)), dtype=bool)
-        cost[:, 0] = rate[:, :len(share_now)] @ share_now
-        blocked[:, 0] = full[:, :len(share_now)].any(axis=1)
-        if len(starts) > 1:
-            windows = slice(1, len(starts) - 1 + len(share))
-            cost[:, 1:] = sliding_window_view(rate[:, windows], len(share), axis=1)[:, :len(starts) - 1] @ share
-            count = np.cumsum(full[:, windows], axis=1)  # full slots in each window: differences of the running count
-            blocked[:, 1] = count[:, len(share) - 1] > 0
-            blocked[:, 2:] = count[:, len(share):len(share) + len(starts) - 2] > count[:, :len(starts) - 2]
-        blocked[~v.placeable[job]] = True
-        cost *= v.kw[job][:, None] * SLOT_S / SECONDS_PER_HOUR * (1 + self.delay * (starts - now) / SECONDS_PER_HOUR)
+        cost[:, 0] = rate[:, :len(share_now)] @ share_now  # BLAS: kept in NumPy, as the one later start's
+        if len(starts) == 2:
+            cost[:, 1:] = rate[:, None, 1:1 + len(share)] @ share
+        blocked = kernels().plan(ledger, v.demand[:, job], self.limit[:, :, 0], rate, len(share_now), share, starts,
+                                 now, v.kw[job], self.delay, v.placeable[job], cost)
         return starts, cost, blocked
 
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
@@ -177,8 +174,8 @@ class CarbonAware(Dispatcher):
 
 def cheapest(starts: np.ndarray, cost: np.ndarray, blocked: np.ndarray) -> Decision:
     """The cheapest ``(cluster, start)`` not ``blocked`` (ties: the earliest start, then cluster order)."""
-    s, c = np.unravel_index(np.argmin(np.where(blocked, np.inf, cost).T), (len(starts), cost.shape[0]))
-    return Decision(int(c), float(starts[s]))
+    c, s = kernels().cheapest(cost, blocked)
+    return Decision(c, float(starts[s]))
 
 
 def fallback(now: float, cost: np.ndarray, fits: np.ndarray, load: np.ndarray) -> Decision:
@@ -188,8 +185,6 @@ def fallback(now: float, cost: np.ndarray, fits: np.ndarray, load: np.ndarray) -
 
 def add_run(ledger: np.ndarray, view: View, job: int, pick: Decision, sign: float = 1.0) -> None:
     """Adds (``sign`` -1: removes) ``job``'s run from ``pick`` to a ``(2, clusters, slots)`` ledger of mean use per slot."""
-    slots = ledger.shape[2]
-    slot, used = occupancy(pick.start, float(view.duration[job]))
-    stop = min(slot + len(used), slots)
-    if slot < slots:
-        ledger[:, pick.cluster, slot:stop] += sign * view.demand[:, job, None] * used[:stop - slot]
+    end = pick.start + float(view.duration[job])
+    first, last = span(pick.start, end)
+    kernels().add_run(ledger, pick.cluster, first, min(last, ledger.shape[2]), pick.start, end, view.demand[:, job], sign)

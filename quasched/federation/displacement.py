@@ -76,23 +76,13 @@ class DisplacementPriced(CarbonAware):
         past, most = self.past(hour)
         if not len(past):
             return rate
-        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
-        demand = self.view.demand[:, job]
-        least = kernels().least_after(ledger, demand, self.top[:, :, 0])  # (2, slots): room after the job on the fullest
-        busy = np.flatnonzero((least < most[:, lead]).any(axis=0))  # elsewhere every sample fits any cluster
-        if not len(busy):
+        found = kernels().busy_slots(ledger, self.view.demand[:, job], self.top[:, :, 0], most,
+                                     kernels().leads(index, now, LEAD_SLOTS), expected, past)
+        busy, alike, room, after, sample, priced = found  # runs of alike busy slots (e.g. far ahead) priced once
+        if not len(busy):  # elsewhere every sample fits any cluster
             return rate
-        room = np.clip(self.top - ledger[:, :, busy], 0, None)  # (2, clusters, busy slots)
-        # runs of busy slots alike in lead, room and intensity (e.g. far ahead, where the lead is capped) are priced once
-        key = np.vstack([lead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
-        new = np.ones(len(busy), dtype=bool)
-        new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
-        pick, alike, room = busy[new], np.cumsum(new) - 1, room[:, :, new]
-        sample = kernels().loads_at(past, lead[pick], least[:, pick])  # the others fit any cluster: 0
-        displaced = np.zeros(rate.shape)
-        after = np.clip(room - demand[:, None, None], 0, None)
-        displaced[:, busy] = self.displaced(sample, room, after, expected[:, pick])[:, alike]
-        return rate + displaced / min(hour, self.memory) / np.maximum(self.view.kw[job], 1e-9)[:, None]
+        displaced = self.displaced(sample, room, after, priced)
+        return kernels().with_displaced(rate, displaced, busy, alike, min(hour, self.memory), self.view.kw[job])
 
     def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
         """The samples of the whole hours of the past ``memory`` before ``hour`` and, per resource and lead, their

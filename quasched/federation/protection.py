@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quasched.federation.carbon_aware import kernels
 from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
@@ -64,7 +65,7 @@ class ProtectionPriced(DisplacementPriced):
         q = float(self.view.demand[0, job])
         if self.view.latest_start[job] <= now or q <= 0:
             return rate
-        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
+        lead = kernels().leads(index, now, LEAD_SLOTS)
         return rate + self.protection(q, self.jobs[lead], self.gpu[lead], self.priced(now, index)[0], ledger[0])
 
     def protection(self, q: float, mu: np.ndarray, load: np.ndarray, intensity: np.ndarray,

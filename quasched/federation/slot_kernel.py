@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from quasched.federation.dispatch import SLOT_S
+from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+
 
 @njit(cache=True, nogil=True)
 def load_share(ledger: np.ndarray, demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
@@ -110,10 +113,42 @@ def covered(first: int, last: int, start: float, end: float, slot_s: float) -> n
     ``max(0, min((k + 1) slot_s, end) − max(k slot_s, start)) / slot_s``."""
     out = np.empty(last - first)
     for i in range(last - first):
-        lo, hi = (first + i) * slot_s, (first + i + 1) * slot_s
-        share = (hi if hi <= end else end) - (lo if lo >= start else start)
-        out[i] = (share if share > 0.0 else 0.0) / slot_s
+        out[i] = _covered(first + i, start, end, slot_s)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _covered(k: int, start: float, end: float, slot_s: float) -> float:  # pragma: no cover - compiled
+    """The share of slot ``k`` that ``[start, end)`` covers (:func:`covered`)."""
+    lo, hi = k * slot_s, (k + 1) * slot_s
+    share = (hi if hi <= end else end) - (lo if lo >= start else start)
+    return (share if share > 0.0 else 0.0) / slot_s
+
+
+@njit(cache=True, nogil=True)
+def add_run(ledger: np.ndarray, cluster: int, first: int, stop: int, start: float, end: float, demand: np.ndarray,
+            sign: float) -> None:  # pragma: no cover - compiled
+    """Adds ``sign × demand[r] × share of slot k`` to ``ledger[r, cluster, k]`` for the slots ``first .. stop − 1`` of
+    the run ``[start, end)`` (:func:`covered`)."""
+    for r in range(ledger.shape[0]):
+        scaled = sign * demand[r]
+        for k in range(first, stop):
+            ledger[r, cluster, k] += scaled * _covered(k, start, end, SLOT_S)
+
+
+@njit(cache=True, nogil=True)
+def cheapest(cost: np.ndarray, blocked: np.ndarray) -> tuple[int, int]:  # pragma: no cover - compiled
+    """``(cluster, start)`` of the least ``cost`` not ``blocked`` (blocked: infinite), starts first, then clusters,
+    the first of equals, a NaN first (``np.argmin`` of the transposed costs); ``(0, 0)`` if all are blocked."""
+    best, at = np.inf, (0, 0)
+    for s in range(cost.shape[1]):
+        for c in range(cost.shape[0]):
+            value = np.inf if blocked[c, s] else cost[c, s]
+            if np.isnan(value):
+                return c, s
+            if value < best:
+                best, at = value, (c, s)
+    return at
 
 
 @njit(cache=True, nogil=True)
@@ -138,4 +173,120 @@ def loads_at(past: np.ndarray, lead: np.ndarray, least: np.ndarray) -> np.ndarra
                 for k in range(slots):
                     out[i, r, k] = past[s, r, lead[k]]
             i += 1
+    return out
+
+
+
+@njit(cache=True, nogil=True)
+def plan(ledger: np.ndarray, demand: np.ndarray, limit: np.ndarray, rate: np.ndarray, now_slots: int, share: np.ndarray,
+         starts: np.ndarray, now: float, kw: np.ndarray, delay: float, placeable: np.ndarray,
+         cost: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """The plan's side of :meth:`~.carbon_aware.CarbonAware.options` for the ``(clusters, starts)`` candidates; returns
+    ``blocked``: not ``placeable``, or a slot of the run (the first ``now_slots`` slots for the start now, slots
+    ``s .. s + len(share) − 1`` for the ``s``-th later start) with ``ledger[r] + demand[r] > limit[r]``. Fills
+    ``cost[:, 1:]`` when there are two or more later starts, ``sum_k rate[c, s + k] × share[k]`` in NumPy's order (from
+    0, term by term; with fewer NumPy calls BLAS, and the caller fills them), then scales every cost by the run's
+    energy per slot and the price of waiting: ``× kw[c] × SLOT_S / 1 h × (1 + delay × (start − now) / 1 h)``."""
+    clusters, later, width = rate.shape[0], len(starts) - 1, len(share)
+    blocked = np.empty((clusters, later + 1), dtype=np.bool_)
+    full = over_limit(ledger, demand, limit)
+    for c in range(clusters):
+        blocked[c, 0] = full[c, :now_slots].any()
+        count = 0  # full slots in the window of the s-th later start, slots s .. s + width − 1
+        for k in range(1, width):
+            count += full[c, k]
+        for s in range(1, later + 1):
+            count += full[c, s + width - 1]
+            blocked[c, s] = count > 0
+            count -= full[c, s]
+            if later > 1:
+                total = 0.0
+                for k in range(width):
+                    total += rate[c, s + k] * share[k]
+                cost[c, s] = total
+        energy = kw[c] * SLOT_S / HOUR
+        for s in range(later + 1):
+            blocked[c, s] |= not placeable[c]
+            cost[c, s] *= energy * (1 + delay * (starts[s] - now) / HOUR)
+    return blocked
+
+
+@njit(cache=True, nogil=True)
+def leads(index: np.ndarray, now: float, longest: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Per slot of ``index``: the lead of its end from ``now`` in whole slots (rounded half to even), within
+    ``0 .. longest``."""
+    out = np.empty(len(index), dtype=np.int64)
+    for i in range(len(index)):
+        lead = int(np.rint(((index[i] + 1) * SLOT_S - now) / SLOT_S))
+        out[i] = min(max(lead, 0), longest)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _clip0(x: float) -> float:  # pragma: no cover - compiled
+    """``np.clip(x, 0, None)`` (``np.maximum(x, 0)``)."""
+    return x if x >= 0.0 or np.isnan(x) else 0.0
+
+
+@njit(cache=True, nogil=True)
+def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np.ndarray, lead: np.ndarray,
+               expected: np.ndarray, past: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """What :meth:`~.displacement.DisplacementPriced.rate` prices: the busy slots (where some sample's demand ``most``
+    at the slot's ``lead`` exceeds the room after the job on the fullest cluster, :func:`least_after`), ``alike``, per
+    busy slot the run of alike busy slots it belongs to (equal lead, room and ``expected``: priced once), and per run
+    the room without and with the job (``(2, clusters, runs)``, ``max(0, top − ledger)`` and ``max(0, that − demand)``),
+    the samples that exceed the room somewhere (:func:`loads_at`) and ``expected``."""
+    resources, clusters, slots = ledger.shape
+    least = least_after(ledger, demand, top)
+    busy = np.empty(slots, dtype=np.int64)
+    count = 0
+    for k in range(slots):
+        if least[0, k] < most[0, lead[k]] or least[1, k] < most[1, lead[k]]:
+            busy[count] = k
+            count += 1
+    busy = busy[:count]
+    alike = np.empty(count, dtype=np.int64)
+    pick = np.empty(count, dtype=np.int64)
+    runs = 0
+    for b in range(count):
+        k = busy[b]
+        new = b == 0 or lead[k] != lead[busy[b - 1]]
+        for c in range(clusters):
+            for r in range(resources):
+                new = new or _clip0(top[r, c] - ledger[r, c, k]) != _clip0(top[r, c] - ledger[r, c, busy[b - 1]])
+            new = new or expected[c, k] != expected[c, busy[b - 1]]
+        if new:
+            pick[runs] = k
+            runs += 1
+        alike[b] = runs - 1
+    pick = pick[:runs]
+    room = np.empty((resources, clusters, runs))
+    after = np.empty((resources, clusters, runs))
+    priced = np.empty((clusters, runs))
+    for i in range(runs):
+        for c in range(clusters):
+            for r in range(resources):
+                room[r, c, i] = _clip0(top[r, c] - ledger[r, c, pick[i]])
+                after[r, c, i] = _clip0(room[r, c, i] - demand[r])
+            priced[c, i] = expected[c, pick[i]]
+    sample = loads_at(past, lead[pick], least[:, pick])
+    return busy, alike, room, after, sample, priced
+
+
+@njit(cache=True, nogil=True)
+def with_displaced(rate: np.ndarray, displaced: np.ndarray, busy: np.ndarray, alike: np.ndarray, hours: int,
+                   kw: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``rate + d / hours / max(kw, 1e-9)`` per cluster, ``d`` the ``displaced`` carbon of the run of alike busy slots
+    (:func:`busy_slots`) a slot belongs to, 0 elsewhere."""
+    clusters, slots = rate.shape
+    out = np.empty((clusters, slots))
+    for c in range(clusters):
+        per = kw[c] if kw[c] >= 1e-9 or np.isnan(kw[c]) else 1e-9
+        b = 0
+        for k in range(slots):
+            d = 0.0
+            if b < len(busy) and busy[b] == k:
+                d = displaced[c, alike[b]]
+                b += 1
+            out[c, k] = rate[c, k] + d / hours / per
     return out
