@@ -1,4 +1,4 @@
-"""The fused kernels of the rule's options (``plan``, ``cheapest``, ``add_run``) and of the displacement price
+"""The fused kernels of the rule's options (``boundaries``, ``plan``, ``cheapest``, ``add_run``) and of the displacement price
 (``leads``, ``busy_slots``, ``with_displaced``) return, bit for bit, what the NumPy code they replaced (before ``perf9``)
 returned; and a hand case for each."""
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
-from quasched.federation.slot_kernel import (add_run, busy_slots, cheapest, displaced_each, least_after, leads, loads_at,
-                                             over_limit, plan, with_displaced)
+from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, displaced_each, least_after,
+                                             leads, loads_at, over_limit, plan, with_displaced)
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 
 INF = np.inf
@@ -220,3 +220,21 @@ def displacements(draw: st.DrawFn) -> tuple:
 @given(st.composite(displacements)())
 def test_displacement_equals_numpy_bit_for_bit(case: tuple):
     assert np.array_equal(kernel_displacement(*case), numpy_displacement(*case))
+
+
+def numpy_candidate_starts(now: float, latest: float, slot_s: float) -> np.ndarray:
+    slots = np.arange(np.floor(now / slot_s) + 1, np.floor(max(now, latest) / slot_s) + 1)
+    return np.concatenate([[now], slots[slots * slot_s <= latest] * slot_s])
+
+
+def test_boundaries_by_hand():
+    """From 100 s to 2000 s: now, then 900 and 1800; a latest start before now: now alone."""
+    assert boundaries(100.0, 2000.0, 900.0).tolist() == [100.0, 900.0, 1800.0]
+    assert boundaries(100.0, 50.0, 900.0).tolist() == [100.0]
+    assert boundaries(900.0, 900.0, 900.0).tolist() == [900.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0, 4e7), st.floats(-1e4, 2e5), st.sampled_from([900.0, 3600.0, 1 / 3, 7.5]))
+def test_boundaries_equal_numpy_bit_for_bit(now: float, slack: float, slot_s: float):
+    assert np.array_equal(boundaries(now, now + slack, slot_s), numpy_candidate_starts(now, now + slack, slot_s))

@@ -51,8 +51,7 @@ def kernels() -> ModuleType:
 
 def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.ndarray:
     """``now``, then every boundary of ``slot_s`` slots up to ``latest``."""
-    slots = np.arange(np.floor(now / slot_s) + 1, np.floor(max(now, latest) / slot_s) + 1)
-    return np.concatenate([[now], slots[slots * slot_s <= latest] * slot_s])
+    return kernels().boundaries(now, latest, slot_s)
 
 
 def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:

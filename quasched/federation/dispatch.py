@@ -79,6 +79,8 @@ class View:
         self.in_queue = np.zeros(len(self.duration), dtype=bool)
         self.end = np.full(len(self.duration), np.inf)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
+        self.none = ~(self.capacity > 0)  # no such resource: a load of 0 if the job asks none, else infinite
+        self.divisor = np.where(self.none, 1.0, self.capacity)
 
     def enqueue(self, cluster: int, job: int) -> None:
         """``job`` joins the back of ``cluster``'s queue."""
@@ -135,8 +137,9 @@ class View:
         """Per cluster: the larger of GPU and CPU (running + waiting + this job) / capacity, now; infinite
         where the job is not placeable."""
         need = self.used + self.waiting + self.demand[:, job, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(self.capacity > 0, need / self.capacity, np.where(need > 0, np.inf, 0.0))
+        ratio = need / self.divisor
+        if self.none.any():
+            ratio[self.none] = np.where(need[self.none] > 0, np.inf, 0.0)
         return np.where(self.placeable[job], ratio.max(axis=0), np.inf)
 
 

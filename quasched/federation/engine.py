@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import time as _time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
     typical = typical or TypicalPods.from_workload(w)
     sites = [_Site(scenario, i, policy, seed, typical) for i in range(len(scenario.members))]
     view = make_view(scenario)
-    view.nodes, view.pod = [s.cluster for s in sites], w.pod
+    view.nodes, view.pod = [s.cluster for s in sites], lru_cache(maxsize=1)(w.pod)  # a release asks twice: kept
     dispatcher.reset(view)
     n = len(w)
     cluster = np.full(n, -1, dtype=np.int64)
@@ -139,7 +140,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 heapq.heappush(heap, (when, RELEASE, j))
                 continue
             released[j] = t
-            pod = pods[j] = w.pod(j)
+            pod = pods[j] = view.pod(j)
             on = next((k for k in (c, *dispatcher.reroute(j, t, c)) if sites[k].core.scheduler.schedule(pod).placed), None)
             if on is not None:
                 cluster[j] = on

@@ -18,7 +18,10 @@ class NodeFit(Dispatcher):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.feasible = [Feasibility(nodes) for nodes in view.nodes]
+        self.shape: tuple[Pod | None, tuple] = (None, ())  # the last pod asked and its demand key
 
     def holds(self, cluster: int, pod: Pod) -> bool:
         """Does some node of ``cluster`` hold ``pod`` now."""
-        return bool(self.feasible[cluster].mask(pod, demand_key(pod)).any())
+        if pod is not self.shape[0]:
+            self.shape = (pod, demand_key(pod))
+        return bool(self.feasible[cluster].mask(pod, self.shape[1]).any())

@@ -290,3 +290,17 @@ def with_displaced(rate: np.ndarray, displaced: np.ndarray, busy: np.ndarray, al
                 b += 1
             out[c, k] = rate[c, k] + d / hours / per
     return out
+
+
+@njit(cache=True, nogil=True)
+def boundaries(now: float, latest: float, slot_s: float) -> np.ndarray:  # pragma: no cover - compiled
+    """``now``, then the slot boundaries ``k × slot_s`` after it up to ``latest``, ``k`` from ``floor(now / slot_s) + 1``
+    (a float count, as ``np.arange`` gives it)."""
+    first, stop = np.floor(now / slot_s) + 1, np.floor(max(now, latest) / slot_s) + 1
+    out = np.empty(1 + max(int(np.ceil(stop - first)), 0))
+    out[0], kept = now, 1
+    for i in range(len(out) - 1):
+        start = (first + i) * slot_s
+        if start <= latest:
+            out[kept], kept = start, kept + 1
+    return out[:kept]
