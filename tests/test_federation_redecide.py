@@ -64,3 +64,11 @@ def test_the_kept_fit_follows_placements_and_removals():
     assert tuple(d.release(JOB, 0.0, 0)) == (0, SLOT_S)
     clean.remove(12)
     assert tuple(d.release(JOB, SLOT_S, 0)) == (0, SLOT_S)
+
+
+def test_the_kept_demand_key_follows_the_pod_asked():
+    """The node check keeps the last pod's demand key: a 2-GPU pod (no node of cluster 0 holds it), then a 1-GPU pod
+    (each node does), then the 2-GPU pod again; each answer is the pod's own."""
+    d, _ = released(100.0, 300.0, 2 * 3600.0, False)
+    two, one = pod(k=2, m=1000, uid=20), pod(k=1, m=1000, uid=21)
+    assert [d.holds(0, p) for p in (two, one, two, one)] == [False, True, False, True]
