@@ -1,4 +1,4 @@
-"""The fused kernels of the rule's options (``boundaries``, ``plan``, ``cheapest``, ``add_run``) and of the displacement price
+"""The fused kernels of the rule's options (``boundaries``, ``crowded``, ``plan``, ``cheapest``, ``add_run``) and of the displacement price
 (``leads``, ``busy_slots``, ``with_displaced``) return, bit for bit, what the NumPy code they replaced (before ``perf9``)
 returned; and a hand case for each."""
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
-from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, displaced_each, least_after,
-                                             leads, loads_at, over_limit, plan, with_displaced)
+from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, crowded, displaced_each,
+                                             least_after, leads, loads_at, over_limit, plan, with_displaced)
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 
 INF = np.inf
@@ -238,3 +238,17 @@ def test_boundaries_by_hand():
 @given(st.floats(0, 4e7), st.floats(-1e4, 2e5), st.sampled_from([900.0, 3600.0, 1 / 3, 7.5]))
 def test_boundaries_equal_numpy_bit_for_bit(now: float, slack: float, slot_s: float):
     assert np.array_equal(boundaries(now, now + slack, slot_s), numpy_candidate_starts(now, now + slack, slot_s))
+
+
+def test_crowded_by_hand():
+    """100 g/kWh, a gap of 50 at a price of 2 and a share of 0.5 ** 8: 100 + 100 / 256."""
+    assert crowded(np.array([[100.0]]), np.array([[50.0]]), np.array([[0.5 ** 8]]), 2.0).tolist() == [[100.390625]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 40), st.sampled_from([2.0, 0.0, 1 / 3]), st.integers(0, 10**6))
+def test_crowded_equals_numpy_bit_for_bit(clusters: int, slots: int, price: float, seed: int):
+    rng = np.random.default_rng(seed)
+    expected, gap = rng.uniform(0, 900, (2, clusters, slots)) * (rng.random((2, clusters, slots)) < 0.8)
+    scale = np.power(rng.random((clusters, slots)), 8.0)
+    assert np.array_equal(crowded(expected, gap, scale, price), expected + price * gap * scale)

@@ -118,14 +118,14 @@ class CarbonAware(Dispatcher):
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """``(clusters, len(index))`` priced intensity of ``job``'s run in the slots ``index`` (module docstring);
         ``ledger``: the planned use of those slots, without the job."""
-        expected, gap = self.priced(now, index)
-        return expected + self.crowding(job, gap, ledger)
+        return self.crowded(job, *self.priced(now, index), ledger)
 
-    def crowding(self, job: int, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
-        """The price term of the rate: ``price × gap × min(1, u) ** power`` (module docstring)."""
+    def crowded(self, job: int, expected: np.ndarray, gap: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        """The rate from the intensity ``expected`` and its ``gap``: ``I + price × gap × min(1, u) ** power`` (module
+        docstring)."""
         after = kernels().load_share(ledger, self.view.demand[:, job], self.capacity[:, :, 0])  # min(1, u)
         scale = np.power(after, self.power, out=np.zeros_like(after), where=gap > 0)  # the rest is multiplied by 0
-        return self.price * gap * scale
+        return kernels().crowded(expected, gap, scale, self.price)
 
     def dispatch(self, job: int, now: float) -> Decision:
         return self.book(job, self.choose(job, now, *self.options(job, now)))

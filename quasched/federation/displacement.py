@@ -71,7 +71,7 @@ class DisplacementPriced(CarbonAware):
 
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         expected, gap = self.priced(now, index)
-        rate = expected + self.crowding(job, gap, ledger)
+        rate = self.crowded(job, expected, gap, ledger)
         hour = int(now // HOUR)
         past, most = self.past(hour)
         if not len(past):

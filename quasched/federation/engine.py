@@ -110,7 +110,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
     typical = typical or TypicalPods.from_workload(w)
     sites = [_Site(scenario, i, policy, seed, typical) for i in range(len(scenario.members))]
     view = make_view(scenario)
-    view.nodes, view.pod = [s.cluster for s in sites], lru_cache(maxsize=1)(w.pod)  # a release asks twice: kept
+    view.nodes, view.pod = [s.cluster for s in sites], lru_cache(maxsize=4096)(w.pod)  # jobs re-released
     dispatcher.reset(view)
     n = len(w)
     cluster = np.full(n, -1, dtype=np.int64)

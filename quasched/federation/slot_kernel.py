@@ -304,3 +304,15 @@ def boundaries(now: float, latest: float, slot_s: float) -> np.ndarray:  # pragm
         if start <= latest:
             out[kept], kept = start, kept + 1
     return out[:kept]
+
+
+@njit(cache=True, nogil=True)
+def crowded(expected: np.ndarray, gap: np.ndarray, scale: np.ndarray, price: float) -> np.ndarray:  # pragma: no cover
+    """``expected + price × gap × scale``, elementwise ``(clusters, slots)`` (the rule's rate, ``scale = min(1, u) **
+    power``)."""
+    clusters, slots = expected.shape
+    out = np.empty((clusters, slots))
+    for c in range(clusters):
+        for k in range(slots):
+            out[c, k] = expected[c, k] + price * gap[c, k] * scale[c, k]
+    return out
