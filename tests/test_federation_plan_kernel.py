@@ -1,6 +1,7 @@
-"""The fused kernels of the rule's options (``boundaries``, ``crowded``, ``plan``, ``cheapest``, ``add_run``) and of the displacement price
-(``leads``, ``busy_slots``, ``with_displaced``) return, bit for bit, what the NumPy code they replaced (before ``perf9``)
-returned; and a hand case for each."""
+"""The fused kernels of the rule's options (``boundaries``, ``crowded``, ``plan``, ``cheapest``, ``add_run``), of the
+displacement price (``leads``, ``busy_slots``, ``with_displaced``) and of the protection price (``protection_terms``,
+``protection_charge``) return, bit for bit, what the NumPy code they replaced (before ``perf9``) returned; and a hand
+case for each."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
+from quasched.federation.protection import ProtectionPriced
 from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, crowded, displaced_each,
-                                             least_after, leads, loads_at, over_limit, plan, with_displaced)
+                                             least_after, leads, loads_at, over_limit, plan, protection_charge,
+                                             protection_terms, with_displaced)
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
+from quasched.model.odds import at_least
 
 INF = np.inf
 
@@ -252,3 +256,57 @@ def test_crowded_equals_numpy_bit_for_bit(clusters: int, slots: int, price: floa
     expected, gap = rng.uniform(0, 900, (2, clusters, slots)) * (rng.random((2, clusters, slots)) < 0.8)
     scale = np.power(rng.random((clusters, slots)), 8.0)
     assert np.array_equal(crowded(expected, gap, scale, price), expected + price * gap * scale)
+
+
+def numpy_protection(top: np.ndarray, q: float, mu: np.ndarray, load: np.ndarray, intensity: np.ndarray,
+                     used: np.ndarray) -> np.ndarray:
+    """``ProtectionPriced.protection`` before ``perf9`` (``top``: ``(2, clusters, 1)``)."""
+    g = np.divide(load, mu, out=np.zeros_like(load), where=mu > 0)
+    live = g > 0
+    if not live.any():
+        return np.zeros(intensity.shape)
+    g = np.where(live, g, 1.0)
+    free = np.clip(top[0] - used, 0, None)
+    free = np.where(np.isfinite(free), free, 0.0)
+    order = np.argsort(intensity, axis=0, kind="stable")
+    room = np.floor(np.cumsum(np.take_along_axis(free, order, axis=0), axis=0) / g)
+    ranked = np.take_along_axis(intensity, order, axis=0)
+    gap = np.diff(ranked, axis=0, append=ranked[-1:])
+    units = int(np.ceil(q / g[live].min()))
+    steps = np.arange(units)[:, None, None]
+    needed = np.ceil(q / g)
+    odds = np.where(steps < needed, at_least(room - steps, mu), 0.0).sum(axis=0)
+    charge = np.empty_like(ranked)
+    np.put_along_axis(charge, order, odds * gap * g / q, axis=0)
+    return np.where(live, charge, 0.0)
+
+
+def test_protection_terms_by_hand():
+    """Clusters A (300 g/kWh, 3 GPUs free) and B (100, 1 free), one slot, 2 expected jobs of 2 GPUs: B ranks first,
+    room floor(1000 / 2000) = 0 then floor(4000 / 2000) = 2; gaps 200, then 0."""
+    g, live, order, room, gap = protection_terms(np.array([4000.0]), np.array([2.0]), np.array([8000.0, 2000.0]),
+                                                 np.array([[5000.0], [1000.0]]), np.array([[300.0], [100.0]]))
+    assert g.tolist() == [2000.0] and live.tolist() == [True] and order[:, 0].tolist() == [1, 0]
+    assert room[:, 0].tolist() == [0.0, 2.0] and gap[:, 0].tolist() == [200.0, 0.0]
+    charge = protection_charge(np.array([[0.5], [0.25]]), gap, g, 1000.0, order, live)
+    assert charge[:, 0].tolist() == [0.0, 200.0]  # B: 0.5 × 200 × 2000 / 1000; A, the dirtiest: 0
+
+
+def protections(draw: st.DrawFn) -> tuple:
+    clusters, slots = draw(st.integers(1, 5)), draw(st.integers(1, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 10**6)))
+    mu = rng.choice([0.0, 0.3, 2.0, 7.5], slots)
+    load = mu * rng.choice([0.0, 100.0, 1000.0, 8000.0 / 3], slots)
+    top = rng.choice([8000.0, 6000.0, INF], (2, clusters, 1))
+    used = rng.choice([0.0, 2000.0, 7000.0, 9000.0, 1e4 / 3], (clusters, slots))
+    intensity = rng.choice([100.0, 300.0, 1e3 / 7], (clusters, slots))
+    return top, draw(st.sampled_from([500.0, 1000.0, 8000.0])), mu, load, intensity, used
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.composite(protections)())
+def test_protection_equals_numpy_bit_for_bit(case: tuple):
+    top, *rest = case
+    d = ProtectionPriced()
+    d.top = top
+    assert np.array_equal(d.protection(*rest), numpy_protection(top, *rest))

@@ -72,21 +72,11 @@ class ProtectionPriced(DisplacementPriced):
                    used: np.ndarray) -> np.ndarray:
         """``(clusters, slots)``: the added rate of a flexible job of ``q`` GPU milli (module docstring), from the
         expected inflexible jobs ``mu`` and their GPU milli ``load`` per slot, ``intensity`` and the GPU ledger ``used``."""
-        g = np.divide(load, mu, out=np.zeros_like(load), where=mu > 0)
-        live = g > 0
+        g, live, order, room, gap = kernels().protection_terms(load, mu, self.top[0, :, 0], used, intensity)
         if not live.any():
             return np.zeros(intensity.shape)
-        g = np.where(live, g, 1.0)
-        free = np.clip(self.top[0] - used, 0, None)
-        free = np.where(np.isfinite(free), free, 0.0)
-        order = np.argsort(intensity, axis=0, kind="stable")  # greenest first
-        room = np.floor(np.cumsum(np.take_along_axis(free, order, axis=0), axis=0) / g)
-        ranked = np.take_along_axis(intensity, order, axis=0)
-        gap = np.diff(ranked, axis=0, append=ranked[-1:])
         units = int(np.ceil(q / g[live].min()))
         steps = np.arange(units)[:, None, None]
         needed = np.ceil(q / g)  # m per slot
         odds = np.where(steps < needed, at_least(room - steps, mu), 0.0).sum(axis=0)
-        charge = np.empty_like(ranked)
-        np.put_along_axis(charge, order, odds * gap * g / q, axis=0)
-        return np.where(live, charge, 0.0)
+        return kernels().protection_charge(odds, gap, g, q, order, live)

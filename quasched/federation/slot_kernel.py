@@ -316,3 +316,48 @@ def crowded(expected: np.ndarray, gap: np.ndarray, scale: np.ndarray, price: flo
         for k in range(slots):
             out[c, k] = expected[c, k] + price * gap[c, k] * scale[c, k]
     return out
+
+
+@njit(cache=True, nogil=True)
+def protection_terms(load: np.ndarray, mu: np.ndarray, top: np.ndarray, used: np.ndarray,
+                     intensity: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """The terms of :meth:`~.protection.ProtectionPriced.protection` per slot ``k``: ``g = load / mu`` (0 where ``mu``
+    is 0; ``live``: ``g > 0``, elsewhere ``g`` is 1), the clusters by ``intensity`` (``order``, stable, greenest
+    first), per rank the ``room`` ``floor(sum of the free GPU milli max(0, top − used) of it and the greener / g)``
+    (infinite free counts 0) and the ``gap`` to the next dirtier one (0 for the dirtiest)."""
+    clusters, slots = intensity.shape
+    g, live = np.empty(slots), np.empty(slots, dtype=np.bool_)
+    order = np.empty((clusters, slots), dtype=np.int64)
+    room, gap = np.empty((clusters, slots)), np.empty((clusters, slots))
+    for k in range(slots):
+        share = load[k] / mu[k] if mu[k] > 0 else 0.0
+        live[k] = share > 0
+        g[k] = share if live[k] else 1.0
+        for c in range(clusters):  # stable insertion sort by intensity
+            i = c
+            while i > 0 and intensity[order[i - 1, k], k] > intensity[c, k]:
+                order[i, k] = order[i - 1, k]
+                i -= 1
+            order[i, k] = c
+        free = 0.0
+        for i in range(clusters):
+            c = order[i, k]
+            room_c = _clip0(top[c] - used[c, k])
+            room_c = room_c if np.isfinite(room_c) else 0.0
+            free = room_c if i == 0 else free + room_c
+            room[i, k] = np.floor(free / g[k])
+            last = order[i + 1, k] if i + 1 < clusters else c
+            gap[i, k] = intensity[last, k] - intensity[c, k]
+    return g, live, order, room, gap
+
+
+@njit(cache=True, nogil=True)
+def protection_charge(odds: np.ndarray, gap: np.ndarray, g: np.ndarray, q: float, order: np.ndarray,
+                      live: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Per cluster and slot: ``odds × gap × g / q`` of the cluster's rank (:func:`protection_terms`), 0 where not live."""
+    clusters, slots = odds.shape
+    out = np.empty((clusters, slots))
+    for k in range(slots):
+        for i in range(clusters):
+            out[order[i, k], k] = odds[i, k] * gap[i, k] * g[k] / q if live[k] else 0.0
+    return out
