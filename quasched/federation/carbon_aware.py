@@ -144,7 +144,7 @@ class CarbonAware(Dispatcher):
         ledger = self.ledger[:, :, first:stop] if index[-1] == stop - 1 else self.ledger[:, :, index]  # consecutive: a view
         rate = self.rate(job, now, index, ledger)
         cost = np.empty((v.clusters, len(starts)))
-        cost[:, 0] = rate[:, :len(share_now)] @ share_now  # BLAS: kept in NumPy, as the one later start's
+        cost[:, 0] = rate[:, :len(share_now)] @ share_now  # BLAS sums in its own order: these stay in NumPy
         if len(starts) == 2:
             cost[:, 1:] = rate[:, None, 1:1 + len(share)] @ share
         blocked = kernels().plan(ledger, v.demand[:, job], self.limit[:, :, 0], rate, len(share_now), share, starts,

@@ -2,8 +2,9 @@
 instead of one NumPy temporary per operation.
 
 Each kernel does the float operations of the NumPy expression it replaces, in the same order, so it returns the same
-values (``tests/test_federation_slot_kernel.py`` holds them equal under hypothesis). Powers stay in NumPy: its
-``np.power`` (SIMD) and the C library's ``pow`` differ in the last bit. ``cache=True`` keeps the compiled code in
+values (``tests/test_federation_slot_kernel.py`` and ``tests/test_federation_plan_kernel.py`` hold them equal under
+hypothesis). Powers stay in NumPy: its ``np.power`` (SIMD) and the C library's ``pow`` differ in the last bit; so do
+SciPy's Poisson odds and the dot products NumPy hands to BLAS. ``cache=True`` keeps the compiled code in
 ``__pycache__``.
 """
 
@@ -176,7 +177,6 @@ def loads_at(past: np.ndarray, lead: np.ndarray, least: np.ndarray) -> np.ndarra
     return out
 
 
-
 @njit(cache=True, nogil=True)
 def plan(ledger: np.ndarray, demand: np.ndarray, limit: np.ndarray, rate: np.ndarray, now_slots: int, share: np.ndarray,
          starts: np.ndarray, now: float, kw: np.ndarray, delay: float, placeable: np.ndarray,
@@ -184,9 +184,10 @@ def plan(ledger: np.ndarray, demand: np.ndarray, limit: np.ndarray, rate: np.nda
     """The plan's side of :meth:`~.carbon_aware.CarbonAware.options` for the ``(clusters, starts)`` candidates; returns
     ``blocked``: not ``placeable``, or a slot of the run (the first ``now_slots`` slots for the start now, slots
     ``s .. s + len(share) − 1`` for the ``s``-th later start) with ``ledger[r] + demand[r] > limit[r]``. Fills
-    ``cost[:, 1:]`` when there are two or more later starts, ``sum_k rate[c, s + k] × share[k]`` in NumPy's order (from
-    0, term by term; with fewer NumPy calls BLAS, and the caller fills them), then scales every cost by the run's
-    energy per slot and the price of waiting: ``× kw[c] × SLOT_S / 1 h × (1 + delay × (start − now) / 1 h)``."""
+    ``cost[:, 1:]`` when there are two or more later starts, ``sum_k rate[c, s + k] × share[k]`` in NumPy's order for
+    them (from 0, term by term; for a single one NumPy calls BLAS, which sums in its own order, so the caller fills
+    it, as it fills the start now's), then scales every cost by the run's energy per slot and the price of waiting:
+    ``× kw[c] × SLOT_S / 1 h × (1 + delay × (start − now) / 1 h)``."""
     clusters, later, width = rate.shape[0], len(starts) - 1, len(share)
     blocked = np.empty((clusters, later + 1), dtype=np.bool_)
     full = over_limit(ledger, demand, limit)
