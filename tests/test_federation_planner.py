@@ -115,7 +115,7 @@ def test_planners_runs_fit_capacity_start_after_release_and_by_the_latest_start(
     for spec in ("ours-lp:every=0.5", "ours-displace", "carbon-aware-backfill", "ours-displace-backfill", "carbon-aware-easy",
                  "ours-displace-easy", "carbon-aware-conservative", "ours-displace-conservative", "ours-protect",
                  "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle", "ours-protect-redecide",
-                 "ours-protect-held", "ours-redecide-held", "ours-redecide-hourly"):
+                 "ours-protect-held", "ours-redecide-held", "ours-redecide-hourly", "ours-nested"):
         run = run_federation(sc, make_dispatcher(spec))
         ok = np.isfinite(run.placed)
         assert np.all(run.placed[ok] >= sc.arrival[ok]) and np.all(run.released <= sc.arrival + sc.slack + 1e-9)

@@ -134,14 +134,15 @@ class CarbonAware(Dispatcher):
         """The candidate starts of ``job``, their ``(clusters, starts)`` costs and which the plan rules out (the
         ledger's room, placeability; module docstring)."""
         v = self.view
-        slots = self.ledger.shape[2]
+        booked = self.ledger_for(job, now)
+        slots = booked.shape[2]
         duration = float(v.duration[job])
         starts = candidate_starts(now, float(v.latest_start[job]))
         first, share_now = occupancy(now, duration)
         share = occupancy(0.0, duration)[1]  # a slot-aligned start
         index = np.minimum(first + np.arange(max(len(share_now), len(starts) - 1 + len(share)) + 1), slots - 1)
         stop = first + len(index)
-        ledger = self.ledger[:, :, first:stop] if index[-1] == stop - 1 else self.ledger[:, :, index]  # consecutive: a view
+        ledger = booked[:, :, first:stop] if index[-1] == stop - 1 else booked[:, :, index]  # consecutive: a view
         rate = self.rate(job, now, index, ledger)
         cost = np.empty((v.clusters, len(starts)))
         cost[:, 0] = rate[:, :len(share_now)] @ share_now  # BLAS sums in its own order: these stay in NumPy
@@ -150,6 +151,10 @@ class CarbonAware(Dispatcher):
         blocked = kernels().plan(ledger, v.demand[:, job], self.limit[:, :, 0], rate, len(share_now), share, starts,
                                  now, v.kw[job], self.delay, v.placeable[job], cost)
         return starts, cost, blocked
+
+    def ledger_for(self, job: int, now: float) -> np.ndarray:
+        """The ledger whose room and prices ``job``'s options at ``now`` read (here: every booking)."""
+        return self.ledger
 
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
         """The cheapest feasible candidate of :meth:`options` (``planned``: those the plan rules out; a start now

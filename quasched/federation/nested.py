@@ -1,0 +1,51 @@
+"""Nested bookings (``ours-nested``): an inflexible job may take the room that a deferred job has only booked.
+
+The rule books every decision in its ledger, also the runs of flexible jobs deferred to a green slot hours ahead.
+Such a booking is a plan, not a use: the job has not started and can still start elsewhere or later (it has slack).
+Yet an inflexible job arriving meanwhile (no slack: it starts now or misses its deadline) reads those bookings as full
+and goes to a dirtier cluster, for its whole run. Of ours's carbon gap to the oracle on the development sets, almost
+all was inflexible jobs sent elsewhere than the oracle sent them because their clean cluster was full then (BENCHMARKS.md,
+"Where the remaining gap is").
+
+As in nested booking limits of revenue management, the high fare may take the low fare's booked seat: an inflexible
+job's options read only the *held* ledger, the runs of jobs already released (running, queued, or started at once),
+so the room a deferred booking holds is open to it::
+
+    held = ledger − sum over deferred, unreleased bookings b of run(b)
+
+A deferred job whose room an inflexible one took finds, at its release, no node that holds it and is decided again
+from then (:mod:`.redecide`, at most once per clock hour, always at its last release before its latest start:
+:class:`~.held.HourlyRedecideHeld`). Flexible jobs read the whole ledger, as before. No constant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quasched.federation.carbon_aware import add_run
+from quasched.federation.dispatch import Decision, View
+from quasched.federation.held import HourlyRedecideHeld
+
+
+class NestedBookings(HourlyRedecideHeld):
+    """``ours-redecide-hourly`` whose inflexible jobs read only the held ledger (module docstring)."""
+
+    name = "ours-nested"
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.held = np.zeros_like(self.ledger)  # the ledger's runs of released jobs
+        self.booked: dict[int, Decision] = {}  # each unreleased job's booking
+
+    def ledger_for(self, job: int, now: float) -> np.ndarray:
+        return self.held if self.view.latest_start[job] <= now else self.ledger
+
+    def book(self, job: int, pick: Decision) -> Decision:
+        self.booked[job] = pick
+        return super().book(job, pick)
+
+    def release(self, job: int, now: float, cluster: int) -> Decision:
+        pick = super().release(job, now, cluster)
+        if pick.start <= now:  # released now: its (last) booking is held
+            add_run(self.held, self.view, job, self.booked.pop(job))
+        return pick

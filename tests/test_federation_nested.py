@@ -1,0 +1,79 @@
+"""Nested bookings (:mod:`quasched.federation.nested`): an inflexible job may take the room a deferred job has only
+booked; the deferred job is decided again at its release. Run invariants: ``test_federation`` (every registered
+dispatcher) and ``test_federation_planner`` (capacity)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from quasched.federation.carbon_aware import add_run
+from quasched.federation.dispatch import Decision, View
+from quasched.federation.engine import run_federation
+from quasched.federation.forecast import HISTORY_H
+from quasched.federation.held import HourlyRedecideHeld
+from quasched.federation.nested import NestedBookings
+from quasched.model import Cluster
+from builders import nodes, pod
+from test_federation import small_scenarios
+
+H = 3600.0
+DEFERRED, INFLEXIBLE = 0, 1
+
+
+def two_clusters() -> View:
+    """A clean (100 g/kWh) and a dirty (300) cluster of one empty 2-GPU node each. Job 0: 2 GPUs for 1 h, latest
+    start 3 h (flexible); job 1: 2 GPUs for 2 h, latest start 0 (inflexible, arriving at 0)."""
+    clusters = [Cluster(nodes((64_000, 1 << 20, 2, "A100"))) for _ in range(2)]
+    intensity = np.array([[100.0] * 4, [300.0] * 4])
+    view = View(capacity=np.array([[2000.0, 2000.0], [64_000.0, 64_000.0]]),
+                demand=np.array([[2000.0, 2000.0], [1000.0, 1000.0]]), duration=np.array([H, 2 * H]),
+                latest_start=np.array([3 * H, 0.0]), kw=np.ones((2, 2)), intensity=intensity,
+                history=np.repeat(intensity[:, :1], HISTORY_H, axis=1), placeable=np.ones((2, 2), dtype=bool))
+    view.nodes, view.pod = clusters, {j: pod(k=2, m=1000, uid=j) for j in (DEFERRED, INFLEXIBLE)}.__getitem__
+    return view
+
+
+def booked_ahead(rule: type[HourlyRedecideHeld]) -> HourlyRedecideHeld:
+    """``rule`` on :func:`two_clusters` with job 0 booked on the clean cluster from 1 h (deferred, not released)."""
+    d = rule(price=0, delay=0, perfect=True)
+    d.reset(two_clusters())
+    d.book(DEFERRED, Decision(0, H))
+    return d
+
+
+@pytest.mark.parametrize("rule, decision", [
+    (HourlyRedecideHeld, (1, 0.0)),  # the clean cluster's ledger is full from 1 h: the dirty cluster, for 2 h
+    (NestedBookings, (0, 0.0)),  # the booking is not held: the clean cluster, now
+])
+def test_an_inflexible_job_may_take_room_a_deferred_job_only_booked(rule, decision):
+    d = booked_ahead(rule)
+    assert tuple(d.dispatch(INFLEXIBLE, 0.0)) == decision
+
+
+def test_the_bumped_job_is_decided_again_at_its_release_and_held_once_released():
+    d = booked_ahead(NestedBookings)
+    v = d.view
+    d.dispatch(INFLEXIBLE, 0.0)
+    assert tuple(d.release(INFLEXIBLE, 0.0, 0)) == (0, 0.0)  # released at once: its run is held
+    v.nodes[0].place(v.pod(INFLEXIBLE), 0, (0, 1))
+    v.used[:, 0] += v.demand[:, INFLEXIBLE]
+    held = np.zeros_like(d.ledger)
+    add_run(held, v, INFLEXIBLE, Decision(0, 0.0))
+    assert np.array_equal(d.held, held)
+    # at 1 h no clean node holds job 0: decided again (its booking leaves the ledger). Waiting for the clean node (free
+    # at 2 h) is priced at >= 300 g/kWh (the room the next inflexible arrival, expected at last hour's rate, would be
+    # displaced from, and its protection), no cheaper than the dirty cluster now: it starts there, and is held
+    assert tuple(d.release(DEFERRED, H, 0)) == (1, H)
+    add_run(held, v, DEFERRED, Decision(1, H))
+    assert np.array_equal(d.held, held) and np.allclose(d.held, d.ledger) and not d.booked
+
+
+@settings(max_examples=20, deadline=None)
+@given(small_scenarios())
+def test_once_every_job_is_released_the_held_ledger_is_the_ledger(sc):
+    d = NestedBookings()
+    run = run_federation(sc, d)
+    assert np.all(np.isfinite(run.released)) and not d.booked
+    assert np.allclose(d.held, d.ledger, atol=1e-6)
