@@ -148,7 +148,7 @@ def _evaluate(dispatchers: list[str], policy: str, ours: str, also: list[str], i
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
-    parser.add_argument("--ours", default="ours-redecide-hourly", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
+    parser.add_argument("--ours", default="ours-nested", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
                         "(the oracle is held to its misses; carbon-aware is always run too)")
     parser.add_argument("--also", default="", help="more dispatchers to run and compare with the oracle (comma-separated)")
     parser.add_argument("--policy", default="fgd")

@@ -16,11 +16,11 @@ DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
                     "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect",
-                    "ours-nested", "ours-redecide-hourly")
+                    "ours-redecide-hourly", "ours-nested")
 #: the default --dispatchers: the baselines, the rule, the previous ours and ours, last (the oracle is held to the last
 #: one's misses); ``all`` runs every one above
-DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-protect",
-                       "ours-nested", "ours-redecide-hourly")
+DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-redecide-hourly",
+                       "ours-nested")
 
 
 def finite_days(days: float) -> float:
@@ -58,9 +58,11 @@ def federation(
     week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
     ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day;
     ours-protect: ours-displace plus protection levels, a flexible job taking clean room pays the expected carbon of
-    the inflexible GPU jobs it would turn away; ours-redecide-hourly, ours (the last by default): ours-protect whose
-    starts now need a node that holds the job, and whose released jobs no node holds are decided again (at most once
-    an hour) while they have slack, instead of queuing; -backfill, -easy, -conservative: an
+    the inflexible GPU jobs it would turn away; ours-redecide-hourly: ours-protect whose starts now need a node that
+    holds the job, and whose released jobs no node holds are decided again (at most once an hour) while they have
+    slack, instead of queuing; ours-nested, ours (the last by default): ours-redecide-hourly whose inflexible jobs may
+    take the room a deferred job has only booked (nested bookings; the bumped job is decided again at its release);
+    -backfill, -easy, -conservative: an
     inflexible job may pass a queue in a cleaner cluster, unguarded, or only if it ends by the latest start of the queue's head, resp. of every queued job still on time; -shadow: node-level
     EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
     deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node
