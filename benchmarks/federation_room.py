@@ -15,7 +15,9 @@ equal). Trial rules (none kept, BENCHMARKS.md "Where the remaining gap is"):
   node (their rate and GPU milli smoothed alike), charged to flexible jobs (``whole-class-all``: to every smaller job);
 - ``all-pay``: the protection charged to inflexible jobs too;
 - ``last-node``: a start now blocked where it would take the last node that holds the latest whole-node inflexible job's
-  pod (when no other node of that cluster holds the job).
+  pod (when no other node of that cluster holds the job);
+- ``nested-firm``: ``ours-nested``, but a booking in its job's last candidate slot (no later start left) is held at once:
+  an inflexible job may not bump it.
 
 Carbon: Electricity Maps (ODbL).
 """
@@ -30,11 +32,13 @@ import pandas as pd
 
 from federation import scenario_arguments, scenarios
 from federation_gap import per_job_kg
+from quasched.federation.carbon_aware import add_run
 from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
 from quasched.federation.displacement import LEAD_SLOTS
 from quasched.federation.engine import run_federation
 from quasched.federation.held import HourlyRedecideHeld, NodeHeld
 from quasched.federation.metrics import missed
+from quasched.federation.nested import NestedBookings
 from quasched.federation.oracle import at_most, replay_plans
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.registry import make_dispatcher
@@ -119,8 +123,33 @@ class LastNode(WholeClass):
         return super().choose(job, now, starts, cost, planned)
 
 
-TRIALS: dict[str, Callable[[], Dispatcher]] = {"whole-class": WholeClass, "whole-class-all": lambda: WholeClass(every=True), "all-pay": AllPay,
-          "last-node": LastNode}
+class NestedFirm(NestedBookings):
+    """Trial: ``ours-nested`` whose bookings in the job's last candidate slot are held at once."""
+
+    name = "nested-firm"
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.firm: dict[int, Decision] = {}
+
+    def book(self, job: int, pick: Decision) -> Decision:
+        super().book(job, pick)
+        if pick.start + SLOT_S > self.view.latest_start[job]:
+            add_run(self.held, self.view, job, pick)
+            self.firm[job] = pick
+        return pick
+
+    def release(self, job: int, now: float, cluster: int) -> Decision:
+        if job in self.firm:  # held early: the release holds its (last) booking itself
+            add_run(self.held, self.view, job, self.firm.pop(job), -1.0)
+        pick = super().release(job, now, cluster)
+        if job in self.firm and pick.start <= now:  # booked firm by this release, and held by it too
+            add_run(self.held, self.view, job, self.firm.pop(job), -1.0)
+        return pick
+
+
+TRIALS: dict[str, Callable[[], Dispatcher]] = {"whole-class": WholeClass, "whole-class-all": lambda: WholeClass(every=True),
+                                               "all-pay": AllPay, "last-node": LastNode, "nested-firm": NestedFirm}
 
 
 class Recorded(NodeHeld):
@@ -174,7 +203,8 @@ def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--ours", default="ours-redecide-hourly")
     parser.add_argument("--trials", default="ours-redecide-hourly;ours-redecide-hourly:perfect=1;whole-class;"
-                        "whole-class-all;all-pay;last-node;ours-redecide-hourly:tau=12;ours-redecide-hourly:tau=48;ours-nested")
+                        "whole-class-all;all-pay;last-node;ours-redecide-hourly:tau=12;ours-redecide-hourly:tau=48;ours-nested;"
+                        "nested-firm")
     parser.add_argument("--out", default="results/federation_nested/room")
     args = parser.parse_args()
     items = list(scenarios(args))
