@@ -1,9 +1,10 @@
-"""Why ours's inflexible jobs land elsewhere than the oracle's, and the trials to keep room for them (development data).
+"""Why a dispatcher's inflexible jobs land elsewhere than the oracle's, and trials to keep room for them (development data).
 
     python benchmarks/federation_room.py --data-dir ../shared/traces --carbon-dir ../shared/carbon \
         --sets 'fresh4 synthetic,fresh3 synthetic' --out results/federation_nested/room
 
-Per scenario, ours (``--ours``, a dispatcher with node-level fits) is replayed with its options, fits and node checks
+Per scenario, ``--ours`` (a dispatcher with node-level starts; default ``ours-redecide-hourly``, ours when the diagnosis
+was made, before ``ours-nested``) is replayed with its options, fits and node checks
 recorded at every arrival, and the oracle held to its misses. Each inflexible job the two sent to different clusters is
 classed by the oracle's cluster as ours saw it at the arrival: *closed* (full, queued, planned full, or no node holds the
 job; split into jobs that need a whole node and smaller ones) or *open* (ours chose another: forecast or prices). Then
@@ -32,7 +33,7 @@ import pandas as pd
 
 from federation import scenario_arguments, scenarios
 from federation_gap import per_job_kg
-from quasched.federation.carbon_aware import add_run
+from quasched.federation.carbon_aware import add_run, kernels
 from quasched.federation.dispatch import SLOT_S, Decision, Dispatcher, View
 from quasched.federation.displacement import LEAD_SLOTS
 from quasched.federation.engine import run_federation
@@ -47,6 +48,11 @@ from quasched.policies.filter import demand_key
 from quasched.traces.carbon import ATTRIBUTION
 
 
+def whole_node(view: View) -> float:
+    """GPU milli of a job that needs a whole node: the most GPUs of any node of the federation."""
+    return 1000.0 * max(int(c.num_gpus.max(initial=0)) for c in view.nodes)
+
+
 class WholeClass(HourlyRedecideHeld):
     """Trial: a second protection class, inflexible arrivals of at least ``whole`` GPU milli (module docstring)."""
 
@@ -58,7 +64,7 @@ class WholeClass(HourlyRedecideHeld):
 
     def reset(self, view: View) -> None:
         super().reset(view)
-        self.whole = 1000.0 * max(int(c.num_gpus.max(initial=0)) for c in view.nodes)
+        self.whole = whole_node(view)
         self.arrivals = np.zeros((2, LEAD_SLOTS + 1))  # smoothed count and GPU milli, as ProtectionPriced's
         self.since_whole = 0.0
 
@@ -76,8 +82,7 @@ class WholeClass(HourlyRedecideHeld):
         q = float(self.view.demand[0, job])
         if q <= 0 or q >= self.whole or not (self.every or self.view.latest_start[job] > now):
             return rate
-        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
-        count, gpu = self.arrivals[:, lead]
+        count, gpu = self.arrivals[:, kernels().leads(index, now, LEAD_SLOTS)]
         return rate + self.protection(q, count, gpu, self.priced(now, index)[0], ledger[0])
 
 
@@ -91,7 +96,7 @@ class AllPay(HourlyRedecideHeld):
         q = float(self.view.demand[0, job])
         if q <= 0:
             return rate
-        lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, LEAD_SLOTS)
+        lead = kernels().leads(index, now, LEAD_SLOTS)
         return rate + self.protection(q, self.jobs[lead], self.gpu[lead], self.priced(now, index)[0], ledger[0])
 
 
@@ -183,7 +188,7 @@ def classify(item: tuple, ours: str) -> tuple[list[dict], dict]:
     run = run_federation(sc, d, seed=seed)
     oracle = at_most(replay_plans(sc, seed=seed), int(missed(run).sum())).run
     a, b = per_job_kg(run), per_job_kg(oracle)
-    whole = 1000 * max(int(c.num_gpus.max(initial=0)) for c in run.view.nodes)
+    whole = whole_node(run.view)
     other = (sc.slack <= 0) & (run.cluster != oracle.cluster) & np.isfinite(a) & np.isfinite(b)
     jobs = [{"set": name, "seed": seed, "gap_kg": a[j] - b[j],
              "class": "open" if d.seen[int(j)][oracle.cluster[j]] else
@@ -201,11 +206,12 @@ def trial(spec: str, item: tuple) -> dict:
 
 def main() -> None:
     parser = scenario_arguments(__doc__)
-    parser.add_argument("--ours", default="ours-redecide-hourly")
+    parser.add_argument("--ours", default="ours-redecide-hourly",
+                        help="the dispatcher diagnosed (node-level starts); the oracle is held to its misses")
     parser.add_argument("--trials", default="ours-redecide-hourly;ours-redecide-hourly:perfect=1;whole-class;"
                         "whole-class-all;all-pay;last-node;ours-redecide-hourly:tau=12;ours-redecide-hourly:tau=48;ours-nested;"
-                        "nested-firm")
-    parser.add_argument("--out", default="results/federation_nested/room")
+                        "nested-firm", help="';'-separated dispatcher specs or trial rules (module docstring), each divided by the oracle")
+    parser.add_argument("--out", default="results/federation_nested/room", help="jobs.csv and trials.csv go here")
     args = parser.parse_args()
     items = list(scenarios(args))
     jobs, oracles = [], []

@@ -1,5 +1,5 @@
-"""Node-level starts (``ours-protect-held``, ``ours-redecide-held`` and ours, ``ours-redecide-hourly``): a job starts
-now only on a cluster where a node holds it.
+"""Node-level starts (``ours-protect-held``, ``ours-redecide-held`` and ``ours-redecide-hourly``, ours in session 9, the
+base of ours, :mod:`.nested`): a job starts now only on a cluster where a node holds it.
 
 The rule's start-now check is aggregate (the cluster's free GPU and CPU milli after the job, and an empty queue), so
 an inflexible job can be sent "now" to a cluster with room in sum but no node that holds it. It queues there and

@@ -3,8 +3,8 @@
 The rule books every decision in its ledger, also the runs of flexible jobs deferred to a green slot hours ahead.
 Such a booking is a plan, not a use: the job has not started and can still start elsewhere or later (it has slack).
 Yet an inflexible job arriving meanwhile (no slack: it starts now or misses its deadline) reads those bookings as full
-and goes to a dirtier cluster, for its whole run. Of ours's carbon gap to the oracle on the development sets, almost
-all was inflexible jobs sent elsewhere than the oracle sent them because their clean cluster was full then (BENCHMARKS.md,
+and goes to a dirtier cluster, for its whole run. Of ``ours-redecide-hourly``'s carbon gap to the oracle on the development
+sets, almost all was inflexible jobs sent elsewhere than the oracle sent them because their clean cluster was full then (BENCHMARKS.md,
 "Where the remaining gap is").
 
 As in nested booking limits of revenue management, the high fare may take the low fare's booked seat: an inflexible
@@ -13,9 +13,9 @@ so the room a deferred booking holds is open to it::
 
     held = ledger − sum over deferred, unreleased bookings b of run(b)
 
-A deferred job whose room an inflexible one took finds, at its release, no node that holds it and is decided again
-from then (:mod:`.redecide`, at most once per clock hour, always at its last release before its latest start:
-:class:`~.held.HourlyRedecideHeld`). Flexible jobs read the whole ledger, as before. No constant.
+A deferred job whose room an inflexible one took finds, at its release, no node that holds it and, while it has slack,
+is decided again from then (:mod:`.redecide`, at most once per clock hour, always at its last release before its latest
+start: :class:`~.held.HourlyRedecideHeld`); a booking at its latest start has none left and queues there, as any. Flexible jobs read the whole ledger, as before. No constant.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ class NodeFit(Dispatcher):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.feasible = [Feasibility(nodes) for nodes in view.nodes]
-        self.shape: tuple[Pod | None, tuple] = (None, ())  # the last pod asked and its demand key
+        self.last_key: tuple[Pod | None, tuple] = (None, ())  # the last pod asked and its demand key
 
     def holds(self, cluster: int, pod: Pod) -> bool:
         """Does some node of ``cluster`` hold ``pod`` now."""
-        if pod is not self.shape[0]:
-            self.shape = (pod, demand_key(pod))
-        return bool(self.feasible[cluster].mask(pod, self.shape[1]).any())
+        if pod is not self.last_key[0]:
+            self.last_key = (pod, demand_key(pod))
+        return bool(self.feasible[cluster].mask(pod, self.last_key[1]).any())
