@@ -60,7 +60,7 @@ def dlrm_year(args: argparse.Namespace) -> Scenario:
 
 def main() -> None:
     parser = year_arguments(__doc__)
-    parser.add_argument("--dispatcher", default="carbon-aware")
+    parser.add_argument("--dispatcher", default="ours-nested", help="a dispatcher spec (default: ours)")
     parser.add_argument("--decisions", type=Path, help="write every job's cluster, release and placement time (CSV)")
     args = parser.parse_args()
     began, cpu = time.perf_counter(), time.process_time()
