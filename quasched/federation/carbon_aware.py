@@ -159,11 +159,17 @@ class CarbonAware(Dispatcher):
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
         """The cheapest feasible candidate of :meth:`options` (``planned``: those the plan rules out; a start now
         also needs room now and an empty queue), else the fallback (module docstring)."""
+        load, fits, blocked = self.open_now(job, planned)
+        return fallback(now, cost, fits, load) if blocked.all() else cheapest(starts, cost, blocked)
+
+    def open_now(self, job: int, planned: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cluster the share used after ``job`` (:meth:`View.load_after`) and whether it may start there now
+        (:meth:`startable`); and ``planned`` with the starts now it may not take blocked too (a copy)."""
         load = self.view.load_after(job)
         fits = self.startable(job, load)
         blocked = planned.copy()
         blocked[:, 0] |= ~fits
-        return fallback(now, cost, fits, load) if blocked.all() else cheapest(starts, cost, blocked)
+        return load, fits, blocked
 
     def startable(self, job: int, load: np.ndarray) -> np.ndarray:
         """Per cluster: may ``job`` start there now: room in its aggregate free capacity (``load``: the share used

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.federation.carbon_aware import CarbonAware, add_run, cheapest, fallback
+from quasched.federation.carbon_aware import CarbonAware, cheapest, fallback
 from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.nodefit import NodeFit
 from quasched.federation.protection import ProtectionPriced
@@ -29,10 +29,7 @@ class NodeHeld(NodeFit, CarbonAware):
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
         """:meth:`CarbonAware.choose` with the node-level check asked lazily: of the start now that would win, then
         of the next; the same choice as asking every cluster first."""
-        load = self.view.load_after(job)
-        fits = self.startable(job, load)
-        blocked = planned.copy()
-        blocked[:, 0] |= ~fits
+        load, fits, blocked = self.open_now(job, planned)
         pod = self.view.pod(job)
         while not blocked.all():
             pick = cheapest(starts, cost, blocked)
@@ -76,12 +73,11 @@ class HourlyRedecideHeld(RedecideHeld):
         super().reset(view)
         self.decided: dict[int, int] = {}  # job -> hour of its last re-decision
 
-    def redecide(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
+    def decide_again(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
         following = (now // SLOT_S + 1) * SLOT_S
         if self.view.latest_start[job] > following:  # not its last release before the latest start
             hour = int(now // HOUR)
             if self.decided.get(job) == hour:
-                add_run(self.ledger, self.view, job, Decision(cluster, now), -1.0)
-                return self.book(job, Decision(cluster, following))
+                return Decision(cluster, following)  # waits a slot more on its cluster
             self.decided[job] = hour
-        return super().redecide(job, now, cluster, pod)
+        return super().decide_again(job, now, cluster, pod)

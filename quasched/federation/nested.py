@@ -35,17 +35,12 @@ class NestedBookings(HourlyRedecideHeld):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.held = np.zeros_like(self.ledger)  # the ledger's runs of released jobs
-        self.booked: dict[int, Decision] = {}  # each unreleased job's booking
 
     def ledger_for(self, job: int, now: float) -> np.ndarray:
         return self.held if self.view.latest_start[job] <= now else self.ledger
 
-    def book(self, job: int, pick: Decision) -> Decision:
-        self.booked[job] = pick
-        return super().book(job, pick)
-
     def release(self, job: int, now: float, cluster: int) -> Decision:
         pick = super().release(job, now, cluster)
-        if pick.start <= now:  # released now: its (last) booking is held
-            add_run(self.held, self.view, job, self.booked.pop(job))
+        if pick.start <= now:  # released now: its booking (its last one, from now on ``pick.cluster``) is held
+            add_run(self.held, self.view, job, pick)
         return pick

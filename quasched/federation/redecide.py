@@ -38,11 +38,17 @@ class ReleaseRedecided(NodeFit, ProtectionPriced):
         return self.redecide(job, now, cluster, pod)
 
     def redecide(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
-        """``job``, released at ``now`` with slack left, no node of ``cluster`` holding its ``pod``: decided again."""
-        add_run(self.ledger, self.view, job, Decision(cluster, now), -1.0)  # its booking started now (the release time)
+        """``job``, released at ``now`` with slack left, no node of ``cluster`` holding its ``pod``: its booking (which
+        started now, the release time) leaves the ledger, and the new decision's enters it."""
+        add_run(self.ledger, self.view, job, Decision(cluster, now), -1.0)
+        return self.book(job, self.decide_again(job, now, cluster, pod))
+
+    def decide_again(self, job: int, now: float, cluster: int, pod: Pod) -> Decision:
+        """The new decision of :meth:`redecide`: the rule's choice among its options from now, a start now only where a
+        node holds ``pod`` (the ledger is without the job's booking)."""
         starts, cost, blocked = self.options(job, now)
         self.hold_now(blocked, cluster, pod)
-        return self.book(job, self.choose(job, now, starts, cost, blocked))
+        return self.choose(job, now, starts, cost, blocked)
 
     def hold_now(self, blocked: np.ndarray, cluster: int, pod: Pod) -> None:
         """Blocks the starts now (``blocked[:, 0]``) on ``cluster`` and on every cluster no node of which holds ``pod``
