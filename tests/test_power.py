@@ -167,6 +167,21 @@ def test_carbon_loader(tmp_path, monkeypatch, carbon_dir):
         load_carbon("Z", tmp_path)
 
 
+@pytest.mark.parametrize("row, message", [
+    ("2023-01-01 01:00:00,Z,abc,13,0", "line 3, field 'direct_gco2_per_kwh': 'abc' is not a non-negative number"),
+    ("2023-01-01 01:00:00,Z,-1,13,0", "line 3, field 'direct_gco2_per_kwh': '-1' is not a non-negative number"),
+    ("2023-01-01 01:00:00,Z,,13,0", "line 3, field 'direct_gco2_per_kwh': '' is not"),
+    ("2023-01-01 01:00:00,Z,11,13,yes", "line 3, field 'estimated': 'yes' is not 0 or 1"),
+    ("2023-13-01 01:00:00,Z,11,13,0", "line 3, field 'datetime_utc': '2023-13-01 01:00:00' is not a time"),
+])
+def test_carbon_loader_names_the_line_and_field_of_a_bad_value(tmp_path, row, message):
+    (tmp_path / "carbon_intensity_2023_hourly.csv").write_text(
+        "datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated\n"
+        f"2023-01-01 00:00:00,Z,10,12,1\n{row}\n2023-01-01 02:00:00,Y,x,x,x\n")
+    with pytest.raises(TraceError, match=message):
+        load_carbon("Z", tmp_path)
+
+
 def test_replay_energy_and_carbon_by_hand(carbon_dir):
     """Two pods on one T4 node: the replay's records, energy and carbon computed by hand."""
     from quasched.model.workload import Workload

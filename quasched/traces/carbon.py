@@ -69,7 +69,7 @@ def _read(path: Path):
     import pandas as pd
 
     try:
-        frame = pd.read_csv(path, dtype={"zone": str})
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)  # the text as written: errors quote it
     except (OSError, ValueError) as err:
         raise TraceError(path, f"cannot read: {err}") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
@@ -85,6 +85,8 @@ def carbon_zones(carbon_dir: str | Path | None = None) -> list[str]:
 
 def load_carbon(zone: str, carbon_dir: str | Path | None = None, kind: str = "direct") -> CarbonIntensity:
     """One zone's hourly series; :class:`TraceError` naming the line of a gap, a repeat or a bad value."""
+    import pandas as pd
+
     if kind not in INTENSITY_KINDS:
         raise ValueError(f"unknown intensity kind {kind!r}; use {' or '.join(INTENSITY_KINDS)}")
     path = resolve_carbon(carbon_dir)
@@ -94,19 +96,23 @@ def load_carbon(zone: str, carbon_dir: str | Path | None = None, kind: str = "di
         raise TraceError(path, f"no zone {zone!r}; zones: {', '.join(sorted(frame['zone'].unique()))}",
                          field="zone")
     part = frame.iloc[rows]
-    try:
-        hours = part["datetime_utc"].to_numpy(dtype="datetime64[h]")
-    except ValueError as err:
-        raise TraceError(path, f"bad time: {err}", field="datetime_utc") from None
+    hours = pd.to_datetime(part["datetime_utc"], errors="coerce", format="ISO8601").to_numpy(dtype="datetime64[h]")
+    _first_bad(path, part, rows, "datetime_utc", np.isnat(hours), "a time such as 2023-01-01 00:00:00")
     column = f"{kind}_gco2_per_kwh"
-    values = part[column].to_numpy(dtype=float)
+    values = pd.to_numeric(part[column], errors="coerce").to_numpy(dtype=float)
+    _first_bad(path, part, rows, column, ~(values >= 0) | ~np.isfinite(values), "a non-negative number of g/kWh")
+    estimated = pd.to_numeric(part["estimated"], errors="coerce").to_numpy(dtype=float)
+    _first_bad(path, part, rows, "estimated", ~np.isin(estimated, (0, 1)), "0 or 1")
     step = np.diff(hours) // ONE_HOUR
     bad = np.flatnonzero(step != 1)
     if len(bad):
         raise TraceError(path, f"zone {zone}: hour {hours[bad[0] + 1]} follows {hours[bad[0]]} (need one row per "
                          "hour, in order)", row=int(rows[bad[0] + 1]) + 2, field="datetime_utc")
-    invalid = np.flatnonzero(~np.isfinite(values) | (values < 0))
-    if len(invalid):
-        raise TraceError(path, f"intensity {values[invalid[0]]!r} is not a non-negative number",
-                         row=int(rows[invalid[0]]) + 2, field=column)
-    return CarbonIntensity(zone, hours[0], values, part["estimated"].to_numpy().astype(bool), kind)
+    return CarbonIntensity(zone, hours[0], values, estimated.astype(bool), kind)
+
+
+def _first_bad(path: Path, part, rows: np.ndarray, field: str, bad: np.ndarray, want: str) -> None:
+    """:class:`TraceError` naming the file line and ``field`` of the first ``bad`` value of ``part`` (rows ``rows``)."""
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceError(path, f"{part[field].iloc[i]!r} is not {want}", row=int(rows[i]) + 2, field=field)
