@@ -18,7 +18,10 @@ equal). Trial rules (none kept, BENCHMARKS.md "Where the remaining gap is"):
 - ``last-node``: a start now blocked where it would take the last node that holds the latest whole-node inflexible job's
   pod (when no other node of that cluster holds the job);
 - ``nested-firm``: ``ours-nested``, but a booking in its job's last candidate slot (no later start left) is held at once:
-  an inflexible job may not bump it.
+  an inflexible job may not bump it;
+- ``erlang`` (session 11): ``ours-nested`` whose protection odds ``P(Poisson(mu) ≥ R − i)`` are the implied cost of
+  one unit of room in an Erlang loss system instead (Kelly; Key), ``mu (B(R − i − 1, mu) − B(R − i, mu))``, ``B`` Erlang's
+  loss formula, 1 where ``R − i ≤ 0``.
 
 Carbon: Electricity Maps (ODbL).
 """
@@ -30,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from scipy.special import pdtr
+from scipy.stats import poisson
 
 from federation import scenario_arguments, scenarios
 from federation_gap import per_job_kg
@@ -153,8 +158,30 @@ class NestedFirm(NestedBookings):
         return pick
 
 
+def erlang_loss(n: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Erlang's loss formula ``B(n, load) = pmf(n) / cdf(n)`` of Poisson(``load``) (1 at ``n = 0``), ``n ≥ 0``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = poisson.pmf(n, load) / pdtr(n, load)
+    return np.where(load > 0, np.nan_to_num(b), np.where(n == 0, 1.0, 0.0))
+
+
+def implied_odds(room: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """The implied cost of one of ``room`` free units for an Erlang loss ``load``: ``load (B(room − 1) − B(room))``, 1
+    where ``room ≤ 0``."""
+    n = np.maximum(room, 1)
+    return np.where(room <= 0, 1.0, load * (erlang_loss(n - 1, load) - erlang_loss(n, load)))
+
+
+class Erlang(NestedBookings):
+    """Trial: ``ours-nested`` with the Erlang implied cost as the protection's odds (module docstring)."""
+
+    name = "erlang"
+    odds = staticmethod(implied_odds)
+
+
 TRIALS: dict[str, Callable[[], Dispatcher]] = {"whole-class": WholeClass, "whole-class-all": lambda: WholeClass(every=True),
-                                               "all-pay": AllPay, "last-node": LastNode, "nested-firm": NestedFirm}
+                                               "all-pay": AllPay, "last-node": LastNode, "nested-firm": NestedFirm,
+                                               "erlang": Erlang}
 
 
 class Recorded(NodeHeld):

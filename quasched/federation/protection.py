@@ -34,6 +34,8 @@ class ProtectionPriced(DisplacementPriced):
     """``ours-displace`` plus the expected carbon of the inflexible jobs a flexible one turns away (module docstring)."""
 
     name = "ours-protect"
+    #: the odds ``P(D_L ≥ r)`` per unit of room ``r`` left (module docstring)
+    odds = staticmethod(at_least)
 
     def __init__(self, tau: float = 24.0, **rule: float) -> None:
         super().__init__(**rule)
@@ -78,5 +80,5 @@ class ProtectionPriced(DisplacementPriced):
         units = int(np.ceil(q / g[live].min()))
         steps = np.arange(units)[:, None, None]
         needed = np.ceil(q / g)  # m per slot
-        odds = np.where(steps < needed, at_least(room - steps, mu), 0.0).sum(axis=0)
+        odds = np.where(steps < needed, self.odds(room - steps, mu), 0.0).sum(axis=0)
         return kernels().protection_charge(odds, gap, g, q, order, live)
