@@ -7,7 +7,8 @@ Per scenario, ``--ours`` (a dispatcher with node-level starts; default ``ours-re
 was made, before ``ours-nested``) is replayed with its options, fits and node checks
 recorded at every arrival, and the oracle held to its misses. Each inflexible job the two sent to different clusters is
 classed by the oracle's cluster as ours saw it at the arrival: *closed* (full, queued, planned full, or no node holds the
-job; split into jobs that need a whole node and smaller ones) or *open* (ours chose another: forecast or prices). Then
+job; split into jobs that need a whole node and smaller ones) or *open* (ours chose another: forecast or prices); the
+cause of *closed* is kept too (:class:`Recorded`). Then
 each ``--trials`` spec (a registered dispatcher, or one of the trial rules below) is replayed on the same scenarios and
 its carbon divided by that oracle's (its misses are printed beside: the ratio is at equal misses only where they are
 equal). Trial rules (none kept, BENCHMARKS.md "Where the remaining gap is"):
@@ -185,16 +186,19 @@ TRIALS: dict[str, Callable[[], Dispatcher]] = {"whole-class": WholeClass, "whole
 
 
 class Recorded(NodeHeld):
-    """Mixin: each arrival records, per cluster, whether the job could start there now (the plan, the aggregate room,
-    the queue and the node check), before the rule decides."""
+    """Mixin: each arrival records, per cluster, whether the job could start there now and if not, the first reason in
+    the order the rule checks them: ``GPU`` / ``CPU`` (the aggregate room now, running + waiting + the job; ``GPU+CPU``
+    both), ``queue`` (someone waiting), ``plan`` (the ledger's room ahead), ``node`` (no node holds it), else ``open``."""
 
-    seen: dict[int, list[bool]]
+    seen: dict[int, list[str]]
 
     def dispatch(self, job: int, now: float) -> Decision:
         _, _, blocked = self.options(job, now)
-        pod = self.view.pod(job)
-        start = self.startable(job, self.view.load_after(job)) & ~blocked[:, 0]
-        self.seen[job] = [bool(ok and self.holds(c, pod)) for c, ok in enumerate(start)]
+        v, pod = self.view, self.view.pod(job)
+        short = (v.used + v.waiting + v.demand[:, job, None]) > v.capacity
+        self.seen[job] = ["+".join(r for r, s in zip(("GPU", "CPU"), short[:, c]) if s) or
+                          ("queue" if v.queued[c] else "plan" if blocked[c, 0] else "open" if self.holds(c, pod) else "node")
+                          for c in range(v.clusters)]
         return super().dispatch(job, now)
 
 
@@ -217,10 +221,11 @@ def classify(item: tuple, ours: str) -> tuple[list[dict], dict]:
     a, b = per_job_kg(run), per_job_kg(oracle)
     whole = whole_node(run.view)
     other = (sc.slack <= 0) & (run.cluster != oracle.cluster) & np.isfinite(a) & np.isfinite(b)
-    jobs = [{"set": name, "seed": seed, "gap_kg": a[j] - b[j],
-             "class": "open" if d.seen[int(j)][oracle.cluster[j]] else
+    cause = {int(j): d.seen[int(j)][oracle.cluster[j]] for j in np.flatnonzero(other)}
+    jobs = [{"set": name, "seed": seed, "gap_kg": a[j] - b[j], "cause": cause[j],
+             "class": "open" if cause[j] == "open" else
              "closed, whole node" if run.view.demand[0, j] >= whole else "closed, smaller"}
-            for j in np.flatnonzero(other)]
+            for j in cause]
     return jobs, {"set": name, "seed": seed, "oracle_kg": float(np.nansum(b)), "oracle_missed": int(missed(oracle).sum())}
 
 
@@ -248,6 +253,7 @@ def main() -> None:
         oracles.append(o)
     jobs_frame, oracle_frame = pd.DataFrame(jobs), pd.DataFrame(oracles)
     print(jobs_frame.groupby("class")["gap_kg"].agg(["count", "sum"]).round(1).to_string())
+    print(jobs_frame.groupby("cause")["gap_kg"].agg(["count", "sum"]).round(1).to_string())
     runs = pd.DataFrame([trial(s, item) for s in args.trials.split(";") for item in items]).merge(oracle_frame)
     runs["ratio"] = runs.kg / runs.oracle_kg
     table = runs.groupby(["set", "spec"], sort=False).agg(ratio=("ratio", "mean"), kg=("kg", "sum"),
