@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.stats import poisson
@@ -12,6 +15,9 @@ from quasched.federation.forecast import HISTORY_H
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.registry import make_dispatcher
 from test_federation import H
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from federation_room import Erlang, implied_odds  # noqa: E402 (benchmarks/ is not a package)
 
 
 def protect(tau_h: float, cpu_jobs: int = 0) -> ProtectionPriced:
@@ -74,3 +80,13 @@ def test_inflexible_jobs_pay_no_protection():
 def test_bad_tau_is_named():
     with pytest.raises(ValueError, match="tau > 0"):
         make_dispatcher("ours-protect:tau=0")
+
+
+def test_the_erlang_trial_odds_are_the_implied_cost_of_one_unit_of_room():
+    """``benchmarks/federation_room.py``'s ``erlang`` trial, by hand: ``B(0) = 1``, ``B(1, ½) = ⅓``, so one unit of room
+    under a load of ½ is worth ½ (1 − ⅓) = ⅓; ``B(3, 2) = 4/19``, ``B(4, 2) = 2/21``, so room 4 under load 2 is worth
+    2 (4/19 − 2/21); no room left: 1; no load: 0."""
+    odds = implied_odds(np.array([1, 4, 0, -2, 3]), np.array([0.5, 2.0, 2.0, 2.0, 0.0]))
+    assert odds == pytest.approx([1 / 3, 2 * (4 / 19 - 2 / 21), 1.0, 1.0, 0.0])
+    assert Erlang.odds is implied_odds and ProtectionPriced.odds(np.array([0, 2]), np.array([1.0, 1.0])) == \
+        pytest.approx([1.0, 1 - 2 * np.exp(-1)])
