@@ -31,6 +31,8 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
   of nested bookings (session 10).
 - ``fresh11 seeds``, ``fresh11 zones``, ``fresh11 synthetic``: seeds 111-115, 111-115, 111-120, never run before session 11
   (a new draw for ``ours-nested`` as adopted, no change made for it).
+- ``fresh12 seeds``, ``fresh12 zones``, ``fresh12 synthetic``: seeds 121-125, 121-125, 121-130, never run before the test of
+  ``ours-nested`` without protection (session 11).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -130,7 +132,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
     for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10",
-                                 "fresh11"), 1):  # seeds 10 i + 1 ...
+                                 "fresh11", "fresh12"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from federation_room import Erlang, implied_odds  # noqa: E402 (benchmarks/ is not a package)
 
 
-def protect(tau_h: float, cpu_jobs: int = 0) -> ProtectionPriced:
+def protect(tau_h: float, cpu_jobs: int = 0, on: int = 1) -> ProtectionPriced:
     """Clusters A (100 g/kWh in the first hour, 120 after) and B (300) of 2 GPUs. Job 0 (1 GPU, 1 h, inflexible) arrives at 0 and takes A for
     the first hour; job 1 (1 GPU, 1 h, 1 kW, slack 2 h) arrives at 0 too; then ``cpu_jobs`` inflexible 1 h jobs without GPUs."""
     n = 2 + cpu_jobs
@@ -30,7 +30,7 @@ def protect(tau_h: float, cpu_jobs: int = 0) -> ProtectionPriced:
                 duration=np.full(n, H), latest_start=np.r_[0.0, 2 * H, np.zeros(cpu_jobs)], kw=np.ones((n, 2)),
                 intensity=intensity, history=np.repeat(intensity[:, :1], HISTORY_H, axis=1),
                 placeable=np.ones((n, 2), dtype=bool))
-    d = ProtectionPriced(tau=tau_h, price=0, delay=0, perfect=True)
+    d = ProtectionPriced(tau=tau_h, price=0, delay=0, perfect=True, protect=on)
     d.reset(view)
     assert d.dispatch(0, 0.0) == (0, 0.0)
     for job in range(2, n):
@@ -69,6 +69,7 @@ def test_deferred_exactly_when_the_displaced_carbon_exceeds_the_saving(tau_h, wa
     unprotected.reset(d.view)
     unprotected.dispatch(0, 0.0)
     assert unprotected.dispatch(1, 0.0) == (0, 0.0)  # without the protection: A at once
+    assert protect(tau_h, on=0).dispatch(1, 0.0) == (0, 0.0)  # protect=0: the same
 
 
 def test_inflexible_jobs_pay_no_protection():

@@ -16,7 +16,7 @@ DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
                     "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect",
-                    "ours-redecide-hourly", "ours-nested")
+                    "ours-redecide-hourly", "ours-nested-unprotected", "ours-nested")
 #: the default --dispatchers: the baselines, the rule, the previous ours and ours, last (the oracle is held to the last
 #: one's misses); ``all`` runs every one above
 DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-redecide-hourly",

@@ -44,3 +44,13 @@ class NestedBookings(HourlyRedecideHeld):
         if pick.start <= now:  # released now: its booking (its last one, from now on ``pick.cluster``) is held
             add_run(self.held, self.view, job, pick)
         return pick
+
+
+class NestedUnprotected(NestedBookings):
+    """``ours-nested`` without the protection levels (``protect=0``): with nested bookings and re-decisions, the
+    protection price no longer lowered carbon on the development sets (BENCHMARKS.md, session 11)."""
+
+    name = "ours-nested-unprotected"
+
+    def __init__(self, **rule: float) -> None:
+        super().__init__(protect=0, **rule)

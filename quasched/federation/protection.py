@@ -16,7 +16,8 @@ for such jobs, ``floor(free GPU / g)``, summed over ``c`` and the clusters green
 (they fill greenest first); ``gap``: the intensity of the next dirtier cluster minus ``c``'s (0 on the
 dirtiest), where the marginal one goes. A displaced job is taken to draw the power per GPU of ``j``, hence
 the factor ``g / q_j`` per kW of ``j``. Intensities and room are those of the rule (forecast, ledger).
-Inflexible jobs, and jobs without GPUs, pay no protection. One constant, ``tau`` (hours).
+Inflexible jobs, and jobs without GPUs, pay no protection. One constant, ``tau`` (hours); ``protect=0`` turns the
+protection off (the rules built on this one without it: BENCHMARKS.md, session 11).
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ class ProtectionPriced(DisplacementPriced):
     #: the odds ``P(D_L ≥ r)`` per unit of room ``r`` left (module docstring)
     odds = staticmethod(at_least)
 
-    def __init__(self, tau: float = 24.0, **rule: float) -> None:
+    def __init__(self, tau: float = 24.0, protect: float = 1, **rule: float) -> None:
         super().__init__(**rule)
-        if tau <= 0:
-            raise ValueError(f"need tau > 0 (hours); got {tau}")
-        self.tau = tau * HOUR
+        if tau <= 0 or protect not in (0, 1):
+            raise ValueError(f"need tau > 0 (hours) and protect 0 or 1; got {tau}, {protect}")
+        self.tau, self.protect = tau * HOUR, bool(protect)
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -65,7 +66,7 @@ class ProtectionPriced(DisplacementPriced):
     def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         rate = super().rate(job, now, index, ledger)
         q = float(self.view.demand[0, job])
-        if self.view.latest_start[job] <= now or q <= 0:
+        if not self.protect or self.view.latest_start[job] <= now or q <= 0:
             return rate
         lead = kernels().leads(index, now, LEAD_SLOTS)
         return rate + self.protection(q, self.jobs[lead], self.gpu[lead], self.priced(now, index)[0], ledger[0])
