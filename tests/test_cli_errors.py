@@ -80,6 +80,15 @@ def test_federation_days_must_be_finite_and_positive(days, says):
     (("--failure-rate", "1e-3", "--checkpoint-min", "0"), "--checkpoint-min 0.0 must be positive"),
     (("--failure-rate", "1e-3", "--flaky-share", "2"), "--flaky-share 2.0 must be within 0..1"),
     (("--carbon-zone", "DE-LU", "--carbon-start", "noon"), "--carbon-start 'noon' is not a UTC time"),
+    (("--carbon-zone", "DE-LU", "--carbon-start", "NaT"), "--carbon-start 'NaT' is not a UTC time"),
+    (("--carbon-zone", "DE-LU", "--carbon-start", "2023-06-01T00:00+05:00"),
+     "--carbon-start '2023-06-01T00:00+05:00' is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone"),
+    (("--failure-rate", "inf"), "--failure-rate inf must be a finite number"),
+    (("--failure-rate", "1e-3", "--checkpoint-min", "inf"), "--checkpoint-min inf must be a finite number"),
+    (("--failure-rate", "1e-3", "--restart-min", "inf"), "--restart-min inf must be a finite number"),
+    (("--failure-rate", "1e-3", "--false-warnings", "inf"), "--false-warnings inf must be a finite number"),
+    (("--failure-rate", "1e-3", "--flaky-factor", "nan"), "--flaky-factor nan must be at least 1"),
+    (("--failure-rate", "1e-3", "--flaky-factor", "inf"), "--flaky-factor inf must be a finite number"),
 ])
 def test_replay_model_options_are_named_in_errors(args, says):
     assert says in invoke("replay", *args)

@@ -4,6 +4,7 @@ options (own help panel), turned into a ``FailureConfig`` whose errors name the 
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -159,9 +160,13 @@ def replay(
         from quasched.traces.carbon import load_carbon
 
         try:
-            start_at = np.datetime64(carbon_start, "s")
-        except ValueError:
-            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00")
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # NumPy only warns of a time zone (and converts it)
+                start_at = np.datetime64(carbon_start, "s")
+        except (ValueError, UserWarning):
+            start_at = np.datetime64("NaT")
+        if np.isnat(start_at):
+            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone")
         try:
             carbon = load_carbon(carbon_zone, carbon_dir)
         except ValueError as err:
