@@ -55,7 +55,7 @@ def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
 @pytest.mark.parametrize("args", [
     ("simulate", "--tune", "-1"), ("simulate", "--workers", "-1"), ("sweep", "--workers", "-2"),
     ("replay", "--headroom", "0"), ("replay", "--pue", "0.5"), ("batch", "--time-limit", "-1"),
-    ("batch", "--heavy", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
+    ("batch", "--heavy", "1.5"), ("batch", "--alpha", "inf"), ("batch", "--alpha", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
     ("serve", "--order", "lifo"), ("serve", "--batch-solver", "cplex"), ("serve", "--grace", "-1"),
     ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"),
 ])
@@ -200,6 +200,8 @@ def test_failure_options_without_failures_are_an_error():
     (("--policy", "nosuch"), "--policy"),
     (("--slack", "24,4"), "0 <= LO <= HI"),
     (("--slack", "-1,4"), "0 <= LO <= HI"),
+    (("--slack", "1,inf"), "slack range '1,inf' needs finite 0 <= LO <= HI"),
+    (("--capacity", "inf"), "Invalid value for '--capacity': inf is not a finite number; write a multiple such as 1.5"),
     (("--seeds", "5-1"), "--seeds"),
 ])
 def test_federation_rejects_bad_options_before_loading_any_data(tmp_path, option, says):

@@ -71,7 +71,7 @@ def batch(
                               "memory not heavy, no per-node app limit)."),
     objective: str = typer.Option("weighted", help="weighted (Qua's priority-weighted jobs) or lexicographic "
                                   "(then the most jobs)."),
-    alpha: float = typer.Option(0.6, min=0, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
+    alpha: float = typer.Option(0.6, min=0, max=1, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
     heavy: float = typer.Option(0.4, min=0, max=1, help="Heavy-job share threshold of the default rule."),
     time_limit: float = typer.Option(10.0, min=0.01, help="MILP time limit per instance, seconds."),
     mip_gap: float = typer.Option(1e-6, min=0, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
