@@ -208,3 +208,15 @@ def test_federation_rejects_bad_options_before_loading_any_data(tmp_path, option
     # the data dirs do not exist: the option must be named before anything is read
     out = invoke("federation", "--data-dir", str(tmp_path / "none"), "--carbon-dir", str(tmp_path / "none"), *option)
     assert says in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (("submit", "--team", "t", "--name", "j", "--gpus", "nan"), "Invalid value for '--gpus': nan is not a finite number"),
+    (("submit", "--team", "t", "--name", "j", "--cpu", "inf"), "Invalid value for '--cpu': inf is not a finite number"),
+    (("queue", "t", "--weight", "nan"), "Invalid value for '--weight': nan is not a finite number"),
+    (("queue", "t", "--borrowing-limit", "inf"), "Invalid value for '--borrowing-limit': inf is not a finite number"),
+    (("queue", "t", "--quota", "A100=nan"), "--quota 'A100=nan': write MODEL=GPUS, e.g. A100=8 or '*=4'"),
+])
+def test_client_numbers_that_json_cannot_hold_are_named_before_any_request(args, says):
+    # the server address is never reached: the option must be named first (was a 'not JSON compliant' traceback)
+    assert says in invoke(*args, "--server", "http://127.0.0.1:1")

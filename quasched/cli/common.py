@@ -56,6 +56,13 @@ def finite(value: float) -> float:
     return value
 
 
+def finite_number(value: float | None) -> float | None:
+    """Callback of a plain number sent to the service (``--gpus``, ``--weight``): JSON holds no NaN or infinity."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42``, ``42-51`` or ``42,45,50`` → list of seeds; a clear ``--seeds`` error otherwise."""
     seeds: list[int] = []
