@@ -85,6 +85,7 @@ def test_nodes(tmp_path) -> None:
         ("q,1e30,1,0,0,,LS,,,,", 3, "cpu_milli", "'1e30' is out of range"),
         ("p0,1000,1,0,0,,LS,,,,", 3, "name", "'p0' already used on line 2"),
         (",1000,1,0,0,,LS,,,,", 3, "name", "value is missing"),
+        ("q,1000,1,0,0,,LS,,20,10,", 3, "deletion_time", "10 is before creation_time 20; a pod cannot end before"),
     ],
 )
 def test_bad_value_is_reported_with_line_and_field(tmp_path, bad_row, line, field, text) -> None:

@@ -59,6 +59,8 @@ def load_openb_pods(path: str | Path) -> Workload:
         for column in ("creation_time", "deletion_time")
         if table.has(column)
     }
+    if len(times) == 2:
+        table.not_before("deletion_time", times["deletion_time"], "creation_time", times["creation_time"])
     qos = table.choice("qos", QOS_CLASSES) if table.has("qos") else np.full(len(name), "", dtype=object)
     table.check()
     return Workload(

@@ -174,6 +174,11 @@ class Table:
         self.flag(column, np.isin(inverse, list(problems)), lambda i: problems[int(inverse[i])])
         return values[inverse]
 
+    def not_before(self, column: str, end: np.ndarray, start_column: str, start: np.ndarray) -> None:
+        """Flag the rows where ``end`` (of ``column``) is before ``start`` (NaN: unknown, never flagged)."""
+        self.flag(column, end < start, lambda i: f"{end[i]:g} is before {start_column} {start[i]:g}; "
+                                                 "a pod cannot end before it starts")
+
     def text(self, column: str) -> np.ndarray:
         """Strings as written ("" = empty)."""
         return self._cells[column]
