@@ -118,7 +118,8 @@ def replace_line(text: str, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize(("old", "new", "line", "field", "says"), [
-    ("    count: 3\n", "    count: 0\n", 11, "pools[1].count", "at least 1"),
+    ("    count: 3\n", "    count: 0\n", 11, "pools[1].count", "1 to 1,000,000"),
+    ("    count: 3\n", "    count: 100000000000\n", 11, "pools[1].count", "write a whole number of nodes, 1 to 1,000,000"),
     ("    count: 3\n", "    count: many\n", 11, "pools[1].count", "'many' is not allowed"),
     ("      count: 4\n", "      count: 1.5\n", 16, "pools[1].gpu.count", "whole number of GPUs"),
     ("      model: T4\n", "      model: T4 GPU\n", 15, "pools[1].gpu.model", "'T4 GPU' is not a valid name"),
@@ -296,6 +297,7 @@ def test_jsonl_structure_errors(tmp_path, text, line, field, says) -> None:
 @pytest.mark.parametrize(("name", "text", "line", "field", "says"), [
     ("pods.csv", "name,cpu,memory,colour\na,1,1,red\n", 1, "colour", "unknown column; rename or remove it"),
     ("pods.csv", "name,cpu\na,1\n", 1, "memory", "required column is missing"),
+    ("pods.csv", "name,cpu,memory,gpu\na,1,1,1\nb,4,16", 3, "gpu", "malformed CSV: 3 fields, the header has 4"),
     ("pods.txt", "name,cpu,memory\n", None, None, "name it .csv, .jsonl or .json"),
 ])
 def test_workload_file_errors(tmp_path, name, text, line, field, says) -> None:

@@ -121,6 +121,9 @@ def test_first_bad_value_in_file_order_wins(tmp_path) -> None:
         ([POD_HEADER, ""], None, None, "no data rows"),
         ([POD_HEADER, PODS[0], PODS[1] + ",extra"], 3, None, "malformed CSV: 12 fields, the header has 11"),
         ([POD_HEADER, PODS[0], 'b,"1000,1'], 3, None, "a quoted field is never closed"),
+        ([POD_HEADER, PODS[0], "p9,6000,12288,1,460,V100M16,BE", PODS[1]], 3, "pod_phase",
+         "malformed CSV: 7 fields, the header has 11 (a cut line?)"),  # was padded with empty cells, silently
+        ([POD_HEADER, PODS[0], "", "p1,6000,1228"], 4, "num_gpu", "malformed CSV: 3 fields, the header has 11"),
     ],
 )
 def test_bad_file_structure(tmp_path, lines, row, field, text) -> None:

@@ -8,6 +8,7 @@ in the file (by line, then by column), so users get the exact line and field.
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 from typing import Callable, Sequence
@@ -45,6 +46,10 @@ def read_table(
     except (UnicodeDecodeError, OSError) as exc:
         raise TraceError(path, f"cannot read the file: {exc}") from None
     header = [str(cell).strip() for cell in frame.iloc[0]]
+    if short := _short_row(path, len(header)):
+        line, seen = short
+        raise TraceError(path, f"malformed CSV: {seen} fields, the header has {len(header)} (a cut line?)",
+                         line, header[seen])
     for i, column in enumerate(header):
         if column in header[:i]:
             raise TraceError(path, "duplicate column", 1, column)
@@ -62,6 +67,17 @@ def read_table(
     if body.empty:
         raise TraceError(path, "the file has a header but no data rows")
     return Table(path, body, header)
+
+
+def _short_row(path: Path, width: int) -> tuple[int, int] | None:
+    """``(line, fields)`` of the first data row with fewer than ``width`` fields (pandas pads them silently)."""
+    with path.open(newline="", encoding="utf-8-sig") as file:
+        reader = csv.reader(file)
+        next(reader, None)
+        for row in reader:
+            if row and len(row) < width:
+                return reader.line_num, len(row)
+    return None
 
 
 def _parser_error(path: Path, text: str) -> TraceError:
