@@ -164,7 +164,7 @@ def replay(
                 warnings.simplefilter("error")  # NumPy only warns of a time zone (and converts it)
                 start_at = np.datetime64(carbon_start, "s")
         except (ValueError, UserWarning):
-            start_at = np.datetime64("NaT")
+            start_at = np.datetime64("NaT", "s")
         if np.isnat(start_at):
             fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone")
         try:

@@ -130,6 +130,11 @@ class Table:
             line, _, _, column, text = min(self._problems)
             raise TraceError(self.path, text, line, column)
 
+    @property
+    def lines(self) -> np.ndarray:
+        """File line number of every data row."""
+        return self._lines
+
     def line(self, row: int) -> int:
         """File line number of data row ``row``."""
         return int(self._lines[row])
