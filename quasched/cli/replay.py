@@ -163,9 +163,10 @@ def replay(
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # NumPy only warns of a time zone (and converts it)
                 start_at = np.datetime64(carbon_start, "s")
+            valid = not np.isnat(start_at)
         except (ValueError, UserWarning):
-            start_at = np.datetime64("NaT", "s")
-        if np.isnat(start_at):
+            valid = False
+        if not valid:
             fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone")
         try:
             carbon = load_carbon(carbon_zone, carbon_dir)
