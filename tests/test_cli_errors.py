@@ -57,7 +57,7 @@ def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
     ("replay", "--headroom", "0"), ("replay", "--pue", "0.5"), ("batch", "--time-limit", "-1"),
     ("batch", "--heavy", "1.5"), ("batch", "--alpha", "inf"), ("batch", "--alpha", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
     ("serve", "--order", "lifo"), ("serve", "--batch-solver", "cplex"), ("serve", "--grace", "-1"),
-    ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"),
+    ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"), ("serve", "--grace", "inf"),
 ])
 def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
@@ -201,6 +201,8 @@ def test_failure_options_without_failures_are_an_error():
     (("--slack", "24,4"), "0 <= LO <= HI"),
     (("--slack", "-1,4"), "0 <= LO <= HI"),
     (("--slack", "1,inf"), "slack range '1,inf' needs finite 0 <= LO <= HI"),
+    (("--zones", " , "), "Invalid value for --zones: ' , ' needs distinct zones, e.g. DE-LU,GB, or 'all'"),
+    (("--zones", "DE-LU,GB,DE-LU"), "'DE-LU,GB,DE-LU' needs distinct zones"),  # was two clusters in one zone
     (("--capacity", "inf"), "Invalid value for '--capacity': inf is not a finite number; write a multiple such as 1.5"),
     (("--seeds", "5-1"), "--seeds"),
 ])

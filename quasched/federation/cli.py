@@ -96,11 +96,14 @@ def federation(
                                  param_hint="--slack") from None
     if not 0 <= lo <= hi < math.inf:
         raise typer.BadParameter(f"slack range {slack!r} needs finite 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
+    listed = [z.strip() for z in zones.split(",") if z.strip()]
+    if zones != "all" and (not listed or len(set(listed)) < len(listed)):
+        raise typer.BadParameter(f"{zones!r} needs distinct zones, e.g. DE-LU,GB, or 'all'", param_hint="--zones")
     parse_policies(policy)  # a bad --policy fails here, before the data loads
     seed_list = parse_seeds(seeds)
     output_dir(out)
     try:
-        wanted = carbon_zones(carbon_dir) if zones == "all" else [z.strip() for z in zones.split(",") if z.strip()]
+        wanted = carbon_zones(carbon_dir) if zones == "all" else listed
         series = [load_carbon(z, carbon_dir) for z in wanted]
     except (TraceError, ValueError) as err:
         fail(str(err))
