@@ -57,7 +57,8 @@ def finite(value: float) -> float:
 
 
 def finite_number(value: float | None) -> float | None:
-    """Callback of a plain number sent to the service (``--gpus``, ``--weight``): JSON holds no NaN or infinity."""
+    """Callback of a plain number sent to or kept by the service (``--gpus``, ``--weight``, ``--grace``): JSON
+    holds no NaN or infinity, and a grace period of inf would never end."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value

@@ -13,7 +13,8 @@ from rich.markup import escape
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DataDirOption, Rng, RngOption, console, describe_policies, fail, load_inputs, parse_policies,
+    DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
+    parse_policies,
 )
 
 Clock = Literal["wall", "virtual"]
@@ -74,7 +75,7 @@ def serve(
     order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
     decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
                                                 "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
-    grace: float = typer.Option(30.0, min=0, help="Seconds a preempted job gets to stop."),
+    grace: float = typer.Option(30.0, min=0, callback=finite_number, help="Seconds a preempted job gets to stop."),
     preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
     defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
                                         "so a waiting multi-GPU job can start (0 = off)."),
