@@ -149,6 +149,7 @@ def test_empty_and_missing_files(tmp_path) -> None:
         ("n3,8000,1,2,P100|T4", "model", "is not a GPU model name"),
         ("n3,8000,1,-2,T4", "gpu", "must not be negative"),
         ("n0,8000,1,2,T4", "sn", "already used on line 2"),
+        ("n3,8000,1,1000000000,T4", "gpu", "'1000000000' is above 64"),  # was a nodes x GPUs matrix of 8 GB
     ],
 )
 def test_bad_node_rows(tmp_path, row, field, text) -> None:

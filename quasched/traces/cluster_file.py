@@ -16,7 +16,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from quasched.model.nodes import NodeSpec
+from quasched.model.nodes import MAX_NODE_GPUS, NodeSpec
 from quasched.model.resources import RDMA_CAPACITY, RESOURCES, UNLIMITED, Resource, ResourceRegistry
 from quasched.traces.errors import TraceError, require_file
 from quasched.traces.table import MODEL_NAME
@@ -101,8 +101,8 @@ def _pool(doc: "_Document", node: Node, field: str, extras: Sequence[Resource] =
         "cpu": doc.amount(pool["cpu"], f"{field}.cpu", parse_cpu),
         "memory": doc.amount(pool["memory"], f"{field}.memory", parse_memory),
         "model": doc.text(gpu["model"], f"{field}.gpu.model", MODEL_NAME.fullmatch, NAME_HINT) if gpu else "",
-        "gpus": doc.integer(gpu["count"], f"{field}.gpu.count", 1,
-                            "a whole number of GPUs, at least 1 (omit gpu for CPU-only nodes)") if gpu else 0,
+        "gpus": doc.integer(gpu["count"], f"{field}.gpu.count", 1, f"a whole number of GPUs, 1 to {MAX_NODE_GPUS} "
+                            "(omit gpu for CPU-only nodes)", MAX_NODE_GPUS) if gpu else 0,
         "rdma": doc.integer(pool["rdma"], f"{field}.rdma", 0, f"a whole percentage of one NIC, 0 to {RDMA_CAPACITY}",
                             RDMA_CAPACITY) if "rdma" in pool else RDMA_CAPACITY,
         "has_disk": "disk" in pool,

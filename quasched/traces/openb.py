@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from quasched.model.nodes import NodeSpec
+from quasched.model.nodes import MAX_NODE_GPUS, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, QOS_CLASSES, Workload
 from quasched.traces.table import read_table
 
@@ -28,7 +28,7 @@ def load_openb_nodes(path: str | Path) -> NodeSpec:
     name = table.names("sn")
     cpu = table.number("cpu_milli")
     memory = table.number("memory_mib")
-    gpus = table.number("gpu")
+    gpus = table.number("gpu", maximum=MAX_NODE_GPUS)
     model = table.gpu_models("model", single=True)
     table.flag("model", (gpus > 0) & (model == ""), "value is missing (the node has GPUs)")
     table.check()
