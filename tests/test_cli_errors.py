@@ -222,3 +222,9 @@ def test_federation_rejects_bad_options_before_loading_any_data(tmp_path, option
 def test_client_numbers_that_json_cannot_hold_are_named_before_any_request(args, says):
     # the server address is never reached: the option must be named first (was a 'not JSON compliant' traceback)
     assert says in invoke(*args, "--server", "http://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("policy", ["fgd,bestfit", "all"])
+def test_serve_takes_one_policy_with_either_clock(policy):
+    for clock in ("wall", "virtual"):  # the virtual clock took the first one silently
+        assert "Invalid value for --policy: give one policy" in invoke("serve", "--clock", clock, "--policy", policy)
