@@ -35,8 +35,22 @@ def test_bad_seeds_name_the_option_and_the_form(seeds, says):
 
 def test_seed_ranges_and_negative_seeds():
     assert parse_seeds("3-5, 9") == [3, 4, 5, 9]
-    assert parse_seeds("-2--1,-7") == [-2, -1, -7]
+    assert parse_seeds("-2--1,-7", "go") == [-2, -1, -7]
     assert parse_seeds("4-4") == [4]
+
+
+@pytest.mark.parametrize("args, says", [
+    (("simulate", "--seeds", "3,-1"), "Invalid value for --seeds: -1 is negative: the native random stream takes seeds "
+                                      "from 0 (--rng go takes any)"),  # was a ValueError traceback
+    (("replay", "--seeds", "-2--1"), "Invalid value for --seeds: -2 is negative"),
+    (("sweep", "--rng", "native", "--seeds", "-1"), "Invalid value for --seeds: -1 is negative"),
+    (("federation", "--seeds", "-1"), "Invalid value for --seeds: -1 is negative"),
+    (("replay", "--failure-rate", "1e-3", "--failure-seed", "-1"), "Invalid value for --failure-seed: -1 is negative"),
+    (("serve", "--clock", "virtual", "--seed", "-1"), "Invalid value for --seed: -1 is negative"),
+    (("batch", "--seed", "-1"), "Invalid value for '--seed': Input should be greater than or equal to 0"),  # was a traceback
+])
+def test_a_negative_seed_of_the_native_stream_is_named(args, says):
+    assert says in invoke(*args)
 
 
 @pytest.mark.parametrize(("spec", "says"), [

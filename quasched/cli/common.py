@@ -64,8 +64,16 @@ def finite_number(value: float | None) -> float | None:
     return value
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``42``, ``42-51`` or ``42,45,50`` → list of seeds; a clear ``--seeds`` error otherwise."""
+def native_seed(seed: int, option: str) -> None:
+    """A clear error naming ``option`` for a negative seed of NumPy's stream (Go's takes any)."""
+    if seed < 0:
+        raise typer.BadParameter(f"{seed} is negative: the native random stream takes seeds from 0 "
+                                 "(--rng go takes any)", param_hint=option)
+
+
+def parse_seeds(text: str, rng: Rng = "native") -> list[int]:
+    """``42``, ``42-51`` or ``42,45,50`` → list of seeds (negative ones only for ``rng="go"``); a clear
+    ``--seeds`` error otherwise."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part[1:].partition("-")
@@ -82,6 +90,8 @@ def parse_seeds(text: str) -> list[int]:
         seeds += range(first, last + 1)
     if not seeds:
         raise typer.BadParameter(f"no seeds in {text!r}: write 42, 42-51 or 42,45,50", param_hint="--seeds")
+    if rng == "native":
+        native_seed(min(seeds), "--seeds")
     return seeds
 
 

@@ -52,7 +52,7 @@ def simulate(
     from quasched.sim.sweep import run_sweep
     from quasched.traces.catalog import inputs_label
 
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
     if events and out is None:
         raise typer.BadParameter("the per-event CSVs go into --out: pass --out DIR too", param_hint="--events")
     output_dir(out)
@@ -133,7 +133,7 @@ def sweep(
             trace_info(name)
     except TraceError as err:
         fail(str(err))
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
     try:
         runner = make_backend(backend, workers or None, ray_address)
     except RuntimeError as err:

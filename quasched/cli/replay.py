@@ -12,7 +12,7 @@ import typer
 
 from quasched.cli.common import (
     POLICY_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, fail, finite, load_inputs,
-    output_dir, parse_policies, parse_seeds, progress_bar,
+    native_seed, output_dir, parse_policies, parse_seeds, progress_bar,
 )
 
 # Choices of options (typer shows them as <a|b> and rejects anything else).
@@ -130,7 +130,8 @@ def replay(
     from quasched.traces.catalog import inputs_label, trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
+    native_seed(failure_seed, "--failure-seed")  # the failure process always draws from NumPy's stream
     output_dir(out)
     failures = None
     if failure_rate == 0 and not given(ctx, "failure_rate"):

@@ -14,6 +14,7 @@ from rich.markup import escape
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
     DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
+    native_seed,
 )
 
 Clock = Literal["wall", "virtual"]
@@ -106,6 +107,8 @@ def serve(
     if len(specs) != 1:
         raise typer.BadParameter("give one policy", param_hint="--policy")
     if clock == "virtual":
+        if rng == "native":
+            native_seed(seed, "--seed")
         return serve_virtual(trace, str(specs[0]), seed, rng, data_dir, cluster_file)
     cluster = None
     if cluster_file is not None:

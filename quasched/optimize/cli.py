@@ -77,7 +77,7 @@ def batch(
     mip_gap: float = typer.Option(1e-6, min=0, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
     qaoa_max_machines: int = typer.Option(10, min=0, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
-    seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the simulated annealer (qubo-sa)."),
     polish: bool = typer.Option(True, "--polish/--no-polish", help="Polish QUBO samples classically (qubo-sa, "
                                 "qaoa: repair, then add/swap moves); --no-polish keeps the raw samples."),
     out: Path | None = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
