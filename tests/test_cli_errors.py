@@ -27,6 +27,8 @@ def invoke(*args: str) -> str:
     ("5-1", "empty range '5-1': write the low seed first (1-5)"),
     ("1,x-3", "'x-3' is not a seed"),
     (",", "no seeds in ','"),
+    ("1-1000000000", "'1-1000000000': more than 100,000 seeds in all"),
+    ("1-60000,1-40001", "'1-40001': more than 100,000 seeds in all"),
 ])
 def test_bad_seeds_name_the_option_and_the_form(seeds, says):
     for command in ("simulate", "replay", "sweep"):

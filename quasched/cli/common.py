@@ -41,6 +41,7 @@ WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/f
 
 
 Rng = Literal["go", "native"]
+MAX_SEEDS = 100_000  # one run each: more is a typo (1-1000000000 would build a list of 10^9 seeds first)
 
 # Options several commands share (typer reads an option's declaration; one object may serve many commands).
 RngOption = typer.Option("native", help=RNG_HELP)
@@ -87,6 +88,8 @@ def parse_seeds(text: str, rng: Rng = "native") -> list[int]:
         if first > last:
             raise typer.BadParameter(f"empty range {part!r}: write the low seed first ({last}-{first})",
                                      param_hint="--seeds")
+        if len(seeds) + last - first >= MAX_SEEDS:
+            raise typer.BadParameter(f"{part!r}: more than {MAX_SEEDS:,} seeds in all", param_hint="--seeds")
         seeds += range(first, last + 1)
     if not seeds:
         raise typer.BadParameter(f"no seeds in {text!r}: write 42, 42-51 or 42,45,50", param_hint="--seeds")
