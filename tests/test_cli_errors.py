@@ -244,3 +244,17 @@ def test_client_numbers_that_json_cannot_hold_are_named_before_any_request(args,
 def test_serve_takes_one_policy_with_either_clock(policy):
     for clock in ("wall", "virtual"):  # the virtual clock took the first one silently
         assert "Invalid value for --policy: give one policy" in invoke("serve", "--clock", clock, "--policy", policy)
+
+
+@pytest.mark.parametrize("where", ["option", "file"])
+def test_a_token_no_header_can_carry_is_named_not_a_traceback(tmp_path, monkeypatch, where):
+    # was a UnicodeEncodeError traceback from the HTTP client
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QUASCHED_TOKEN", raising=False)
+    args = ["jobs", "--server", "http://127.0.0.1:1"]
+    if where == "option":
+        args += ["--token", "tok\u00e9n"]
+    else:
+        (tmp_path / "quasched.token").write_text("tok\u00e9n\n")
+    origin = "--token or $QUASCHED_TOKEN" if where == "option" else "the file quasched.token"
+    assert f"the API token from {origin} is not printable ASCII" in invoke(*args)

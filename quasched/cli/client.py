@@ -21,12 +21,15 @@ TokenOption = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_
 
 
 def resolve_token(token: str | None) -> str | None:
-    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``."""
-    if token:
-        return token.strip()
-    if TOKEN_FILE.is_file():
-        return TOKEN_FILE.read_text().strip() or None
-    return None
+    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``;
+    a clean error for one an HTTP header cannot carry (tokens are printable ASCII)."""
+    secret, origin = (token.strip(), "--token or $QUASCHED_TOKEN") if token else (None, "")
+    if secret is None and TOKEN_FILE.is_file():
+        secret, origin = TOKEN_FILE.read_text(errors="replace").strip() or None, f"the file {TOKEN_FILE}"
+    if secret is not None and not (secret.isascii() and secret.isprintable()):
+        fail(f"the API token from {origin} is not printable ASCII; pass the token `quasched serve` or "
+             "`quasched token` printed")
+    return secret
 
 
 def api_error(response: Any) -> str:
