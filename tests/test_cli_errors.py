@@ -84,6 +84,11 @@ def test_an_infinite_multiple_is_refused_not_run_forever(args):
     assert f"'{args[1]}': inf is not a finite number; write a multiple such as 1.3" in invoke(*args, "inf")
 
 
+@pytest.mark.parametrize("args", [("simulate", "--tune"), ("sweep", "--tune"), ("replay", "--headroom")])
+def test_a_huge_multiple_is_refused_not_run_until_memory_runs_out(args):
+    assert f"'{args[1]}': 1e+12 is above 100; write a multiple such as 1.3" in invoke(*args, "1e12")
+
+
 @pytest.mark.parametrize(("days", "says"), [("inf", "inf is not a finite number; write a number of days such as 7"),
                                             ("nan", "Input should be greater than or equal to 0.1"),
                                             ("0", "Input should be greater than or equal to 0.1")])
@@ -130,7 +135,16 @@ def test_workload_file_errors_name_file_line_and_field(tmp_path):
     assert f"error: file '{missing}' not found" in invoke("simulate", "--workload", str(missing))
 
 
-@pytest.mark.parametrize(("text", "counts"), [("10:30:10", [10, 20, 30]), ("5", [5]), ("3,1", [3, 1])])
+@pytest.mark.parametrize(("args", "says"), [
+    (("--solvers", "nope"), "Invalid value for --solvers: unknown solver ['nope']; choose from greedy-qua,"),
+    (("--instances", ","), "Invalid value for --instances: no instance given; choose from qua-greedy, qua-qubo"),
+])
+def test_batch_lists_name_their_option(args, says):  # was "Invalid value: unknown instance []"
+    assert says in invoke("batch", *args)
+
+
+@pytest.mark.parametrize(("text", "counts"), [("10:30:10", [10, 20, 30]), ("5", [5]), ("3,1", [3, 1]),
+                                                ("9998:10000:2", [9998, 10000])])
 def test_machine_lists(text, counts):
     assert parse_machines(text) == counts
 
@@ -145,8 +159,9 @@ def test_an_unusable_sweep_store_is_named_not_a_traceback(tmp_path):
 
 
 @pytest.mark.parametrize(("machines", "says"), [
-    ("10:5:1", "'10:5:1' gives no machine counts: every count must be at least 1"),
-    ("0,10", "'0,10' gives [0, 10]"), ("10:20:0", "bad machine list '10:20:0'"),
+    ("10:5:1", "'10:5:1' gives no machine counts: every count must be 1 to 10,000"),
+    ("0,10", "'0,10' gives 0..10"), ("10:20:0", "bad machine list '10:20:0'"),
+    ("1:1000000000000:1", "'1:1000000000000:1' gives 1..1000000000000: every count must be 1 to 10,000"),  # was a hang
 ])
 def test_bad_machine_lists(machines, says):
     assert f"--machines: {says}" in invoke("batch", "--machines", machines)

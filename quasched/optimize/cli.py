@@ -6,7 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection
+from typing import TYPE_CHECKING, Any, Collection, Sequence
 
 import typer
 from rich.console import Console
@@ -20,29 +20,35 @@ INSTANCE_NAMES = ("qua-greedy", "qua-qubo")
 SOLVER_NAMES = ("greedy-qua", "greedy", "milp", "qubo-sa", "qaoa")
 
 
+MAX_MACHINES = 10_000  # Qua's instances go to 100; 10^8 machines built a problem until memory ran out
+
+
 def parse_machines(text: str) -> list[int]:
     """``10:100:10`` (start:stop:step, inclusive), ``10,20`` or ``10``."""
     try:
         if ":" in text:
             start, stop, step = (int(v) for v in text.split(":"))
-            counts = list(range(start, stop + 1, step))
+            counts: Sequence[int] = range(start, stop + 1, step)  # checked before it is listed
         else:
             counts = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
         raise typer.BadParameter(f"bad machine list {text!r}: use 10:100:10 or 10,20,30",
                                  param_hint="--machines") from exc
-    if not counts or min(counts) < 1:
-        raise typer.BadParameter(f"{text!r} gives {counts or 'no machine counts'}: every count must be at least 1 "
+    ends = sorted(counts) if isinstance(counts, list) else sorted((counts[0], counts[-1])) if counts else []
+    if not ends or ends[0] < 1 or ends[-1] > MAX_MACHINES:
+        shown = f"{ends[0]}..{ends[-1]}" if ends else "no machine counts"
+        raise typer.BadParameter(f"{text!r} gives {shown}: every count must be 1 to {MAX_MACHINES:,} "
                                  "(start:stop:step with start <= stop)", param_hint="--machines")
-    return counts
+    return list(counts)
 
 
 def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
-    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``what`` else)."""
+    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``--{what}s`` else)."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [v for v in names if v not in known]
     if unknown or not names:
-        raise typer.BadParameter(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+        given = f"unknown {what} {unknown}" if unknown else f"no {what} given"
+        raise typer.BadParameter(f"{given}; choose from {', '.join(known)}", param_hint=f"--{what}s")
     return names
 
 
