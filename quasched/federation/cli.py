@@ -75,11 +75,13 @@ def federation(
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
+    import numpy as np
+
     from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
     from quasched.federation.evaluate import evaluate
     from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
-    from quasched.federation.scenario import draw_scenario
+    from quasched.federation.scenario import draw_scenario, federation_gpus, jobs_of
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
@@ -108,6 +110,10 @@ def federation(
     except (TraceError, ValueError) as err:
         fail(str(err))
     nodes, workload = load_inputs(trace, data_dir)
+    span_days = float(np.ptp(jobs_of(workload)[0])) / 86400 if len(workload) else 0.0
+    if span_days < days:
+        console.print(f"[yellow]note:[/] {trace}'s arrivals span {span_days:.2g} days: each window holds all of them, "
+                      f"not --days {days:g}")
     rows: list[dict] = []
     for seed in seed_list:
         try:
@@ -116,6 +122,10 @@ def federation(
             fail(str(err))
         console.print(f"seed {seed}: {len(scenario.workload):,} jobs, "
                       + ", ".join(f"{m.name} ({m.nodes.total_gpus} GPUs, PUE {m.pue:g})" for m in scenario.members))
+        asked, held = federation_gpus(scenario.workload, capacity), sum(m.nodes.total_gpus for m in scenario.members)
+        if held < asked:  # the trace has too few nodes: say so rather than report a smaller federation silently
+            console.print(f"[yellow]note:[/] --capacity {capacity:g} asks for {asked:,.0f} GPUs; the trace's nodes "
+                          f"give {held:,}")
         rows += (scenario_rows := evaluate(scenario, names, policy, seed, oracle))
         if out is not None:
             plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows, title=f"seed {seed}: GPU-hours per cluster")
