@@ -86,6 +86,8 @@ def test_memory_units(text, mib) -> None:
     (parse_gpu, "0.0001", "below 0.001 GPU"),
     (parse_gpu, "0.9999", "rounds to a whole GPU"),
     (parse_gpu, True, "is not a number"),
+    (parse_memory, "1e15Ti", "'1e15Ti' is out of range"),  # was -2^63 MiB after the cast, with a warning only
+    (parse_cpu, "9e15", "'9e15' is out of range"),
 ])
 def test_unit_errors(parse, text, says) -> None:
     with pytest.raises(ValueError, match=re.escape(says)):
@@ -240,6 +242,7 @@ CSV_ERRORS = [
     ("priority", "high", "'high' is not a number"),
     ("creation_time", "-5", "must not be negative"),
     ("disk", "1Pi", "unknown unit 'Pi'"),
+    ("memory", "1e15Ti", "'1e15Ti' is out of range"),
     ("name", "train", "'train' already used on line "),
 ]
 
