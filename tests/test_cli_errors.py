@@ -273,3 +273,20 @@ def test_a_token_no_header_can_carry_is_named_not_a_traceback(tmp_path, monkeypa
         (tmp_path / "quasched.token").write_text("tok\u00e9n\n")
     origin = "--token or $QUASCHED_TOKEN" if where == "option" else "the file quasched.token"
     assert f"the API token from {origin} is not printable ASCII" in invoke(*args)
+
+
+@pytest.mark.parametrize("command", [("simulate", "--trace", "openb-default"), ("replay", "--trace", "dlrm-2025"),
+                                     ("batch", "--machines", "10"), ("traces", "show", "openb-default")])
+def test_a_data_dir_that_is_no_folder_is_named(tmp_path, command):
+    # a typo fell through to $QUASCHED_DATA or the cache without a word (batch: a TraceError traceback)
+    typo = tmp_path / "tarces"
+    assert f"error: tarces: --data-dir {typo} is not a folder; pass the folder that holds alibaba-gpu-v2023/" in (
+        invoke(*command, "--data-dir", str(typo)))
+
+
+def test_batch_names_a_malformed_trace_file(tmp_path):
+    folder = tmp_path / "alibaba-gpu-v2025"
+    folder.mkdir()
+    (folder / "disaggregated_DLRM_trace.csv").write_text("instance_sn,role\ni0,HN\n")
+    assert "error: disaggregated_DLRM_trace.csv line 1, field 'app_name': required column is missing" in (
+        invoke("batch", "--machines", "10", "--data-dir", str(tmp_path)))

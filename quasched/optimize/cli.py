@@ -93,6 +93,7 @@ def batch(
     """Solve Qua's job-assignment instances with every solver; verify and tabulate every answer."""
     from rich.table import Table
 
+    from quasched.cli.common import fail
     from quasched.optimize.instances import INSTANCES, qua_jobs, qua_problem
     from quasched.optimize.plots import METRICS, plot_metric
     from quasched.optimize.problem import OBJECTIVES, HeavyRule
@@ -100,6 +101,7 @@ def batch(
     from quasched.traces.catalog import trace_info
     from quasched.traces.datadir import resolve_trace
     from quasched.traces.dlrm import load_dlrm
+    from quasched.traces.errors import TraceError
 
     if trace != "dlrm-2025":
         raise typer.BadParameter("only dlrm-2025 defines Qua's instances", param_hint="--trace")
@@ -115,7 +117,10 @@ def batch(
         raise typer.BadParameter("choose default or qua", param_hint="--rules")
     if objective not in OBJECTIVES:
         raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
-    workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
+    try:
+        workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
+    except TraceError as err:  # a missing or malformed trace file: a clean error, not a traceback
+        fail(str(err))
     options: dict[str, dict[str, Any]] = {
         "milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed, "polish": polish},
         "qaoa": {"polish": polish}}
