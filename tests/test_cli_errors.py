@@ -49,7 +49,7 @@ def test_seed_ranges_and_negative_seeds():
     (("federation", "--seeds", "-1"), "Invalid value for --seeds: -1 is negative"),
     (("replay", "--failure-rate", "1e-3", "--failure-seed", "-1"), "Invalid value for --failure-seed: -1 is negative"),
     (("serve", "--clock", "virtual", "--seed", "-1"), "Invalid value for --seed: -1 is negative"),
-    (("batch", "--seed", "-1"), "Invalid value for '--seed': Input should be greater than or equal to 0"),  # was a traceback
+    (("batch", "--seed", "-1"), "Invalid value for '--seed': Input should be greater than or equal to 0"),  # traceback
 ])
 def test_a_negative_seed_of_the_native_stream_is_named(args, says):
     assert says in invoke(*args)
@@ -71,7 +71,8 @@ def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
 @pytest.mark.parametrize("args", [
     ("simulate", "--tune", "-1"), ("simulate", "--workers", "-1"), ("sweep", "--workers", "-2"),
     ("replay", "--headroom", "0"), ("replay", "--pue", "0.5"), ("batch", "--time-limit", "-1"),
-    ("batch", "--heavy", "1.5"), ("batch", "--alpha", "inf"), ("batch", "--alpha", "1.5"), ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
+    ("batch", "--heavy", "1.5"), ("batch", "--alpha", "inf"), ("batch", "--alpha", "1.5"),
+    ("replay", "--departure", "never"), ("replay", "--missing-creation", "drop"),
     ("serve", "--order", "lifo"), ("serve", "--batch-solver", "cplex"), ("serve", "--grace", "-1"),
     ("serve", "--decay-alpha", "2"), ("serve", "--port", "0"), ("serve", "--grace", "inf"),
 ])
@@ -244,7 +245,8 @@ def test_federation_rejects_bad_options_before_loading_any_data(tmp_path, option
 
 
 @pytest.mark.parametrize("args, says", [
-    (("submit", "--team", "t", "--name", "j", "--gpus", "nan"), "Invalid value for '--gpus': nan is not a finite number"),
+    (("submit", "--team", "t", "--name", "j", "--gpus", "nan"),
+     "Invalid value for '--gpus': nan is not a finite number"),
     (("submit", "--team", "t", "--name", "j", "--cpu", "inf"), "Invalid value for '--cpu': inf is not a finite number"),
     (("queue", "t", "--weight", "nan"), "Invalid value for '--weight': nan is not a finite number"),
     (("queue", "t", "--borrowing-limit", "inf"), "Invalid value for '--borrowing-limit': inf is not a finite number"),

@@ -121,10 +121,12 @@ def replace_line(text: str, old: str, new: str) -> str:
 
 @pytest.mark.parametrize(("old", "new", "line", "field", "says"), [
     ("    count: 3\n", "    count: 0\n", 11, "pools[1].count", "1 to 1,000,000"),
-    ("    count: 3\n", "    count: 100000000000\n", 11, "pools[1].count", "write a whole number of nodes, 1 to 1,000,000"),
+    ("    count: 3\n", "    count: 100000000000\n", 11, "pools[1].count",
+     "write a whole number of nodes, 1 to 1,000,000"),
     ("    count: 3\n", "    count: many\n", 11, "pools[1].count", "'many' is not allowed"),
     ("      count: 4\n", "      count: 1.5\n", 16, "pools[1].gpu.count", "whole number of GPUs"),
-    ("      count: 4\n", "      count: 65\n", 16, "pools[1].gpu.count", "65 is not allowed; write a whole number of GPUs, 1 to 64"),
+    ("      count: 4\n", "      count: 65\n", 16, "pools[1].gpu.count",
+     "65 is not allowed; write a whole number of GPUs, 1 to 64"),
     ("      model: T4\n", "      model: T4 GPU\n", 15, "pools[1].gpu.model", "'T4 GPU' is not a valid name"),
     ("    memory: 1024\n", "    memory: 1024GB\n", 13, "pools[1].memory", "unknown unit 'GB'"),
     ("    memory: 1024\n", "    memory: -1\n", 13, "pools[1].memory", "must not be negative"),

@@ -23,7 +23,8 @@ BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
 def serve_virtual(trace: str, spec: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
-    """``serve --clock virtual``: the service's loop driven by a trace under policy ``spec``, compared with the replay."""
+    """``serve --clock virtual``: the service's loop driven by a trace under policy ``spec``, compared with the
+    replay."""
     import numpy as np
 
     from quasched.service.virtual import run_virtual

@@ -77,6 +77,7 @@ def _read(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _read_file(path: Path, mtime_ns: int, size: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`_read` of one version of the file (``mtime_ns`` and ``size`` only key the cache)."""
     table = read_table(path, COLUMNS)
     return pd.DataFrame({column: table.text(column) for column in COLUMNS}), table.lines
 
