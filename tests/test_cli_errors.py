@@ -121,6 +121,12 @@ def test_unreadable_carbon_dir_names_the_file_and_the_fix(tmp_path):
     assert "carbon_intensity_2023_hourly.csv" in text and "pass --carbon-dir DIR or set QUASCHED_CARBON" in text
 
 
+def test_a_sweep_of_no_traces_is_named(tmp_path):
+    text = invoke("sweep", "--traces", " , ", "--store", str(tmp_path / "s.sqlite"))
+    assert "Invalid value for --traces: no traces in ' , ': write openb-default,openb-gpushare40 or 'paper'" in text
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def test_bad_trace_name_in_sweep_lists_the_known_ones(tmp_path):
     text = invoke("sweep", "--traces", "openb-default,openb-nosuch", "--store", str(tmp_path / "s.sqlite"))
     assert "openb-nosuch: unknown trace; known: synthetic, openb-default" in text

@@ -128,6 +128,9 @@ def sweep(
 
     names = [f"openb-{v}" for v in PAPER_VARIANTS] if traces == "paper" else [
         t.strip() for t in traces.split(",") if t.strip()]
+    if not names:  # was a sweep of 0 runs, exit 0
+        raise typer.BadParameter(f"no traces in {traces!r}: write openb-default,openb-gpushare40 or 'paper'",
+                                 param_hint="--traces")
     try:
         for name in names:
             trace_info(name)
