@@ -80,7 +80,8 @@ def test_out_of_range_options_are_rejected_by_name(args):
     assert f"Invalid value for '{args[1]}'" in invoke(*args)
 
 
-@pytest.mark.parametrize("args", [("simulate", "--tune"), ("sweep", "--tune"), ("replay", "--headroom")])
+@pytest.mark.parametrize("args", [("simulate", "--tune"), ("sweep", "--tune"), ("replay", "--headroom"),
+                                  ("replay", "--pue")])  # --pue inf gave inf kWh
 def test_an_infinite_multiple_is_refused_not_run_forever(args):
     assert f"'{args[1]}': inf is not a finite number; write a multiple such as 1.3" in invoke(*args, "inf")
 

@@ -41,7 +41,7 @@ WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/f
 
 
 Rng = Literal["go", "native"]
-MAX_MULTIPLE = 100.0  # of --tune and --headroom
+MAX_MULTIPLE = 100.0  # of --tune, --headroom and --pue
 MAX_SEEDS = 100_000  # one run each: more is a typo (1-1000000000 would build a list of 10^9 seeds first)
 
 # Options several commands share (typer reads an option's declaration; one object may serve many commands).
@@ -52,8 +52,8 @@ WorkloadOption = typer.Option(None, "--workload", help=WORKLOAD_HELP)
 
 
 def finite(value: float) -> float:
-    """Callback of a multiple (``--tune``, ``--headroom``): infinity, or more than :data:`MAX_MULTIPLE`, would
-    size the workload or cluster until memory ran out."""
+    """Callback of a multiple (``--tune``, ``--headroom``, ``--pue``): infinity, or more than :data:`MAX_MULTIPLE`,
+    would size the workload or cluster until memory ran out (or give infinite energy)."""
     if not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
     if value > MAX_MULTIPLE:

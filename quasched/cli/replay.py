@@ -75,7 +75,8 @@ def replay(
         None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
-    pue: float = typer.Option(1.0, min=1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
+    pue: float = typer.Option(1.0, min=1.0, callback=finite,
+                              help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
     failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
                                     "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
                                     "lost GPU-hours and goodput."),
