@@ -341,3 +341,17 @@ def test_federation_cli(data_dir, carbon_dir, tmp_path):
     assert set(pd.read_csv(tmp_path / "all" / "federation.csv")["dispatcher"]) == set(DISPATCHER_NAMES)
     spec = CliRunner().invoke(app, ["federation", "--dispatchers", "greedy;carbon-aware:bogus=1"])
     assert spec.exit_code == 2 and "bogus" in spec.output
+
+
+def test_federation_cli_says_when_the_trace_is_smaller_than_asked(carbon_dir):
+    # synthetic: 579 GPUs and arrivals over 0.33 days; the federation used to shrink to them without a word
+    result = CliRunner().invoke(app, ["federation", "--trace", "synthetic", "--carbon-dir", str(carbon_dir),
+                                      "--zones", "DE-LU,GB", "--clusters", "2", "--days", "1", "--capacity", "3",
+                                      "--no-oracle", "--dispatchers", "greedy"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "note: synthetic's arrivals span 0.33 days: each window holds all of them, not --days 1" in result.output
+    assert "note: --capacity 3 asks for 1,224 GPUs; the trace's nodes give 579" in result.output
+    quiet = CliRunner().invoke(app, ["federation", "--trace", "synthetic", "--carbon-dir", str(carbon_dir),
+                                     "--zones", "DE-LU,GB", "--clusters", "2", "--days", "0.2", "--capacity", "0.5",
+                                     "--no-oracle", "--dispatchers", "greedy"], env={"COLUMNS": "300"})
+    assert quiet.exit_code == 0 and "note:" not in quiet.output

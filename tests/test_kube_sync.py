@@ -128,6 +128,16 @@ def test_node_changes():
                         {}).add == []
 
 
+@pytest.mark.parametrize("resource, amount", [("nvidia.com/gpu", "65"), ("nvidia.com/gpu", "1e9"), ("cpu", "1e20"),
+                                              ("memory", "1e30")])
+def test_a_node_beyond_the_limits_is_named_not_registered(resource, amount):
+    # 1e9 GPUs would have grown the cluster's nodes x GPUs matrix until memory ran out
+    node = copy.deepcopy(fixture("node-a100"))
+    node["status"]["allocatable"][resource] = amount
+    with pytest.raises(PodError, match="node gpu-a0: more than 64 GPUs, or CPU or memory out of range"):
+        node_record(node)
+
+
 # ---------------------------------------------------------------- pods vs jobs
 def job_for(uid: str, node: str, state: JobState = JobState.RUNNING) -> Job:
     spec = job_spec(gpu_pod(uid=uid))

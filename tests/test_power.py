@@ -173,11 +173,32 @@ def test_carbon_loader(tmp_path, monkeypatch, carbon_dir):
     ("2023-01-01 01:00:00,Z,,13,0", "line 3, field 'direct_gco2_per_kwh': '' is not"),
     ("2023-01-01 01:00:00,Z,11,13,yes", "line 3, field 'estimated': 'yes' is not 0 or 1"),
     ("2023-13-01 01:00:00,Z,11,13,0", "line 3, field 'datetime_utc': '2023-13-01 01:00:00' is not a time"),
+    ("2023-01-01 01:30:00,Z,11,13,0", "line 3, field 'datetime_utc': '2023-01-01 01:30:00' is not a time on the hour"),
+    ("2023-01-01 01:00:00+01:00,Z,11,13,0", "line 3, field 'datetime_utc': zone Z: hour 2023-01-01T00 follows"),
+    ("\n2023-01-01 01:00:00,Z,abc,13,0", "line 4, field 'direct_gco2_per_kwh': 'abc' is not"),
+    ("2023-01-01 01:00:00,Z,11,13", "line 3, field 'estimated': malformed CSV: 4 fields, the header has 5"),
+    ("2023-01-01 01:00:00,Z,11,13,0,9", r"line 3: malformed CSV: 6 fields, the header has 5"),
 ])
 def test_carbon_loader_names_the_line_and_field_of_a_bad_value(tmp_path, row, message):
     (tmp_path / "carbon_intensity_2023_hourly.csv").write_text(
         "datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated\n"
         f"2023-01-01 00:00:00,Z,10,12,1\n{row}\n2023-01-01 02:00:00,Y,x,x,x\n")
+    with pytest.raises(TraceError, match=message):
+        load_carbon("Z", tmp_path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty"),
+    ("datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated\n", "a header but no data rows"),
+    ("datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated,zone\n2023-01-01 00:00:00,Z,1,2,0,Y\n",
+     "line 1, field 'zone': duplicate column"),
+    ("datetime_utc,zone,direct_gco2_per_kwh,estimated\n2023-01-01 00:00:00,Z,1,0\n",
+     "line 1, field 'lca_gco2_per_kwh': required column is missing"),
+])
+def test_carbon_file_structure_is_checked_like_the_traces(tmp_path, text, message):
+    # an extra field on every row made pandas take the first column as the index (zone '10'); a duplicate
+    # column was read as its first copy; both were silent
+    (tmp_path / "carbon_intensity_2023_hourly.csv").write_text(text)
     with pytest.raises(TraceError, match=message):
         load_carbon("Z", tmp_path)
 

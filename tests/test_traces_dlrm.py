@@ -54,6 +54,7 @@ def test_conversion(tmp_path) -> None:
         ("memory_request", "lots", "'lots' is not a number"),
         ("rdma_request", "2.5", "'2.5' is not an integer"),
         ("instance_sn", "i0", "'i0' already used on line 2"),
+        ("deletion_time", "100", "100 is before creation_time 150; a pod cannot end before it starts"),
     ],
 )
 def test_bad_values(tmp_path, column, value, text) -> None:

@@ -86,6 +86,8 @@ def test_memory_units(text, mib) -> None:
     (parse_gpu, "0.0001", "below 0.001 GPU"),
     (parse_gpu, "0.9999", "rounds to a whole GPU"),
     (parse_gpu, True, "is not a number"),
+    (parse_memory, "1e15Ti", "'1e15Ti' is out of range"),  # was -2^63 MiB after the cast, with a warning only
+    (parse_cpu, "9e15", "'9e15' is out of range"),
 ])
 def test_unit_errors(parse, text, says) -> None:
     with pytest.raises(ValueError, match=re.escape(says)):
@@ -118,9 +120,13 @@ def replace_line(text: str, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize(("old", "new", "line", "field", "says"), [
-    ("    count: 3\n", "    count: 0\n", 11, "pools[1].count", "at least 1"),
+    ("    count: 3\n", "    count: 0\n", 11, "pools[1].count", "1 to 1,000,000"),
+    ("    count: 3\n", "    count: 100000000000\n", 11, "pools[1].count",
+     "write a whole number of nodes, 1 to 1,000,000"),
     ("    count: 3\n", "    count: many\n", 11, "pools[1].count", "'many' is not allowed"),
     ("      count: 4\n", "      count: 1.5\n", 16, "pools[1].gpu.count", "whole number of GPUs"),
+    ("      count: 4\n", "      count: 65\n", 16, "pools[1].gpu.count",
+     "65 is not allowed; write a whole number of GPUs, 1 to 64"),
     ("      model: T4\n", "      model: T4 GPU\n", 15, "pools[1].gpu.model", "'T4 GPU' is not a valid name"),
     ("    memory: 1024\n", "    memory: 1024GB\n", 13, "pools[1].memory", "unknown unit 'GB'"),
     ("    memory: 1024\n", "    memory: -1\n", 13, "pools[1].memory", "must not be negative"),
@@ -238,6 +244,7 @@ CSV_ERRORS = [
     ("priority", "high", "'high' is not a number"),
     ("creation_time", "-5", "must not be negative"),
     ("disk", "1Pi", "unknown unit 'Pi'"),
+    ("memory", "1e15Ti", "'1e15Ti' is out of range"),
     ("name", "train", "'train' already used on line "),
 ]
 
@@ -296,6 +303,7 @@ def test_jsonl_structure_errors(tmp_path, text, line, field, says) -> None:
 @pytest.mark.parametrize(("name", "text", "line", "field", "says"), [
     ("pods.csv", "name,cpu,memory,colour\na,1,1,red\n", 1, "colour", "unknown column; rename or remove it"),
     ("pods.csv", "name,cpu\na,1\n", 1, "memory", "required column is missing"),
+    ("pods.csv", "name,cpu,memory,gpu\na,1,1,1\nb,4,16", 3, "gpu", "malformed CSV: 3 fields, the header has 4"),
     ("pods.txt", "name,cpu,memory\n", None, None, "name it .csv, .jsonl or .json"),
 ])
 def test_workload_file_errors(tmp_path, name, text, line, field, says) -> None:

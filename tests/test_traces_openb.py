@@ -85,6 +85,7 @@ def test_nodes(tmp_path) -> None:
         ("q,1e30,1,0,0,,LS,,,,", 3, "cpu_milli", "'1e30' is out of range"),
         ("p0,1000,1,0,0,,LS,,,,", 3, "name", "'p0' already used on line 2"),
         (",1000,1,0,0,,LS,,,,", 3, "name", "value is missing"),
+        ("q,1000,1,0,0,,LS,,20,10,", 3, "deletion_time", "10 is before creation_time 20; a pod cannot end before"),
     ],
 )
 def test_bad_value_is_reported_with_line_and_field(tmp_path, bad_row, line, field, text) -> None:
@@ -120,6 +121,9 @@ def test_first_bad_value_in_file_order_wins(tmp_path) -> None:
         ([POD_HEADER, ""], None, None, "no data rows"),
         ([POD_HEADER, PODS[0], PODS[1] + ",extra"], 3, None, "malformed CSV: 12 fields, the header has 11"),
         ([POD_HEADER, PODS[0], 'b,"1000,1'], 3, None, "a quoted field is never closed"),
+        ([POD_HEADER, PODS[0], "p9,6000,12288,1,460,V100M16,BE", PODS[1]], 3, "pod_phase",
+         "malformed CSV: 7 fields, the header has 11 (a cut line?)"),  # was padded with empty cells, silently
+        ([POD_HEADER, PODS[0], "", "p1,6000,1228"], 4, "num_gpu", "malformed CSV: 3 fields, the header has 11"),
     ],
 )
 def test_bad_file_structure(tmp_path, lines, row, field, text) -> None:
@@ -145,6 +149,7 @@ def test_empty_and_missing_files(tmp_path) -> None:
         ("n3,8000,1,2,P100|T4", "model", "is not a GPU model name"),
         ("n3,8000,1,-2,T4", "gpu", "must not be negative"),
         ("n0,8000,1,2,T4", "sn", "already used on line 2"),
+        ("n3,8000,1,1000000000,T4", "gpu", "'1000000000' is above 64"),  # was a nodes x GPUs matrix of 8 GB
     ],
 )
 def test_bad_node_rows(tmp_path, row, field, text) -> None:

@@ -4,13 +4,14 @@ token file ``quasched serve`` wrote), printed as a line or a rich table."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from quasched.cli.common import console, fail
+from quasched.cli.common import console, fail, finite_number
 
 SERVER_HELP = "The quasched server (default: $QUASCHED_SERVER, else http://127.0.0.1:8080)."
 TOKEN_HELP = "API token (default: $QUASCHED_TOKEN, else the file ./quasched.token written by `quasched serve`)."
@@ -20,12 +21,15 @@ TokenOption = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_
 
 
 def resolve_token(token: str | None) -> str | None:
-    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``."""
-    if token:
-        return token.strip()
-    if TOKEN_FILE.is_file():
-        return TOKEN_FILE.read_text().strip() or None
-    return None
+    """The ``--token``/``$QUASCHED_TOKEN`` value, else the token file ``quasched serve`` wrote, else ``None``;
+    a clean error for one an HTTP header cannot carry (tokens are printable ASCII)."""
+    secret, origin = (token.strip(), "--token or $QUASCHED_TOKEN") if token else (None, "")
+    if secret is None and TOKEN_FILE.is_file():
+        secret, origin = TOKEN_FILE.read_text(errors="replace").strip() or None, f"the file {TOKEN_FILE}"
+    if secret is not None and not (secret.isascii() and secret.isprintable()):
+        fail(f"the API token from {origin} is not printable ASCII; pass the token `quasched serve` or "
+             "`quasched token` printed")
+    return secret
 
 
 def api_error(response: Any) -> str:
@@ -98,8 +102,9 @@ STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta",
 def submit(
     team: str = typer.Option(..., help="The team's queue."),
     name: str = typer.Option(..., help="Job name."),
-    gpus: float = typer.Option(0.0, help="GPUs per pod: 0, a share of one device (0.5), or whole GPUs (2)."),
-    cpu: float = typer.Option(1.0, help="CPU cores per pod."),
+    gpus: float = typer.Option(0.0, callback=finite_number,
+                               help="GPUs per pod: 0, a share of one device (0.5), or whole GPUs (2)."),
+    cpu: float = typer.Option(1.0, callback=finite_number, help="CPU cores per pod."),
     memory: str = typer.Option("4GiB", help="Memory per pod: 16GiB, 512MiB, 1.5Gi or MiB."),
     duration: Optional[str] = typer.Option(None, help="Run time after which the service finishes it: 2h, 90m, 30s."),
     gpu_model: str = typer.Option("", help="GPU model (e.g. A100); empty = any."),
@@ -177,8 +182,9 @@ def queue(
     quota: list[str] = typer.Option([], help="Nominal GPUs per model, MODEL=N (repeatable; '*=N' covers "
                                              "every model not named). No quota: unlimited."),
     cohort: str = typer.Option("", help="Cohort whose queues lend each other unused quota."),
-    borrowing_limit: Optional[float] = typer.Option(None, help="Most GPUs borrowed beyond the quota."),
-    weight: float = typer.Option(1.0, help="Fair-share weight."),
+    borrowing_limit: Optional[float] = typer.Option(None, callback=finite_number,
+                                                    help="Most GPUs borrowed beyond the quota."),
+    weight: float = typer.Option(1.0, callback=finite_number, help="Fair-share weight."),
     server: str = ServerOption,
     token: Optional[str] = TokenOption,
 ) -> None:
@@ -187,11 +193,12 @@ def queue(
     for item in quota:
         model, sep, amount = item.partition("=")
         try:
-            quotas[model.strip()] = float(amount)
+            gpus = float(amount)
         except ValueError:
-            sep = ""
-        if not sep or not model.strip():
+            gpus = math.nan
+        if not sep or not model.strip() or not math.isfinite(gpus):
             fail(f"--quota {item!r}: write MODEL=GPUS, e.g. A100=8 or '*=4'")
+        quotas[model.strip()] = gpus
     body = {"quota": quotas, "cohort": cohort, "borrowing_limit": borrowing_limit, "weight": weight}
     q = call(server, token, "PUT", f"/queues/{name}", json=body)
     console.print(f"queue {q['name']}: quota {q['quota'] or 'unlimited'}, cohort {q['cohort'] or '-'}, "

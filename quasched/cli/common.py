@@ -41,6 +41,8 @@ WORKLOAD_HELP = "Workload file (.csv, .jsonl) replacing the trace's pods (docs/f
 
 
 Rng = Literal["go", "native"]
+MAX_MULTIPLE = 100.0  # of --tune, --headroom and --pue
+MAX_SEEDS = 100_000  # one run each: more is a typo (1-1000000000 would build a list of 10^9 seeds first)
 
 # Options several commands share (typer reads an option's declaration; one object may serve many commands).
 RngOption = typer.Option("native", help=RNG_HELP)
@@ -50,14 +52,33 @@ WorkloadOption = typer.Option(None, "--workload", help=WORKLOAD_HELP)
 
 
 def finite(value: float) -> float:
-    """Callback of a multiple (``--tune``, ``--headroom``): infinity would size the workload or cluster forever."""
+    """Callback of a multiple (``--tune``, ``--headroom``, ``--pue``): infinity, or more than :data:`MAX_MULTIPLE`,
+    would size the workload or cluster until memory ran out (or give infinite energy)."""
     if not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
+    if value > MAX_MULTIPLE:
+        raise typer.BadParameter(f"{value:g} is above {MAX_MULTIPLE:g}; write a multiple such as 1.3")
     return value
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``42``, ``42-51`` or ``42,45,50`` → list of seeds; a clear ``--seeds`` error otherwise."""
+def finite_number(value: float | None) -> float | None:
+    """Callback of a plain number sent to or kept by the service (``--gpus``, ``--weight``, ``--grace``): JSON
+    holds no NaN or infinity, and a grace period of inf would never end."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def native_seed(seed: int, option: str) -> None:
+    """A clear error naming ``option`` for a negative seed of NumPy's stream (Go's takes any)."""
+    if seed < 0:
+        raise typer.BadParameter(f"{seed} is negative: the native random stream takes seeds from 0 "
+                                 "(--rng go takes any)", param_hint=option)
+
+
+def parse_seeds(text: str, rng: Rng = "native") -> list[int]:
+    """``42``, ``42-51`` or ``42,45,50`` → list of seeds (negative ones only for ``rng="go"``); a clear
+    ``--seeds`` error otherwise."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part[1:].partition("-")
@@ -71,9 +92,13 @@ def parse_seeds(text: str) -> list[int]:
         if first > last:
             raise typer.BadParameter(f"empty range {part!r}: write the low seed first ({last}-{first})",
                                      param_hint="--seeds")
+        if len(seeds) + last - first >= MAX_SEEDS:
+            raise typer.BadParameter(f"{part!r}: more than {MAX_SEEDS:,} seeds in all", param_hint="--seeds")
         seeds += range(first, last + 1)
     if not seeds:
         raise typer.BadParameter(f"no seeds in {text!r}: write 42, 42-51 or 42,45,50", param_hint="--seeds")
+    if rng == "native":
+        native_seed(min(seeds), "--seeds")
     return seeds
 
 

@@ -52,7 +52,7 @@ def simulate(
     from quasched.sim.sweep import run_sweep
     from quasched.traces.catalog import inputs_label
 
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
     if events and out is None:
         raise typer.BadParameter("the per-event CSVs go into --out: pass --out DIR too", param_hint="--events")
     output_dir(out)
@@ -128,12 +128,15 @@ def sweep(
 
     names = [f"openb-{v}" for v in PAPER_VARIANTS] if traces == "paper" else [
         t.strip() for t in traces.split(",") if t.strip()]
+    if not names:  # was a sweep of 0 runs, exit 0
+        raise typer.BadParameter(f"no traces in {traces!r}: write openb-default,openb-gpushare40 or 'paper'",
+                                 param_hint="--traces")
     try:
         for name in names:
             trace_info(name)
     except TraceError as err:
         fail(str(err))
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
     try:
         runner = make_backend(backend, workers or None, ray_address)
     except RuntimeError as err:

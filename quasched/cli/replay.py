@@ -4,6 +4,7 @@ options (own help panel), turned into a ``FailureConfig`` whose errors name the 
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -11,7 +12,7 @@ import typer
 
 from quasched.cli.common import (
     POLICY_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, fail, finite, load_inputs,
-    output_dir, parse_policies, parse_seeds, progress_bar,
+    native_seed, output_dir, parse_policies, parse_seeds, progress_bar,
 )
 
 # Choices of options (typer shows them as <a|b> and rejects anything else).
@@ -74,7 +75,8 @@ def replay(
         None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
     carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
                                      "intensity series (the series wraps around its year)."),
-    pue: float = typer.Option(1.0, min=1.0, help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
+    pue: float = typer.Option(1.0, min=1.0, callback=finite,
+                              help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
     failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
                                     "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
                                     "lost GPU-hours and goodput."),
@@ -129,7 +131,8 @@ def replay(
     from quasched.traces.catalog import inputs_label, trace_info
     from quasched.traces.dlrm import dlrm_cluster
 
-    policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+    policies, seed_list = parse_policies(policy), parse_seeds(seeds, rng)
+    native_seed(failure_seed, "--failure-seed")  # the failure process always draws from NumPy's stream
     output_dir(out)
     failures = None
     if failure_rate == 0 and not given(ctx, "failure_rate"):
@@ -159,9 +162,14 @@ def replay(
         from quasched.traces.carbon import load_carbon
 
         try:
-            start_at = np.datetime64(carbon_start, "s")
-        except ValueError:
-            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00")
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # NumPy only warns of a time zone (and converts it)
+                start_at = np.datetime64(carbon_start, "s")
+            valid = not np.isnat(start_at)
+        except (ValueError, UserWarning):
+            valid = False
+        if not valid:
+            fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone")
         try:
             carbon = load_carbon(carbon_zone, carbon_dir)
         except ValueError as err:

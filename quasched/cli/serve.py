@@ -13,7 +13,8 @@ from rich.markup import escape
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DataDirOption, Rng, RngOption, console, describe_policies, fail, load_inputs, parse_policies,
+    DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
+    native_seed,
 )
 
 Clock = Literal["wall", "virtual"]
@@ -21,15 +22,15 @@ Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
 
 
-def serve_virtual(trace: str, policy: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
-    """``serve --clock virtual``: the service's loop driven by a trace, compared with the replay."""
+def serve_virtual(trace: str, spec: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
+    """``serve --clock virtual``: the service's loop driven by a trace under policy ``spec``, compared with the
+    replay."""
     import numpy as np
 
     from quasched.service.virtual import run_virtual
     from quasched.sim.replay import run_replay
 
     nodes, workload = load_inputs(trace, data_dir, cluster_file)
-    [spec] = parse_policies(policy)[:1]
     start = time.perf_counter()
     try:
         served = run_virtual(nodes, workload, spec, seed, rng=rng)
@@ -74,7 +75,7 @@ def serve(
     order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
     decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
                                                 "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
-    grace: float = typer.Option(30.0, min=0, help="Seconds a preempted job gets to stop."),
+    grace: float = typer.Option(30.0, min=0, callback=finite_number, help="Seconds a preempted job gets to stop."),
     preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
     defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
                                         "so a waiting multi-GPU job can start (0 = off)."),
@@ -100,14 +101,16 @@ def serve(
     from quasched.policies.registry import parse_specs
     from quasched.traces.errors import TraceError
 
-    if clock == "virtual":
-        return serve_virtual(trace, policy, seed, rng, data_dir, cluster_file)
     try:
         specs = parse_specs(policy)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--policy") from None
     if len(specs) != 1:
         raise typer.BadParameter("give one policy", param_hint="--policy")
+    if clock == "virtual":
+        if rng == "native":
+            native_seed(seed, "--seed")
+        return serve_virtual(trace, str(specs[0]), seed, rng, data_dir, cluster_file)
     cluster = None
     if cluster_file is not None:
         from quasched.traces.cluster_file import load_cluster_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -23,11 +23,15 @@ DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "ca
                        "ours-nested")
 
 
-def finite_days(days: float) -> float:
-    """``--days`` callback: infinity would replay the whole trace as one window for ever (NaN fails ``min`` already)."""
-    if not math.isfinite(days):
-        raise typer.BadParameter(f"{days} is not a finite number; write a number of days such as 7")
-    return days
+def finite(example: str) -> Callable[[float], float]:
+    """An option callback refusing infinity (``--days inf`` would replay the whole trace as one window for ever,
+    ``--capacity inf`` would silently take every node); NaN fails ``min`` already. ``example`` is the fix shown."""
+    def check(value: float) -> float:
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number; write {example}")
+        return value
+
+    return check
 
 
 def federation(
@@ -38,9 +42,10 @@ def federation(
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
     clusters: int = typer.Option(4, min=1, help="Clusters in the federation (distinct zones, seeded draw)."),
     seeds: str = typer.Option("1", help="Scenario seeds: 1, 1-10 or 1,4 (window, zones, node split, PUE, slack)."),
-    days: float = typer.Option(7.0, min=0.1, callback=finite_days,
+    days: float = typer.Option(7.0, min=0.1, callback=finite("a number of days such as 7"),
                                help="Length of the trace window replayed, days."),
-    capacity: float = typer.Option(1.5, min=0.01, help="Federation GPUs = this × the window's peak GPU demand."),
+    capacity: float = typer.Option(1.5, min=0.01, callback=finite("a multiple such as 1.5"),
+                                   help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
     dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, or 'all': "
@@ -70,11 +75,13 @@ def federation(
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).
     Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
+    import numpy as np
+
     from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
     from quasched.federation.evaluate import evaluate
     from quasched.federation.registry import make_dispatcher
     from quasched.federation.report import federation_table, plot_allocation, plot_savings, write_rows
-    from quasched.federation.scenario import draw_scenario
+    from quasched.federation.scenario import draw_scenario, federation_gpus, jobs_of
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
@@ -89,17 +96,24 @@ def federation(
     except ValueError:
         raise typer.BadParameter(f"bad slack range {slack!r}: use LO,HI in hours, e.g. 4,24",
                                  param_hint="--slack") from None
-    if not 0 <= lo <= hi:
-        raise typer.BadParameter(f"slack range {slack!r} needs 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
+    if not 0 <= lo <= hi < math.inf:
+        raise typer.BadParameter(f"slack range {slack!r} needs finite 0 <= LO <= HI, e.g. 4,24", param_hint="--slack")
+    listed = [z.strip() for z in zones.split(",") if z.strip()]
+    if zones != "all" and (not listed or len(set(listed)) < len(listed)):
+        raise typer.BadParameter(f"{zones!r} needs distinct zones, e.g. DE-LU,GB, or 'all'", param_hint="--zones")
     parse_policies(policy)  # a bad --policy fails here, before the data loads
     seed_list = parse_seeds(seeds)
     output_dir(out)
     try:
-        wanted = carbon_zones(carbon_dir) if zones == "all" else [z.strip() for z in zones.split(",") if z.strip()]
+        wanted = carbon_zones(carbon_dir) if zones == "all" else listed
         series = [load_carbon(z, carbon_dir) for z in wanted]
     except (TraceError, ValueError) as err:
         fail(str(err))
     nodes, workload = load_inputs(trace, data_dir)
+    span_days = float(np.ptp(jobs_of(workload)[0])) / 86400 if len(workload) else 0.0
+    if span_days < days:
+        console.print(f"[yellow]note:[/] {trace}'s arrivals span {span_days:.2g} days: each window holds all of them, "
+                      f"not --days {days:g}")
     rows: list[dict] = []
     for seed in seed_list:
         try:
@@ -108,6 +122,10 @@ def federation(
             fail(str(err))
         console.print(f"seed {seed}: {len(scenario.workload):,} jobs, "
                       + ", ".join(f"{m.name} ({m.nodes.total_gpus} GPUs, PUE {m.pue:g})" for m in scenario.members))
+        asked, held = federation_gpus(scenario.workload, capacity), sum(m.nodes.total_gpus for m in scenario.members)
+        if held < asked:  # the trace has too few nodes: say so rather than report a smaller federation silently
+            console.print(f"[yellow]note:[/] --capacity {capacity:g} asks for {asked:,.0f} GPUs; the trace's nodes "
+                          f"give {held:,}")
         rows += (scenario_rows := evaluate(scenario, names, policy, seed, oracle))
         if out is not None:
             plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows, title=f"seed {seed}: GPU-hours per cluster")

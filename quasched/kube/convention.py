@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Mapping
 
+from quasched.model.nodes import MAX_NODE_GPUS
 from quasched.service.domain import JobSpec, NodeRecord
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -247,6 +248,8 @@ def node_record(node: Mapping[str, Any]) -> NodeRecord:
         gpus = int(quantity(offered.get(GPU_RESOURCE, 0)))
     except PodError as err:
         raise PodError(f"node {name}: {err}") from None
+    if gpus > MAX_NODE_GPUS or cpu > MAX_AMOUNT or memory > MAX_AMOUNT:
+        raise PodError(f"node {name}: more than {MAX_NODE_GPUS} GPUs, or CPU or memory out of range")
     ready = next((c.get("status") for c in status.get("conditions") or [] if isinstance(c, Mapping)
                   and c.get("type") == "Ready"), None)
     cordoned = bool(_get(node, "spec", "unschedulable")) or ready not in (None, "True")

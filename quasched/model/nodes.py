@@ -11,6 +11,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+#: most GPUs one node may have (the cluster keeps a nodes × GPUs matrix: a typo such as 1e9 would exhaust memory)
+MAX_NODE_GPUS = 64
+
 
 @lru_cache(maxsize=4096)
 def spec_models(spec: str) -> tuple[str, ...]:

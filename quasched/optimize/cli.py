@@ -6,7 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection
+from typing import TYPE_CHECKING, Any, Collection, Sequence
 
 import typer
 from rich.console import Console
@@ -20,29 +20,35 @@ INSTANCE_NAMES = ("qua-greedy", "qua-qubo")
 SOLVER_NAMES = ("greedy-qua", "greedy", "milp", "qubo-sa", "qaoa")
 
 
+MAX_MACHINES = 10_000  # Qua's instances go to 100; 10^8 machines built a problem until memory ran out
+
+
 def parse_machines(text: str) -> list[int]:
     """``10:100:10`` (start:stop:step, inclusive), ``10,20`` or ``10``."""
     try:
         if ":" in text:
             start, stop, step = (int(v) for v in text.split(":"))
-            counts = list(range(start, stop + 1, step))
+            counts: Sequence[int] = range(start, stop + 1, step)  # checked before it is listed
         else:
             counts = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
         raise typer.BadParameter(f"bad machine list {text!r}: use 10:100:10 or 10,20,30",
                                  param_hint="--machines") from exc
-    if not counts or min(counts) < 1:
-        raise typer.BadParameter(f"{text!r} gives {counts or 'no machine counts'}: every count must be at least 1 "
+    ends = sorted(counts) if isinstance(counts, list) else sorted((counts[0], counts[-1])) if counts else []
+    if not ends or ends[0] < 1 or ends[-1] > MAX_MACHINES:
+        shown = f"{ends[0]}..{ends[-1]}" if ends else "no machine counts"
+        raise typer.BadParameter(f"{text!r} gives {shown}: every count must be 1 to {MAX_MACHINES:,} "
                                  "(start:stop:step with start <= stop)", param_hint="--machines")
-    return counts
+    return list(counts)
 
 
 def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
-    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``what`` else)."""
+    """Comma-separated names of ``text``, each one of ``known`` (a ``typer.BadParameter`` naming ``--{what}s`` else)."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [v for v in names if v not in known]
     if unknown or not names:
-        raise typer.BadParameter(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+        given = f"unknown {what} {unknown}" if unknown else f"no {what} given"
+        raise typer.BadParameter(f"{given}; choose from {', '.join(known)}", param_hint=f"--{what}s")
     return names
 
 
@@ -71,13 +77,13 @@ def batch(
                               "memory not heavy, no per-node app limit)."),
     objective: str = typer.Option("weighted", help="weighted (Qua's priority-weighted jobs) or lexicographic "
                                   "(then the most jobs)."),
-    alpha: float = typer.Option(0.6, min=0, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
+    alpha: float = typer.Option(0.6, min=0, max=1, help="Fairness decay: the k-th job of an app weighs alpha**(k-1)."),
     heavy: float = typer.Option(0.4, min=0, max=1, help="Heavy-job share threshold of the default rule."),
     time_limit: float = typer.Option(10.0, min=0.01, help="MILP time limit per instance, seconds."),
     mip_gap: float = typer.Option(1e-6, min=0, help="MILP relative gap accepted as optimal (HiGHS's own default is 1e-4)."),
     qaoa_max_machines: int = typer.Option(10, min=0, help="Run qaoa only on instances with at most this many machines "
                                           "(it simulates circuits: slow)."),
-    seed: int = typer.Option(0, help="Seed of the simulated annealer (qubo-sa)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the simulated annealer (qubo-sa)."),
     polish: bool = typer.Option(True, "--polish/--no-polish", help="Polish QUBO samples classically (qubo-sa, "
                                 "qaoa: repair, then add/swap moves); --no-polish keeps the raw samples."),
     out: Path | None = typer.Option(None, help="Folder for results.csv and PNG plots (jobs, apps, weighted)."),
@@ -87,6 +93,7 @@ def batch(
     """Solve Qua's job-assignment instances with every solver; verify and tabulate every answer."""
     from rich.table import Table
 
+    from quasched.cli.common import fail
     from quasched.optimize.instances import INSTANCES, qua_jobs, qua_problem
     from quasched.optimize.plots import METRICS, plot_metric
     from quasched.optimize.problem import OBJECTIVES, HeavyRule
@@ -94,6 +101,7 @@ def batch(
     from quasched.traces.catalog import trace_info
     from quasched.traces.datadir import resolve_trace
     from quasched.traces.dlrm import load_dlrm
+    from quasched.traces.errors import TraceError
 
     if trace != "dlrm-2025":
         raise typer.BadParameter("only dlrm-2025 defines Qua's instances", param_hint="--trace")
@@ -109,7 +117,10 @@ def batch(
         raise typer.BadParameter("choose default or qua", param_hint="--rules")
     if objective not in OBJECTIVES:
         raise typer.BadParameter(f"choose from {', '.join(OBJECTIVES)}", param_hint="--objective")
-    workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
+    try:
+        workload = load_dlrm(resolve_trace(trace_info(trace).path, data_dir))
+    except TraceError as err:  # a missing or malformed trace file: a clean error, not a traceback
+        fail(str(err))
     options: dict[str, dict[str, Any]] = {
         "milp": {"time_limit": time_limit, "rel_gap": mip_gap}, "qubo-sa": {"seed": seed, "polish": polish},
         "qaoa": {"polish": polish}}

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from quasched.model.nodes import MAX_NODE_GPUS
 from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, QueueSpec,
                                      Reason)
 from quasched.traces.units import parse_gpu, parse_memory
@@ -195,7 +196,7 @@ class NodeIn(Strict):
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=TEAM_PATTERN)]
     cpu: float = Field(gt=0, le=100_000, description="CPU cores.")
     memory: str | float = Field(description="MiB, or text with a binary unit (768Gi).")
-    gpus: int = Field(0, ge=0, le=64)
+    gpus: int = Field(0, ge=0, le=MAX_NODE_GPUS)
     gpu_model: Annotated[str, Field(max_length=63)] = ""
     labels: dict[Annotated[str, Field(max_length=253)], Annotated[str, Field(max_length=253)]] = Field(
         default_factory=dict)

@@ -138,8 +138,12 @@ class FailureConfig:
         for name in ("transient_share", "flaky_share", "precursor_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
-        if self.flaky_factor < 1:
+        if not self.flaky_factor >= 1:
             raise ValueError(f"failure option flaky_factor={self.flaky_factor} must be at least 1")
+        for name in ("rate", "restart_min", "precursor_lead_h", "false_warnings", "drain_lift", "checkpoint_cost_min",
+                     "checkpoint_min", "chunk_days", "flaky_factor"):  # only outage and drain times may be inf
+            if not np.isfinite(getattr(self, name)):
+                raise ValueError(f"failure option {name}={getattr(self, name)} must be a finite number")
         if self.drain_lift_run not in ("mean", "known"):
             raise ValueError(f"failure option drain_lift_run={self.drain_lift_run!r}: choose from mean, known")
         if self.drain_lift and not np.isfinite(self.drain_h):

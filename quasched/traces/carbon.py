@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from quasched.traces.errors import TraceError, TraceNotFound
+from quasched.traces.table import read_table
 
 ENV_VAR = "QUASCHED_CARBON"
 FILE_NAME = "carbon_intensity_2023_hourly.csv"
@@ -65,54 +68,56 @@ def resolve_carbon(carbon_dir: str | Path | None = None) -> Path:
                         "(e.g. ../shared/carbon).")
 
 
-def _read(path: Path):
-    import pandas as pd
+def _read(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """The file's text cells (errors quote them as written) and each row's line in the file; read once
+    while the file is unchanged (a federation reads every zone of it)."""
+    stat = path.stat()
+    return _read_file(path, stat.st_mtime_ns, stat.st_size)
 
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)  # the text as written: errors quote it
-    except (OSError, ValueError) as err:
-        raise TraceError(path, f"cannot read: {err}") from None
-    missing = [c for c in COLUMNS if c not in frame.columns]
-    if missing:
-        raise TraceError(path, f"missing columns {missing}", row=1)
-    return frame
+
+@lru_cache(maxsize=1)
+def _read_file(path: Path, mtime_ns: int, size: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`_read` of one version of the file (``mtime_ns`` and ``size`` only key the cache)."""
+    table = read_table(path, COLUMNS)
+    return pd.DataFrame({column: table.text(column) for column in COLUMNS}), table.lines
 
 
 def carbon_zones(carbon_dir: str | Path | None = None) -> list[str]:
     """The zones in the intensity file, sorted."""
-    return sorted(_read(resolve_carbon(carbon_dir))["zone"].unique().tolist())
+    return sorted(_read(resolve_carbon(carbon_dir))[0]["zone"].unique().tolist())
 
 
 def load_carbon(zone: str, carbon_dir: str | Path | None = None, kind: str = "direct") -> CarbonIntensity:
     """One zone's hourly series; :class:`TraceError` naming the line of a gap, a repeat or a bad value."""
-    import pandas as pd
-
     if kind not in INTENSITY_KINDS:
         raise ValueError(f"unknown intensity kind {kind!r}; use {' or '.join(INTENSITY_KINDS)}")
     path = resolve_carbon(carbon_dir)
-    frame = _read(path)
+    frame, file_lines = _read(path)
     rows = np.flatnonzero((frame["zone"] == zone).to_numpy())
     if len(rows) == 0:
         raise TraceError(path, f"no zone {zone!r}; zones: {', '.join(sorted(frame['zone'].unique()))}",
                          field="zone")
-    part = frame.iloc[rows]
-    hours = pd.to_datetime(part["datetime_utc"], errors="coerce", format="ISO8601").to_numpy(dtype="datetime64[h]")
-    _first_bad(path, part, rows, "datetime_utc", np.isnat(hours), "a time such as 2023-01-01 00:00:00")
+    part, lines = frame.iloc[rows], file_lines[rows]
+    times = pd.to_datetime(part["datetime_utc"], errors="coerce", format="ISO8601", utc=True)
+    seconds = times.dt.tz_localize(None).to_numpy(dtype="datetime64[s]")
+    hours = seconds.astype("datetime64[h]")
+    _first_bad(path, part, lines, "datetime_utc", np.isnat(hours) | (seconds != hours),
+               "a time on the hour such as 2023-01-01 00:00:00")
     column = f"{kind}_gco2_per_kwh"
     values = pd.to_numeric(part[column], errors="coerce").to_numpy(dtype=float)
-    _first_bad(path, part, rows, column, ~(values >= 0) | ~np.isfinite(values), "a non-negative number of g/kWh")
+    _first_bad(path, part, lines, column, ~(values >= 0) | ~np.isfinite(values), "a non-negative number of g/kWh")
     estimated = pd.to_numeric(part["estimated"], errors="coerce").to_numpy(dtype=float)
-    _first_bad(path, part, rows, "estimated", ~np.isin(estimated, (0, 1)), "0 or 1")
+    _first_bad(path, part, lines, "estimated", ~np.isin(estimated, (0, 1)), "0 or 1")
     step = np.diff(hours) // ONE_HOUR
     bad = np.flatnonzero(step != 1)
     if len(bad):
         raise TraceError(path, f"zone {zone}: hour {hours[bad[0] + 1]} follows {hours[bad[0]]} (need one row per "
-                         "hour, in order)", row=int(rows[bad[0] + 1]) + 2, field="datetime_utc")
+                         "hour, in order)", row=int(lines[bad[0] + 1]), field="datetime_utc")
     return CarbonIntensity(zone, hours[0], values, estimated.astype(bool), kind)
 
 
-def _first_bad(path: Path, part, rows: np.ndarray, field: str, bad: np.ndarray, want: str) -> None:
-    """:class:`TraceError` naming the file line and ``field`` of the first ``bad`` value of ``part`` (rows ``rows``)."""
+def _first_bad(path: Path, part: pd.DataFrame, lines: np.ndarray, field: str, bad: np.ndarray, want: str) -> None:
+    """:class:`TraceError` naming the file line (of ``lines``) and ``field`` of the first ``bad`` value of ``part``."""
     if bad.any():
         i = int(np.argmax(bad))
-        raise TraceError(path, f"{part[field].iloc[i]!r} is not {want}", row=int(rows[i]) + 2, field=field)
+        raise TraceError(path, f"{part[field].iloc[i]!r} is not {want}", row=int(lines[i]), field=field)

@@ -14,7 +14,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from quasched.traces.errors import TraceNotFound
+from quasched.traces.errors import TraceError, TraceNotFound
 
 ENV_VAR = "QUASCHED_DATA"
 UPSTREAM = "https://raw.githubusercontent.com/alibaba/clusterdata/master/"
@@ -33,10 +33,15 @@ def cache_dir() -> Path:
 
 
 def search_dirs(data_dir: str | Path | None = None) -> list[tuple[str, Path]]:
-    """The data directories searched, in order, with where each comes from."""
+    """The data directories searched, in order, with where each comes from; a :class:`TraceError` for a given
+    one that is no folder (a typo would otherwise fall through to other data without a word)."""
     dirs = [("--data-dir", Path(data_dir))] if data_dir else []
     if os.environ.get(ENV_VAR):
         dirs.append((ENV_VAR, Path(os.environ[ENV_VAR])))
+    for origin, folder in dirs:
+        if not folder.is_dir():
+            raise TraceError(folder, f"{origin} {folder} is not a folder; pass the folder that holds "
+                                     f"{', '.join(f'{d}/' for d in UPSTREAM_DIRS)}")
     dirs.append(("user cache", cache_dir()))
     return dirs
 

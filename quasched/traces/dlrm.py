@@ -45,6 +45,7 @@ def load_dlrm(path: str | Path) -> Workload:
     table.flag("max_instance_per_node", max_per_node == 0, "0 is not allowed (use -1 for no limit)")
     creation = table.number("creation_time", integer=False, empty=np.nan)
     deletion = table.number("deletion_time", integer=False, empty=np.nan)
+    table.not_before("deletion_time", deletion, "creation_time", creation)
     table.check()
     app, app_names = pd.factorize(app_name, sort=True)
     return Workload(

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from quasched.model.nodes import NodeSpec
+from quasched.model.nodes import MAX_NODE_GPUS, NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI, QOS_CLASSES, Workload
 from quasched.traces.table import read_table
 
@@ -28,7 +28,7 @@ def load_openb_nodes(path: str | Path) -> NodeSpec:
     name = table.names("sn")
     cpu = table.number("cpu_milli")
     memory = table.number("memory_mib")
-    gpus = table.number("gpu")
+    gpus = table.number("gpu", maximum=MAX_NODE_GPUS)
     model = table.gpu_models("model", single=True)
     table.flag("model", (gpus > 0) & (model == ""), "value is missing (the node has GPUs)")
     table.check()
@@ -59,6 +59,8 @@ def load_openb_pods(path: str | Path) -> Workload:
         for column in ("creation_time", "deletion_time")
         if table.has(column)
     }
+    if len(times) == 2:
+        table.not_before("deletion_time", times["deletion_time"], "creation_time", times["creation_time"])
     qos = table.choice("qos", QOS_CLASSES) if table.has("qos") else np.full(len(name), "", dtype=object)
     table.check()
     return Workload(

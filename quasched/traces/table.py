@@ -8,6 +8,7 @@ in the file (by line, then by column), so users get the exact line and field.
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 from typing import Callable, Sequence
@@ -45,6 +46,10 @@ def read_table(
     except (UnicodeDecodeError, OSError) as exc:
         raise TraceError(path, f"cannot read the file: {exc}") from None
     header = [str(cell).strip() for cell in frame.iloc[0]]
+    if short := _short_row(path, len(header)):
+        line, seen = short
+        raise TraceError(path, f"malformed CSV: {seen} fields, the header has {len(header)} (a cut line?)",
+                         line, header[seen])
     for i, column in enumerate(header):
         if column in header[:i]:
             raise TraceError(path, "duplicate column", 1, column)
@@ -62,6 +67,17 @@ def read_table(
     if body.empty:
         raise TraceError(path, "the file has a header but no data rows")
     return Table(path, body, header)
+
+
+def _short_row(path: Path, width: int) -> tuple[int, int] | None:
+    """``(line, fields)`` of the first data row with fewer than ``width`` fields (pandas pads them silently)."""
+    with path.open(newline="", encoding="utf-8-sig") as file:
+        reader = csv.reader(file)
+        next(reader, None)
+        for row in reader:
+            if row and len(row) < width:
+                return reader.line_num, len(row)
+    return None
 
 
 def _parser_error(path: Path, text: str) -> TraceError:
@@ -113,6 +129,11 @@ class Table:
         if self._problems:
             line, _, _, column, text = min(self._problems)
             raise TraceError(self.path, text, line, column)
+
+    @property
+    def lines(self) -> np.ndarray:
+        """File line number of every data row."""
+        return self._lines
 
     def line(self, row: int) -> int:
         """File line number of data row ``row``."""
@@ -173,6 +194,11 @@ class Table:
             self.flag(column, raw == "", "value is missing")
         self.flag(column, np.isin(inverse, list(problems)), lambda i: problems[int(inverse[i])])
         return values[inverse]
+
+    def not_before(self, column: str, end: np.ndarray, start_column: str, start: np.ndarray) -> None:
+        """Flag the rows where ``end`` (of ``column``) is before ``start`` (NaN: unknown, never flagged)."""
+        self.flag(column, end < start, lambda i: f"{end[i]:g} is before {start_column} {start[i]:g}; "
+                                                 "a pod cannot end before it starts")
 
     def text(self, column: str) -> np.ndarray:
         """Strings as written ("" = empty)."""

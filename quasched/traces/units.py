@@ -44,16 +44,24 @@ def _split(value: Value, units: tuple[str, ...], hint: str) -> tuple[float, str]
     return number, unit
 
 
+def _whole(value: Value, amount: float) -> int:
+    """``amount`` (``value`` in the workload's unit) rounded; ValueError beyond exact integers (1e15Ti wrapped to
+    a negative int64)."""
+    if amount > _MAX:
+        raise ValueError(f"{value!r} is out of range")
+    return round(amount)
+
+
 def parse_cpu(value: Value) -> int:
     """CPU in milli-cores: cores (``4``, ``0.5``) or milli-cores (``500m``)."""
     number, unit = _split(value, ("m",), CPU_HINT)
-    return round(number if unit == "m" else number * 1000)
+    return _whole(value, number if unit == "m" else number * 1000)
 
 
 def parse_memory(value: Value) -> int:
     """Memory or disk in MiB: a plain number is MiB; units Ki, Mi, Gi, Ti (or KiB .. TiB)."""
     number, unit = _split(value, tuple(MEMORY_UNITS), MEMORY_HINT)
-    return round(number * MEMORY_UNITS.get(unit, 1))
+    return _whole(value, number * MEMORY_UNITS.get(unit, 1))
 
 
 GPU_HINT = "write 0 (no GPU), a share of one GPU between 0 and 1 (0.25), or a whole number of GPUs (1, 2, 8)"

@@ -111,8 +111,7 @@ def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES
                "{value} given as well as deletion_time; give only one of them")
     table.flag("duration", has_duration & np.isnan(creation),
                "{value} needs creation_time (the pod ends at creation_time + duration); add it or use deletion_time")
-    table.flag("deletion_time", deletion < creation,
-               lambda i: f"{deletion[i]:g} is before creation_time {creation[i]:g}; a pod cannot end before it starts")
+    table.not_before("deletion_time", deletion, "creation_time", creation)
     deletion = np.where(has_duration, creation + duration, deletion)
     app, max_per_node = cells["app"], cells["max_per_node"]
     table.flag("max_per_node", max_per_node == 0, "0 is not allowed (use -1 for no limit)")
