@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +11,8 @@ from typer.testing import CliRunner
 from quasched.cli import app
 from quasched.cli.common import parse_seeds
 from quasched.optimize.cli import parse_machines
+from quasched.traces.datadir import cache_dir, search_dirs
+from quasched.traces.errors import TraceError
 
 runner = CliRunner()
 
@@ -291,6 +294,14 @@ def test_a_data_dir_that_is_no_folder_is_named(tmp_path, command):
     typo = tmp_path / "tarces"
     assert f"error: tarces: --data-dir {typo} is not a folder; pass the folder that holds alibaba-gpu-v2023/" in (
         invoke(*command, "--data-dir", str(typo)))
+
+
+def test_a_stale_data_variable_behind_a_good_data_dir_is_skipped(monkeypatch, tmp_path, data_dir):
+    """Only the first folder given must exist: a stale ``$QUASCHED_DATA`` does not break ``--data-dir``."""
+    monkeypatch.setenv("QUASCHED_DATA", str(tmp_path / "gone"))
+    assert search_dirs(data_dir)[:2] == [("--data-dir", Path(data_dir)), ("user cache", cache_dir())]
+    with pytest.raises(TraceError, match=r"QUASCHED_DATA .*gone is not a folder"):
+        search_dirs()
 
 
 def test_batch_names_a_malformed_trace_file(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 
 import numpy as np
 import pytest
@@ -262,3 +263,18 @@ def test_pwr_stops_steering_from_until_percent_allocated():
         one.attach(c, NumpyStream(0))
         c.place(pod(uid=5, cpu=2000, k=0, m=0), 1) if terms == "gpu" else None
         assert one.score(c, pod(uid=9, cpu=2000, k=1, m=1000), np.arange(2), CycleState()).tolist() == want, terms
+
+
+def test_carbon_loader_reads_a_rewritten_file_again(tmp_path, monkeypatch):
+    """The parsed file is kept while it is unchanged: a rewrite (even of the same size, whose time stamp may not move)
+    is read again once its time stamp moves, and the same file reached by a relative path is the same entry."""
+    path = tmp_path / "carbon_intensity_2023_hourly.csv"
+    header = "datetime_utc,zone,direct_gco2_per_kwh,lca_gco2_per_kwh,estimated\n"
+    path.write_text(header + "2023-01-01 00:00:00,Z,10,12,0\n")
+    assert load_carbon("Z", tmp_path).g_per_kwh.tolist() == [10]
+    path.write_text(header + "2023-01-01 00:00:00,Z,20,12,0\n")  # the same size
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert load_carbon("Z", tmp_path).g_per_kwh.tolist() == [20]
+    monkeypatch.chdir(tmp_path)
+    assert load_carbon("Z", ".").g_per_kwh.tolist() == [20]

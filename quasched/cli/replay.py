@@ -166,7 +166,7 @@ def replay(
                 warnings.simplefilter("error")  # NumPy only warns of a time zone (and converts it)
                 start_at = np.datetime64(carbon_start, "s")
             valid = not np.isnat(start_at)
-        except (ValueError, UserWarning):
+        except (ValueError, Warning):  # a UserWarning since NumPy 2.0, a DeprecationWarning before
             valid = False
         if not valid:
             fail(f"--carbon-start {carbon_start!r} is not a UTC time; write e.g. 2023-06-01T00:00, without a time zone")

@@ -23,7 +23,7 @@ DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "ca
                        "ours-nested")
 
 
-def finite(example: str) -> Callable[[float], float]:
+def finite_option(example: str) -> Callable[[float], float]:
     """An option callback refusing infinity (``--days inf`` would replay the whole trace as one window for ever,
     ``--capacity inf`` would silently take every node); NaN fails ``min`` already. ``example`` is the fix shown."""
     def check(value: float) -> float:
@@ -42,9 +42,9 @@ def federation(
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
     clusters: int = typer.Option(4, min=1, help="Clusters in the federation (distinct zones, seeded draw)."),
     seeds: str = typer.Option("1", help="Scenario seeds: 1, 1-10 or 1,4 (window, zones, node split, PUE, slack)."),
-    days: float = typer.Option(7.0, min=0.1, callback=finite("a number of days such as 7"),
+    days: float = typer.Option(7.0, min=0.1, callback=finite_option("a number of days such as 7"),
                                help="Length of the trace window replayed, days."),
-    capacity: float = typer.Option(1.5, min=0.01, callback=finite("a multiple such as 1.5"),
+    capacity: float = typer.Option(1.5, min=0.01, callback=finite_option("a multiple such as 1.5"),
                                    help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),

@@ -53,4 +53,6 @@ class NestedUnprotected(NestedBookings):
     name = "ours-nested-unprotected"
 
     def __init__(self, **rule: float) -> None:
+        if "protect" in rule:
+            raise ValueError("ours-nested-unprotected has no protection to set; use ours-nested:protect=0 or 1")
         super().__init__(protect=0, **rule)

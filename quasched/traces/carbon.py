@@ -71,6 +71,7 @@ def resolve_carbon(carbon_dir: str | Path | None = None) -> Path:
 def _read(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """The file's text cells (errors quote them as written) and each row's line in the file; read once
     while the file is unchanged (a federation reads every zone of it)."""
+    path = path.resolve()  # the cache's key: the same file under another relative path or working folder
     stat = path.stat()
     return _read_file(path, stat.st_mtime_ns, stat.st_size)
 

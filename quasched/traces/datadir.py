@@ -33,17 +33,17 @@ def cache_dir() -> Path:
 
 
 def search_dirs(data_dir: str | Path | None = None) -> list[tuple[str, Path]]:
-    """The data directories searched, in order, with where each comes from; a :class:`TraceError` for a given
-    one that is no folder (a typo would otherwise fall through to other data without a word)."""
+    """The data directories searched, in order, with where each comes from; a :class:`TraceError` when the first
+    one given is no folder (a typo would otherwise fall through to other data without a word). ``$QUASCHED_DATA`` behind
+    a ``--data-dir`` is searched only if it is a folder."""
     dirs = [("--data-dir", Path(data_dir))] if data_dir else []
     if os.environ.get(ENV_VAR):
         dirs.append((ENV_VAR, Path(os.environ[ENV_VAR])))
-    for origin, folder in dirs:
-        if not folder.is_dir():
-            raise TraceError(folder, f"{origin} {folder} is not a folder; pass the folder that holds "
-                                     f"{', '.join(f'{d}/' for d in UPSTREAM_DIRS)}")
-    dirs.append(("user cache", cache_dir()))
-    return dirs
+    if dirs and not dirs[0][1].is_dir():
+        origin, folder = dirs[0]
+        raise TraceError(folder, f"{origin} {folder} is not a folder; pass the folder that holds "
+                                 f"{', '.join(f'{d}/' for d in UPSTREAM_DIRS)}")
+    return [*dirs[:1], *((o, f) for o, f in dirs[1:] if f.is_dir()), ("user cache", cache_dir())]
 
 
 def upstream_url(relpath: str) -> str | None:
