@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
-from quasched.federation.cli import DEFAULT_DISPATCHERS, DISPATCHER_NAMES
+from quasched.cli.federation import DEFAULT_DISPATCHERS, DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
 from quasched.federation.evaluate import evaluate
 from quasched.federation.forecast import HISTORY_H, Forecast

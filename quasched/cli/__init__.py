@@ -1,8 +1,8 @@
 """Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
 ``token``. This module assembles the typer app (the order of registration is the order of ``--help``);
-the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``serve`` and
-``client``."""
+the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``federation``, ``serve``
+and ``client``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import typer
 
 from quasched.cli import client
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
+from quasched.cli.federation import federation
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
-from quasched.federation.cli import federation
 from quasched.optimize.cli import batch
 
 __all__ = ["app"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, Callable, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -51,22 +51,27 @@ ClusterOption = typer.Option(None, "--cluster", help=CLUSTER_HELP)
 WorkloadOption = typer.Option(None, "--workload", help=WORKLOAD_HELP)
 
 
-def finite(value: float) -> float:
-    """Callback of a multiple (``--tune``, ``--headroom``, ``--pue``): infinity, or more than :data:`MAX_MULTIPLE`,
-    would size the workload or cluster until memory ran out (or give infinite energy)."""
-    if not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number; write a multiple such as 1.3")
-    if value > MAX_MULTIPLE:
-        raise typer.BadParameter(f"{value:g} is above {MAX_MULTIPLE:g}; write a multiple such as 1.3")
-    return value
+def finite_option(example: str = "", most: float = math.inf) -> Callable[[float | None], float | None]:
+    """An option callback refusing NaN, infinity and values above ``most`` (none: the option's default), the error
+    showing ``example`` as the fix (e.g. ``--days inf`` would replay one window for ever)."""
+    fix = f"; write {example}" if example else ""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number{fix}")
+        if value is not None and value > most:
+            raise typer.BadParameter(f"{value:g} is above {most:g}{fix}")
+        return value
+
+    return check
 
 
-def finite_number(value: float | None) -> float | None:
-    """Callback of a plain number sent to or kept by the service (``--gpus``, ``--weight``, ``--grace``): JSON
-    holds no NaN or infinity, and a grace period of inf would never end."""
-    if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number")
-    return value
+#: a multiple (``--tune``, ``--headroom``, ``--pue``): infinity, or more than :data:`MAX_MULTIPLE`, would size the
+#: workload or cluster until memory ran out (or give infinite energy)
+finite = finite_option("a multiple such as 1.3", MAX_MULTIPLE)
+#: a plain number sent to or kept by the service (``--gpus``, ``--weight``, ``--grace``): JSON holds no NaN or
+#: infinity, and a grace period of inf would never end
+finite_number = finite_option()
 
 
 def native_seed(seed: int, option: str) -> None:

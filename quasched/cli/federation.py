@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
+
+from quasched.cli.common import finite_option
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
@@ -21,17 +23,6 @@ DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-
 #: one's misses); ``all`` runs every one above
 DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-redecide-hourly",
                        "ours-nested")
-
-
-def finite_option(example: str) -> Callable[[float], float]:
-    """An option callback refusing infinity (``--days inf`` would replay the whole trace as one window for ever,
-    ``--capacity inf`` would silently take every node); NaN fails ``min`` already. ``example`` is the fix shown."""
-    def check(value: float) -> float:
-        if not math.isfinite(value):
-            raise typer.BadParameter(f"{value} is not a finite number; write {example}")
-        return value
-
-    return check
 
 
 def federation(
