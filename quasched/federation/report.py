@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from rich.table import Table
 
@@ -48,17 +49,22 @@ def write_rows(path: Path, rows: Sequence[dict]) -> Path:
     return path
 
 
+def label_bars(ax: Axes, names: Sequence[str]) -> None:
+    """One label per bar, slanted and anchored at its bar's centre so that long dispatcher names never overlap."""
+    ax.set_xticks(range(len(names)), names, rotation=35, ha="right", rotation_mode="anchor")
+
+
 def plot_savings(path: Path, rows: Sequence[dict], title: str = "", ours: str | None = None) -> Path:
     """Saving vs proportional split per dispatcher (mean over seeds, bar, ``ours`` in green; every seed, dots)."""
     frame = pd.DataFrame(list(rows))
     order = list(dict.fromkeys(frame["dispatcher"]))
-    fig = Figure(figsize=(max(8.0, 0.45 * len(order)), 4.5), dpi=120)  # room for every rotated label
+    fig = Figure(figsize=(max(8.0, 0.65 * len(order)), 4.8), dpi=120)  # room for every rotated label
     ax = fig.subplots()
     for i, name in enumerate(order):
         values = frame.loc[frame["dispatcher"] == name, "saving_pct"].to_numpy(dtype=float)
         ax.bar(i, np.nanmean(values), color="tab:green" if name == ours else "tab:grey", alpha=0.7)
         ax.plot(np.full(len(values), i), values, "k.", ms=4)
-    ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+    label_bars(ax, order)
     ax.set_ylabel("dynamic-carbon saving vs proportional (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
@@ -70,14 +76,14 @@ def plot_allocation(path: Path, rows: Sequence[dict], title: str = "") -> Path:
     shares = {r["dispatcher"]: {k[len("gpu_share_"):-len("_pct")]: r[k] for k in r
                                 if k.startswith("gpu_share_") and r[k] == r[k]} for r in rows}
     shares = {d: s for d, s in shares.items() if s}
-    fig = Figure(figsize=(max(8.0, 0.45 * len(shares) + 2), 4.5), dpi=120)
+    fig = Figure(figsize=(max(8.0, 0.65 * len(shares) + 2), 4.8), dpi=120)
     ax = fig.subplots()
     bottom = np.zeros(len(shares))
     for cluster in dict.fromkeys(c for s in shares.values() for c in s):
         values = np.array([s.get(cluster, 0.0) for s in shares.values()])
         ax.bar(range(len(shares)), values, bottom=bottom, label=cluster)
         bottom += values
-    ax.set_xticks(range(len(shares)), list(shares), rotation=20, ha="right")
+    label_bars(ax, list(shares))
     ax.set_ylabel("share of GPU-hours (%)")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
@@ -90,7 +96,7 @@ def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], ti
     frame = pd.DataFrame(list(rows))
     carbon = frame.pivot_table(index=["set", "seed"], columns="dispatcher", values="carbon_job_kg", sort=False)
     sets = list(dict.fromkeys(frame["set"]))
-    fig = Figure(figsize=(10, 4.5), dpi=120)
+    fig = Figure(figsize=(max(10.0, 0.8 * len(sets) + 3), 4.8), dpi=120)
     ax = fig.subplots()
     width = 0.8 / len(dispatchers)
     for k, name in enumerate(dispatchers):
@@ -100,10 +106,10 @@ def plot_ratios(path: Path, rows: Sequence[dict], dispatchers: Sequence[str], ti
             ax.bar(x, ratio[group].mean(), width, color=f"C{k}", alpha=0.7, label=name if i == 0 else None)
             ax.plot(np.full(len(ratio[group]), x), ratio[group], "k.", ms=3)
     ax.axhline(1.05, color="tab:red", lw=1, ls="--", label="oracle + 5 %")
-    ax.set_xticks(range(len(sets)), sets, rotation=20, ha="right")
+    label_bars(ax, sets)
     ax.set_ylabel("dynamic carbon / oracle's")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
 
