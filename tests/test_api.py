@@ -193,6 +193,11 @@ def test_add_and_delete_nodes(env):
     assert client.post(f"{API}/nodes", json=[{"name": "x", "cpu": 1, "memory": 1}], headers=vision).status_code == 403
     r = client.post(f"{API}/nodes", json=[{"name": "g9", "cpu": 8, "memory": "32Gi", "gpus": 2}], headers=admin)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 0, "gpu_model"]
+    for model in ("A 100", "A100|H100", "-x"):  # one model name, as in cluster files: no spaces, no '|'
+        r = client.post(f"{API}/nodes", json=[{"name": "g9", "cpu": 8, "memory": "32Gi", "gpus": 2,
+                                               "gpu_model": model}], headers=admin)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"][-2:] == [0, "gpu_model"], model
+        assert "is not a GPU model name" in r.text or "one GPU model" in r.text
     r = client.post(f"{API}/nodes", json=[{"name": "d", "cpu": 1, "memory": 1}] * 2, headers=admin)
     assert r.status_code == 422 and client.post(f"{API}/nodes", json=[], headers=admin).status_code == 422
     yaml = "pools:\n  - {name: l4, count: 2, cpu: 32, memory: 128Gi, gpu: {model: L4, count: 1}}\n"
@@ -263,7 +268,8 @@ BAD = [
     ({"gpus": 0.5, "pods": 0}, "pods"), ({"pods": 5000}, "pods"), ({"pods": 1.5}, "pods"),
     ({"duration": "-2h"}, "duration"), ({"duration": "2 fortnights"}, "duration"), ({"duration": 0}, "duration"),
     ({"duration": 1e12}, "duration"), ({"duration": ""}, "duration"),
-    ({"gpu_model": "H100"}, "gpu_model"), ({"team": "nobody"}, "team"), ({"team": "bad team!"}, "team"),
+    ({"gpu_model": "H100"}, "gpu_model"), ({"gpu_model": "A100 | V100"}, "gpu_model"),
+    ({"gpu_model": "A100|"}, "gpu_model"), ({"gpu_model": "a\x00b"}, "gpu_model"), ({"team": "nobody"}, "team"), ({"team": "bad team!"}, "team"),
     ({"priority_class": "urgent"}, "priority_class"), ({"name": ""}, "name"), ({"name": "a\x00b"}, "name"),
     ({"name": "x" * 500}, "name"), ({"surprise": 1}, "surprise"),
     ({"gpus": 16}, "gpus"),  # more GPUs than any node has: infeasible

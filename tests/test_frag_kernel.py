@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from builders import pod
 from quasched.metrics import frag_aot, frag_kernel
-from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, frag_amount, kernels
+from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, frag_amount, jit_forced, kernels
 from quasched.metrics.typical import TypicalPods
 from quasched.policies.fgd import sigmoid_score
 
@@ -122,3 +123,17 @@ def test_ahead_of_time_module_computes_what_the_jit_kernels_compute(tmp_path):
         frag_kernel.refold(jit_blocks, vectors, first, 64)
         aot.refold(aot_blocks, vectors, first, 64)
         assert aot_blocks.tobytes() == jit_blocks.tobytes()
+
+
+@pytest.mark.parametrize(("value", "forced", "warns"), [
+    ("", False, False), ("0", False, False), ("false", False, False), ("Off", False, False),
+    ("1", True, False), ("TRUE", True, False), (" yes ", True, False), ("on", True, False),
+    ("ture", False, True), ("2", False, True)])
+def test_quasched_jit_reads_booleans_and_names_a_value_it_ignores(monkeypatch, value, forced, warns):
+    """``QUASCHED_JIT=false`` used to force the JIT (anything but "" and "0" did); a typo is named, not obeyed."""
+    monkeypatch.setenv("QUASCHED_JIT", value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert jit_forced() is forced
+    assert [str(w.message) for w in caught] == ([f"QUASCHED_JIT={value!r} is ignored: write 1 (force the JIT) "
+                                                 "or 0 (the default)"] if warns else [])

@@ -378,10 +378,26 @@ def test_load_inputs_mixes_files_and_traces(tmp_path) -> None:
     cluster, workload = EXAMPLES / "cluster.yaml", EXAMPLES / "workload.csv"
     nodes, pods = load_inputs("synthetic", cluster, None)
     assert len(nodes) == 14 and pods.source == "synthetic" and len(pods) > 30
-    nodes, pods = load_inputs("synthetic", None, workload)
-    assert len(nodes) == 120 and pods.source == "workload.csv" and len(pods) == 30
+    with pytest.raises(TraceError, match="pod 'llm-pretrain-0' asks for GPU model 'A100'"):
+        load_inputs("synthetic", None, workload)  # the synthetic cluster has no A100
     nodes, pods = load_inputs("not-a-trace", cluster, workload)  # the trace is not read
     assert (len(nodes), len(pods)) == (14, 30)
+
+
+def test_pods_asking_for_a_model_no_node_has_are_refused_by_name(tmp_path) -> None:
+    """Before, such pods only showed up as never placed; the error names the first pod, the count and the models."""
+    csv = ("name,cpu,memory,gpu,gpu_model,creation_time,deletion_time\n"
+           "a,1,1Gi,1,T4|A100,0,10\nb,1,1Gi,1,H100|B200,0,10\nc,1,1Gi,0.5,H100|B200,0,10\n")
+    with pytest.raises(TraceError) as err:
+        load_inputs("synthetic", None, write(tmp_path, "w.csv", csv))
+    assert_error(err, "w.csv", None, "gpu_model", "pod 'b' asks for GPU model 'H100|B200', which no node of "
+                 "synthetic has (2 pods ask for it; the cluster's models: G2, G3, P100, T4, V100M16, V100M32)")
+    nodes, pods = load_inputs("synthetic", None, write(tmp_path, "ok.csv", csv.replace("H100|B200", "V100M32")))
+    assert len(nodes) == 120 and pods.source == "ok.csv" and len(pods) == 3
+    with pytest.raises(TraceError, match=r"'H100', which no node of cluster.yaml has \(1 pod asks for it; the "
+                       r"cluster's models: A100, T4\)"):
+        load_inputs("synthetic", EXAMPLES / "cluster.yaml",
+                    write(tmp_path, "a.csv", csv.replace("H100|B200", "T4").replace("T4|A100", "H100")))
 
 
 runner = CliRunner()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -75,10 +76,10 @@ class FragmentationModel:
 @cache
 def kernels() -> ModuleType:
     """The compiled kernels: the ahead-of-time module built for this source when there is one
-    (:mod:`quasched.metrics.frag_aot`: no numba at run time) unless ``QUASCHED_JIT=1``, else
+    (:mod:`quasched.metrics.frag_aot`: no numba at run time) unless :func:`jit_forced`, else
     :mod:`quasched.metrics.frag_kernel`, imported on first use so numba loads only when a run
     needs it (and compiles the kernels once per installation, cached in ``__pycache__``)."""
-    if os.environ.get("QUASCHED_JIT", "") in ("", "0"):
+    if not jit_forced():
         try:
             return importlib.import_module(f"quasched.metrics.{frag_aot.module_name()}")
         except ImportError:
@@ -86,6 +87,21 @@ def kernels() -> ModuleType:
     from quasched.metrics import frag_kernel
 
     return frag_kernel
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def jit_forced() -> bool:
+    """Whether ``QUASCHED_JIT`` asks for the JIT kernels (1/true/yes/on, any case). Any other value
+    than those or 0/false/no/off/empty is ignored with a warning naming it, not read as true."""
+    value = os.environ.get("QUASCHED_JIT", "")
+    if value.strip().lower() in _TRUE:
+        return True
+    if value.strip().lower() not in _FALSE:
+        warnings.warn(f"QUASCHED_JIT={value!r} is ignored: write 1 (force the JIT) or 0 (the default)",
+                      stacklevel=2)
+    return False
 
 
 def _ints(values: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ accepts (:func:`accessible`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping, Sequence
@@ -13,6 +14,9 @@ import numpy as np
 
 #: most GPUs one node may have (the cluster keeps a nodes × GPUs matrix: a typo such as 1e9 would exhaust memory)
 MAX_NODE_GPUS = 64
+#: what a GPU model name looks like wherever one is read (trace and cluster files, the API)
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MODEL_NAME_HINT = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 
 
 @lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from quasched.model.nodes import MAX_NODE_GPUS
+from quasched.model.nodes import MAX_NODE_GPUS, MODEL_NAME, MODEL_NAME_HINT
 from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, QueueSpec,
                                      Reason)
 from quasched.traces.units import parse_gpu, parse_memory
@@ -46,6 +46,17 @@ class Strict(BaseModel):
 def _printable(value: str) -> str:
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
+    return value
+
+
+def _models(value: str, *, single: bool) -> str:
+    """``value`` if it is "" or GPU model names separated by ``|`` (one name if ``single``)."""
+    if single and "|" in value:
+        raise ValueError("a node has one GPU model")
+    bad = [token for token in value.split("|") if not MODEL_NAME.fullmatch(token)] if value else []
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a GPU model name: {MODEL_NAME_HINT}"
+                         + ("" if single else ", models separated by '|' (A100|H100)"))
     return value
 
 
@@ -127,10 +138,15 @@ class JobSubmit(Strict):
     client_token: str | None = Field(None, min_length=1, max_length=128, description=(
         "Idempotency key: resubmitting with the same key returns the first job."))
 
-    @field_validator("name", "user", "app", "gpu_model", "client_token")
+    @field_validator("name", "user", "app", "client_token")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else _printable(value)
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _models(value, single=False)
 
     @field_validator("cpu", "memory", "gpus", "pods", "duration", mode="before")
     @classmethod
@@ -211,9 +227,7 @@ class NodeIn(Strict):
     @field_validator("gpu_model")
     @classmethod
     def _model(cls, value: str) -> str:
-        if "|" in value:
-            raise ValueError("a node has one GPU model")
-        return _printable(value)
+        return _models(value, single=True)
 
     def to_record(self) -> NodeRecord:
         if self.gpus and not self.gpu_model:

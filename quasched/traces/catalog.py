@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quasched.model.nodes import NodeSpec
+from quasched.model.nodes import NodeSpec, accessible, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Workload, shape_keys
 from quasched.traces.cluster_file import load_cluster_file
 from quasched.traces.datadir import resolve_trace
@@ -122,16 +122,36 @@ def load_inputs(
 
     A cluster file (:func:`load_cluster_file`) replaces the trace's nodes, a
     workload file (:func:`load_workload_file`) its pods; with both, ``trace``
-    is not read. The workload's ``source`` is the trace name or the file name.
+    is not read. The workload's ``source`` is the trace name or the file name. A mix whose pods
+    ask for a GPU model no node has is refused (:func:`check_models`): they could never run.
     """
     if cluster is not None and workload is not None:
-        return load_cluster_file(cluster), load_workload_file(workload)
-    nodes, pods = load_trace(trace, data_dir)
-    if cluster is not None:
-        nodes = load_cluster_file(cluster)
-    if workload is not None:
-        pods = load_workload_file(workload)
+        nodes, pods = load_cluster_file(cluster), load_workload_file(workload)
+    else:
+        nodes, pods = load_trace(trace, data_dir)
+        if cluster is not None:
+            nodes = load_cluster_file(cluster)
+        if workload is not None:
+            pods = load_workload_file(workload)
+    if cluster is not None or workload is not None:
+        check_models(nodes, pods, workload or trace, cluster or trace,
+                     "gpu_model" if workload is not None else "gpu_spec")
     return nodes, pods
+
+
+def check_models(nodes: NodeSpec, pods: Workload, workload: str | Path, cluster: str | Path, field: str) -> None:
+    """:class:`TraceError` naming the first pod of ``workload`` whose GPU-model constraint no node of
+    ``cluster`` meets, with how many pods share it and the models the cluster has."""
+    models = sorted({str(m) for m in nodes.gpu_model if m})
+    specs, first, counts = np.unique(pods.gpu_spec.astype(str), return_index=True, return_counts=True)
+    bad = [(int(row), str(spec), int(count)) for spec, row, count in zip(specs, first, counts)
+           if spec_models(spec) and not any(accessible(m, spec) for m in models)]
+    if bad:
+        row, spec, count = min(bad)
+        raise TraceError(workload, f"pod {pods.name[row]!r} asks for GPU model {spec!r}, which no node of "
+                         f"{Path(cluster).name} has ({count} pod{'s ask' if count > 1 else ' asks'} for it; the cluster's models: "
+                         f"{', '.join(models) or 'none'}). Fix: change the pods' gpu_model or the cluster",
+                         field=field)
 
 
 def inputs_label(trace: str, cluster: str | Path | None = None, workload: str | Path | None = None) -> str:

@@ -16,17 +16,15 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from quasched.model.nodes import MAX_NODE_GPUS, NodeSpec
+from quasched.model.nodes import MAX_NODE_GPUS, MODEL_NAME, MODEL_NAME_HINT, NodeSpec
 from quasched.model.resources import RDMA_CAPACITY, RESOURCES, UNLIMITED, Resource, ResourceRegistry
 from quasched.traces.errors import TraceError, require_file
-from quasched.traces.table import MODEL_NAME
 from quasched.traces.units import parse_cpu, parse_memory
 
 TOP_KEYS = ("name", "pools")
 POOL_KEYS = ("name", "count", "cpu", "memory", "gpu", "rdma", "disk", "labels")
 POOL_REQUIRED = ("name", "count", "cpu", "memory")
 GPU_KEYS = ("model", "count")
-NAME_HINT = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 MAX_NODES = 1_000_000  # per pool: a typo such as 1e11 would otherwise exhaust memory building the nodes
 EXAMPLE = "pools:\n  - {name: a100, count: 16, cpu: 96, memory: 768Gi, gpu: {model: A100, count: 8}}"
 
@@ -95,12 +93,12 @@ def _pool(doc: "_Document", node: Node, field: str, extras: Sequence[Resource] =
     return {
         **values,
         "node": pool["name"],
-        "name": doc.text(pool["name"], f"{field}.name", MODEL_NAME.fullmatch, NAME_HINT),
+        "name": doc.text(pool["name"], f"{field}.name", MODEL_NAME.fullmatch, MODEL_NAME_HINT),
         "count": doc.integer(pool["count"], f"{field}.count", 1, f"a whole number of nodes, 1 to {MAX_NODES:,}",
                              MAX_NODES),
         "cpu": doc.amount(pool["cpu"], f"{field}.cpu", parse_cpu),
         "memory": doc.amount(pool["memory"], f"{field}.memory", parse_memory),
-        "model": doc.text(gpu["model"], f"{field}.gpu.model", MODEL_NAME.fullmatch, NAME_HINT) if gpu else "",
+        "model": doc.text(gpu["model"], f"{field}.gpu.model", MODEL_NAME.fullmatch, MODEL_NAME_HINT) if gpu else "",
         "gpus": doc.integer(gpu["count"], f"{field}.gpu.count", 1, f"a whole number of GPUs, 1 to {MAX_NODE_GPUS} "
                             "(omit gpu for CPU-only nodes)", MAX_NODE_GPUS) if gpu else 0,
         "rdma": doc.integer(pool["rdma"], f"{field}.rdma", 0, f"a whole percentage of one NIC, 0 to {RDMA_CAPACITY}",

@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from quasched.model.nodes import MODEL_NAME
 from quasched.traces.errors import TraceError, require_file
 
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _MAX_EXACT = 2.0**53  # larger numbers are not exact integers in float64
 _FIELD_COUNT = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 _OPEN_QUOTE = re.compile(r"EOF inside string starting at row (\d+)")
