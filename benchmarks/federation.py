@@ -33,6 +33,8 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
   (a new draw for ``ours-nested`` as adopted, no change made for it).
 - ``fresh12 seeds``, ``fresh12 zones``, ``fresh12 synthetic``: seeds 121-125, 121-125, 121-130, never run before the test of
   ``ours-nested`` without protection (session 11).
+- ``fresh13 seeds``, ``fresh13 zones``, ``fresh13 synthetic``: seeds 131-135, 131-135, 131-140, never run before the test of
+  ``ours-capped`` (session 12).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -132,7 +134,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
     for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10",
-                                 "fresh11", "fresh12"), 1):  # seeds 10 i + 1 ...
+                                 "fresh11", "fresh12", "fresh13"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),

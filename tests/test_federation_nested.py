@@ -13,7 +13,7 @@ from quasched.federation.dispatch import Decision, View
 from quasched.federation.engine import run_federation
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.held import HourlyRedecideHeld
-from quasched.federation.nested import NestedBookings
+from quasched.federation.nested import CappedNested, NestedBookings
 from quasched.model import Cluster
 from builders import nodes, pod
 from test_federation import small_scenarios
@@ -127,3 +127,43 @@ def test_a_bumped_job_waiting_within_the_hour_keeps_its_booking_unheld():
     booking = np.zeros_like(d.ledger)
     add_run(booking, view, DEFERRED, Decision(0, 1.5 * H))
     assert np.allclose(d.ledger - d.held, booking) and np.array_equal(d.held, held)  # booked from 1.5 h, unheld
+
+
+def dirty_first(dirty_w: float = 400.0) -> View:
+    """:func:`two_clusters` with the clusters swapped (dirty first, then the 100 g/kWh one), so that the cluster order
+    cannot break a tie in the clean cluster's favour."""
+    view = two_clusters(dirty_w=dirty_w)
+    view.intensity, view.history = view.intensity[::-1].copy(), view.history[::-1].copy()
+    view.__post_init__()
+    return view
+
+
+@pytest.mark.parametrize("rule, cluster", [(NestedBookings, 0), (CappedNested, 1)])
+def test_a_job_filling_the_clean_cluster_is_priced_at_most_at_the_dirtiest(rule, cluster):
+    """Inflexible job 1 (2 GPUs) fills the clean 2-GPU cluster: u = 1. With I = (400, 100): mean 250, max 400, reference
+    250 + 0.5 × 150 = 325, clean gap 225, so the rule's clean rate is 100 + 2 × 225 × 1 ** 8 = 550 > 400 and it sends the
+    job to the dirty cluster. Capped, the clean rate is 400 − 1e-9 × 300 < 400: the clean cluster (seed 121's case)."""
+    d = rule(price=2, power=8, delay=0, perfect=True)
+    d.reset(dirty_first())
+    index = np.arange(8)  # the job's 2 h
+    ledger = d.ledger[:, :, :8]
+    assert np.allclose(NestedBookings.rate(d, INFLEXIBLE, 0.0, index, ledger), [[400.0] * 8, [550.0] * 8])
+    assert tuple(d.dispatch(INFLEXIBLE, 0.0)) == (cluster, 0.0)
+    if rule is CappedNested:
+        assert np.allclose(d.rate(INFLEXIBLE, 0.0, index, ledger), [[400.0] * 8, [400.0 - 3e-7] * 8], rtol=0, atol=1e-10)
+
+
+class CapChecked(CappedNested):
+    """Asserts the cap on every rate it prices."""
+
+    def rate(self, job, now, index, ledger):
+        rate = super().rate(job, now, index, ledger)
+        assert np.all(rate <= self.priced(now, index)[0].max(axis=0))
+        return rate
+
+
+@settings(max_examples=30, deadline=None)
+@given(small_scenarios())
+def test_the_capped_rate_never_exceeds_the_dirtiest_expected_intensity(sc):
+    run = run_federation(sc, CapChecked())
+    assert np.all(np.isfinite(run.released))

@@ -18,7 +18,7 @@ DISPATCHER_NAMES = ("proportional", "least-loaded", "greenest", "greedy", "ours-
                     "carbon-aware-easy", "carbon-aware-conservative", "ours-displace-backfill", "ours-displace-easy",
                     "ours-displace-conservative", "carbon-aware-shadow", "ours-displace-shadow", "ours-displace-throttle",
                     "ours-protect-redecide", "ours-protect-held", "ours-redecide-held", "ours-displace", "ours-protect",
-                    "ours-redecide-hourly", "ours-nested-unprotected", "ours-nested")
+                    "ours-redecide-hourly", "ours-nested-unprotected", "ours-capped", "ours-nested")
 #: the default --dispatchers: the baselines, the rule, the previous ours and ours, last (the oracle is held to the last
 #: one's misses); ``all`` runs every one above
 DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "carbon-aware", "ours-redecide-hourly",
@@ -58,7 +58,8 @@ def federation(
     holds the job, and whose released jobs no node holds are decided again (at most once an hour) while they have
     slack, instead of queuing; ours-nested, ours (the last by default): ours-redecide-hourly whose inflexible jobs may
     take the room a deferred job has only booked (nested bookings; the bumped job is decided again at its release
-    while it has slack); ours-nested-unprotected: the same without the protection levels; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster,
+    while it has slack); ours-nested-unprotected: the same without the protection levels; ours-capped: ours-nested whose
+    priced rate never exceeds the dirtiest cluster's expected intensity; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster,
     unguarded, or only if it ends by the latest start of the queue's head, resp. of every queued job still on time;
     -shadow: node-level EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
     deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node

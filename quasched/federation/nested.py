@@ -26,6 +26,9 @@ from quasched.federation.carbon_aware import add_run
 from quasched.federation.dispatch import Decision, View
 from quasched.federation.held import HourlyRedecideHeld
 
+#: the share of its distance to the dirtiest cluster by which a cleaner cluster's cap sits lower (:class:`CappedNested`)
+TIE_BREAK = 1e-9
+
 
 class NestedBookings(HourlyRedecideHeld):
     """``ours-redecide-hourly`` whose inflexible jobs read only the held ledger (module docstring)."""
@@ -56,3 +59,24 @@ class NestedUnprotected(NestedBookings):
         if "protect" in rule:
             raise ValueError("ours-nested-unprotected has no protection to set; use ours-nested:protect=0 or 1")
         super().__init__(protect=0, **rule)
+
+
+class CappedNested(NestedBookings):
+    """``ours-nested`` whose priced rate never exceeds the dirtiest cluster's expected intensity::
+
+        rate[c, k] = min(rule's rate[c, k], W[k] − 1e-9 × (W[k] − I[c, k]))        W[k] = max over clusters of I[., k]
+
+    The crowding price, the displacement and the protection charges each stand for carbon that a run's use of a clean
+    slot makes *other* jobs pay elsewhere; at worst those jobs run on the dirtiest cluster, so a unit of the run can
+    never cost more than that cluster's intensity. Uncapped, a job that fills a clean cluster alone (an 8-GPU, 49-hour
+    inflexible run on an 8-GPU cluster, ``fresh12 synthetic`` seed 121) was priced above the dirtiest cluster and sent
+    there, for its whole run. At the cap a cleaner cluster's own intensity is certain and the rest only a bound, so it
+    sits a hair (``1e-9`` of its distance to ``W``) below: among options at the cap the cleaner wins, not the lower
+    cluster index. No constant beyond that tie-break."""
+
+    name = "ours-capped"
+
+    def rate(self, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        expected = self.priced(now, index)[0]
+        worst = expected.max(axis=0)
+        return np.minimum(super().rate(job, now, index, ledger), worst - TIE_BREAK * (worst - expected))

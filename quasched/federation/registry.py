@@ -11,7 +11,7 @@ from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import Dispatcher
 from quasched.federation.displacement import DisplacementPriced
 from quasched.federation.held import HourlyRedecideHeld, ProtectionHeld, RedecideHeld
-from quasched.federation.nested import NestedBookings, NestedUnprotected
+from quasched.federation.nested import CappedNested, NestedBookings, NestedUnprotected
 from quasched.federation.planner import RollingPlanner
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.redecide import ReleaseRedecided
@@ -22,7 +22,7 @@ DISPATCHERS: dict[str, Callable[[], Dispatcher]] = {
     d.name: d for d in (Proportional, LeastLoaded, GreenestFirst, HourlyGreedy, RollingPlanner, DisplacementPriced, CarbonAware,
                  BackfillRule, BackfillDisplacement, EasyRule, EasyDisplacement, ConservativeRule, ConservativeDisplacement,
                  ProtectionPriced, ReleaseRedecided, ProtectionHeld, RedecideHeld, HourlyRedecideHeld, NestedBookings,
-                 NestedUnprotected, ShadowRule, ShadowDisplacement, ThrottleDisplacement)
+                 NestedUnprotected, CappedNested, ShadowRule, ShadowDisplacement, ThrottleDisplacement)
 }
 
 
