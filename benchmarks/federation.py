@@ -35,6 +35,8 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
   ``ours-nested`` without protection (session 11).
 - ``fresh13 seeds``, ``fresh13 zones``, ``fresh13 synthetic``: seeds 131-135, 131-135, 131-140, never run before the test of
   ``ours-capped`` (session 12).
+- ``fresh14 seeds``, ``fresh14 zones``, ``fresh14 synthetic``: seeds 141-145, 141-145, 141-150, never run before the second
+  look at ``ours-capped`` (session 12).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -134,7 +136,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
     for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10",
-                                 "fresh11", "fresh12", "fresh13"), 1):  # seeds 10 i + 1 ...
+                                 "fresh11", "fresh12", "fresh13", "fresh14"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),
