@@ -140,9 +140,10 @@ def dirty_first(dirty_w: float = 400.0) -> View:
 
 @pytest.mark.parametrize("rule, cluster", [(NestedBookings, 0), (CappedNested, 1)])
 def test_a_job_filling_the_clean_cluster_is_priced_at_most_at_the_dirtiest(rule, cluster):
-    """Inflexible job 1 (2 GPUs) fills the clean 2-GPU cluster: u = 1. With I = (400, 100): mean 250, max 400, reference
-    250 + 0.5 × 150 = 325, clean gap 225, so the rule's clean rate is 100 + 2 × 225 × 1 ** 8 = 550 > 400 and it sends the
-    job to the dirty cluster. Capped, the clean rate is 400 − 1e-9 × 300 < 400: the clean cluster (seed 121's case)."""
+    """Inflexible job 1 (2 GPUs) fills the clean 2-GPU cluster: u = 1. With I = (400, 100): mean 250, max 400,
+    reference 250 + 0.5 × 150 = 325, clean gap 225, so the rule's clean rate is 100 + 2 × 225 × 1 ** 8 = 550 > 400
+    and it sends the job to the dirty cluster. Capped, the clean rate is 400 − 1e-9 × 300 < 400: the clean cluster
+    (seed 121's case)."""
     d = rule(price=2, power=8, delay=0, perfect=True)
     d.reset(dirty_first())
     index = np.arange(8)  # the job's 2 h
@@ -150,7 +151,8 @@ def test_a_job_filling_the_clean_cluster_is_priced_at_most_at_the_dirtiest(rule,
     assert np.allclose(NestedBookings.rate(d, INFLEXIBLE, 0.0, index, ledger), [[400.0] * 8, [550.0] * 8])
     assert tuple(d.dispatch(INFLEXIBLE, 0.0)) == (cluster, 0.0)
     if rule is CappedNested:
-        assert np.allclose(d.rate(INFLEXIBLE, 0.0, index, ledger), [[400.0] * 8, [400.0 - 3e-7] * 8], rtol=0, atol=1e-10)
+        capped = d.rate(INFLEXIBLE, 0.0, index, ledger)
+        assert np.allclose(capped, [[400.0] * 8, [400.0 - 3e-7] * 8], rtol=0, atol=1e-10)
 
 
 class CapChecked(CappedNested):

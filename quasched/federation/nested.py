@@ -64,7 +64,7 @@ class NestedUnprotected(NestedBookings):
 class CappedNested(NestedBookings):
     """``ours-nested`` whose priced rate never exceeds the dirtiest cluster's expected intensity::
 
-        rate[c, k] = min(rule's rate[c, k], W[k] − 1e-9 × (W[k] − I[c, k]))        W[k] = max over clusters of I[., k]
+        rate[c, k] = min(rule's rate[c, k], W[k] − 1e-9 × (W[k] − I[c, k]))    W[k] = max_c I[c, k]
 
     The crowding price, the displacement and the protection charges each stand for carbon that a run's use of a clean
     slot makes *other* jobs pay elsewhere; at worst those jobs run on the dirtiest cluster, so a unit of the run can

@@ -148,8 +148,9 @@ def check_models(nodes: NodeSpec, pods: Workload, workload: str | Path, cluster:
            if spec_models(spec) and not any(accessible(m, spec) for m in models)]
     if bad:
         row, spec, count = min(bad)
+        asking = f"{count} pods ask" if count > 1 else "1 pod asks"
         raise TraceError(workload, f"pod {pods.name[row]!r} asks for GPU model {spec!r}, which no node of "
-                         f"{Path(cluster).name} has ({count} pod{'s ask' if count > 1 else ' asks'} for it; the cluster's models: "
+                         f"{Path(cluster).name} has ({asking} for it; the cluster's models: "
                          f"{', '.join(models) or 'none'}). Fix: change the pods' gpu_model or the cluster",
                          field=field)
 
