@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from quasched.cli.common import finite_option
+from quasched.cli.common import DataDirOption, finite_option
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
@@ -27,7 +27,7 @@ DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "ca
 
 def federation(
     trace: str = typer.Option("openb-default", help="Trace with creation/deletion times: openb-*, dlrm-2025, synthetic."),
-    data_dir: Optional[Path] = typer.Option(None, help="Folder of the traces (e.g. ../shared/traces)."),
+    data_dir: Optional[Path] = DataDirOption,
     carbon_dir: Optional[Path] = typer.Option(None, help="Folder of carbon_intensity_2023_hourly.csv "
                                               "(else $QUASCHED_CARBON). Data: Electricity Maps (ODbL)."),
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
