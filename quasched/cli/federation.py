@@ -107,6 +107,7 @@ def federation(
         console.print(f"[yellow]note:[/] {trace}'s arrivals span {span_days:.2g} days: each window holds all of them, "
                       f"not --days {days:g}")
     rows: list[dict] = []
+    written: list[Path] = []
     for seed in seed_list:
         try:
             scenario = draw_scenario(nodes, workload, series, seed, clusters, capacity, days, flexible, (lo, hi))
@@ -120,11 +121,12 @@ def federation(
                           f"give {held:,}")
         rows += (scenario_rows := evaluate(scenario, names, policy, seed, oracle))
         if out is not None:
-            plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows, title=f"seed {seed}: GPU-hours per cluster")
+            written.append(plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows,
+                                           title=f"seed {seed}: GPU-hours per cluster"))
     console.print(federation_table(rows, title=f"{trace}: {clusters} clusters, {days:g}-day windows, policy {policy}"))
     console.print("saving = 1 − dynamic kg CO2e (job model) / proportional split's. " + ATTRIBUTION)
     if out is not None:
         title = f"{trace}: {clusters} clusters, {days:g}-day windows"
-        written = [write_rows(out / "federation.csv", rows),
-                   plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
+        written += [write_rows(out / "federation.csv", rows),
+                    plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
         console.print(f"wrote {len(written)} files to {out}")
