@@ -329,6 +329,7 @@ def test_federation_cli(data_dir, carbon_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Electricity Maps" in result.output and (tmp_path / "savings.png").exists()
     assert (tmp_path / "allocation_seed3.png").exists()
+    assert "wrote 3 files to" in result.output  # federation.csv, savings.png, allocation_seed3.png
     assert ATTRIBUTION in (tmp_path / "federation.csv").read_text()
     bad = CliRunner().invoke(app, [*sources, "--zones", "GB,XX"])
     assert bad.exit_code == 2 and "XX" in bad.output

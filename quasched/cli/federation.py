@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from quasched.cli.common import finite_option
+from quasched.cli.common import DataDirOption, finite_option
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 #: shown in --help without importing the engine; a test checks it against the registry
@@ -27,7 +27,7 @@ DEFAULT_DISPATCHERS = ("proportional", "least-loaded", "greenest", "greedy", "ca
 
 def federation(
     trace: str = typer.Option("openb-default", help="Trace with creation/deletion times: openb-*, dlrm-2025, synthetic."),
-    data_dir: Optional[Path] = typer.Option(None, help="Folder of the traces (e.g. ../shared/traces)."),
+    data_dir: Optional[Path] = DataDirOption,
     carbon_dir: Optional[Path] = typer.Option(None, help="Folder of carbon_intensity_2023_hourly.csv "
                                               "(else $QUASCHED_CARBON). Data: Electricity Maps (ODbL)."),
     zones: str = typer.Option("all", help="Comma-separated zones to draw the clusters' zones from, or 'all'."),
@@ -107,6 +107,7 @@ def federation(
         console.print(f"[yellow]note:[/] {trace}'s arrivals span {span_days:.2g} days: each window holds all of them, "
                       f"not --days {days:g}")
     rows: list[dict] = []
+    written: list[Path] = []
     for seed in seed_list:
         try:
             scenario = draw_scenario(nodes, workload, series, seed, clusters, capacity, days, flexible, (lo, hi))
@@ -120,11 +121,12 @@ def federation(
                           f"give {held:,}")
         rows += (scenario_rows := evaluate(scenario, names, policy, seed, oracle))
         if out is not None:
-            plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows, title=f"seed {seed}: GPU-hours per cluster")
+            written.append(plot_allocation(out / f"allocation_seed{seed}.png", scenario_rows,
+                                           title=f"seed {seed}: GPU-hours per cluster"))
     console.print(federation_table(rows, title=f"{trace}: {clusters} clusters, {days:g}-day windows, policy {policy}"))
     console.print("saving = 1 − dynamic kg CO2e (job model) / proportional split's. " + ATTRIBUTION)
     if out is not None:
         title = f"{trace}: {clusters} clusters, {days:g}-day windows"
-        written = [write_rows(out / "federation.csv", rows),
-                   plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
+        written += [write_rows(out / "federation.csv", rows),
+                    plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
         console.print(f"wrote {len(written)} files to {out}")
