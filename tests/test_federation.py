@@ -15,6 +15,7 @@ from quasched.cli import app
 from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
 from quasched.cli.federation import DEFAULT_DISPATCHERS, DISPATCHER_NAMES
 from quasched.federation.engine import make_view, run_federation
+from quasched.optimize.provenance import highs_version
 from quasched.federation.evaluate import evaluate
 from quasched.federation.forecast import HISTORY_H, Forecast
 from quasched.federation.metrics import job_carbon_kg, late_gpu_hours, missed, summarize
@@ -331,6 +332,7 @@ def test_federation_cli(data_dir, carbon_dir, tmp_path):
     assert (tmp_path / "allocation_seed3.png").exists()
     assert "wrote 3 files to" in result.output  # federation.csv, savings.png, allocation_seed3.png
     assert ATTRIBUTION in (tmp_path / "federation.csv").read_text()
+    assert set(pd.read_csv(tmp_path / "federation.csv")["highspy"]) == {highs_version()}
     bad = CliRunner().invoke(app, [*sources, "--zones", "GB,XX"])
     assert bad.exit_code == 2 and "XX" in bad.output
     few = CliRunner().invoke(app, [*sources, "--zones", "GB,DE-LU", "--days", "0.5"])

@@ -1,6 +1,7 @@
 """``quasched batch`` end to end on small machine counts."""
 
 import csv
+import importlib.metadata
 import json
 
 import typer
@@ -31,6 +32,7 @@ def test_batch_writes_verified_results_and_plots(data_dir, tmp_path):
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert len(rows) == 6 and all(r["verified"] == "True" for r in rows)
+    assert {r["highspy"] for r in rows} == {importlib.metadata.version("highspy")}  # proof times depend on it
     greedy_qua = next(r for r in rows if r["instance"] == "qua-greedy" and r["solver"] == "greedy-qua")
     assert (greedy_qua["jobs"], greedy_qua["apps"]) == ("67", "5")
     assert (tmp_path / "qua-greedy-jobs.png").stat().st_size > 0

@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from rich.table import Table
 
+from quasched.optimize.provenance import highs_version
 from quasched.traces.carbon import ATTRIBUTION
 
 COLUMNS = (
@@ -43,9 +44,9 @@ def federation_table(rows: Sequence[dict], title: str = "") -> Table:
 
 
 def write_rows(path: Path, rows: Sequence[dict]) -> Path:
-    """All rows as CSV, with an ``attribution`` column."""
+    """All rows as CSV, with an ``attribution`` column and the ``highspy`` version the oracle rows were solved with."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{**r, "attribution": ATTRIBUTION} for r in rows]).to_csv(path, index=False)
+    pd.DataFrame([{**r, "attribution": ATTRIBUTION, "highspy": highs_version()} for r in rows]).to_csv(path, index=False)
     return path
 
 

@@ -97,6 +97,7 @@ def batch(
     from quasched.optimize.instances import INSTANCES, qua_jobs, qua_problem
     from quasched.optimize.plots import METRICS, plot_metric
     from quasched.optimize.problem import OBJECTIVES, HeavyRule
+    from quasched.optimize.provenance import highs_version
     from quasched.optimize.solvers import SOLVERS, solve
     from quasched.traces.catalog import trace_info
     from quasched.traces.datadir import resolve_trace
@@ -148,9 +149,9 @@ def batch(
     console.print(table)
     if out is not None:
         with open(out / "results.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(fh, fieldnames=[*rows[0], "highspy"])
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({**r, "highspy": highs_version()} for r in rows)
         for name in names:
             for metric in METRICS:
                 plot_metric(rows, name, metric, out / f"{name}-{metric}.png")
