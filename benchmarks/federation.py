@@ -154,6 +154,14 @@ def _evaluate(dispatchers: list[str], policy: str, ours: str, also: list[str], i
     return evaluate(scenario, dispatchers, policy, seed, equal_to=ours, also_at=compared, set=name)
 
 
+def read_rows(path: Path) -> list[dict]:
+    """Rows of an earlier ``federation_rows.csv``; files from before the ``highspy`` column say "unrecorded"."""
+    frame = pd.read_csv(path).drop(columns="attribution")
+    if "highspy" not in frame:
+        frame["highspy"] = "unrecorded"
+    return frame.to_dict("records")
+
+
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
@@ -167,7 +175,7 @@ def main() -> None:
     label = args.ours.partition(":")[0]  # rows name ours by its dispatcher; carbon-aware runs beside any other
     also = [d for d in args.also.split(",") if d]
     dispatchers = ["proportional", "least-loaded", "greenest", "greedy", *([OURS] if label != OURS else []), *also, args.ours]
-    rows = pd.read_csv(args.rows).drop(columns="attribution").to_dict("records") if args.rows else []
+    rows = read_rows(args.rows) if args.rows else []
     todo = [] if args.rows else list(scenarios(args))
     run = partial(_evaluate, dispatchers, args.policy, args.ours, also)
     with ProcessPoolExecutor(args.workers) as pool:  # rows are written as scenarios finish (--rows re-summarises)

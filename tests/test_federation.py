@@ -358,3 +358,11 @@ def test_federation_cli_says_when_the_trace_is_smaller_than_asked(carbon_dir):
                                      "--zones", "DE-LU,GB", "--clusters", "2", "--days", "0.2", "--capacity", "0.5",
                                      "--no-oracle", "--dispatchers", "greedy"], env={"COLUMNS": "300"})
     assert quiet.exit_code == 0 and "note:" not in quiet.output
+
+
+def test_rows_carry_the_highspy_they_were_solved_with(tmp_path):
+    """Fresh rows get the installed version; a row read back from an earlier file keeps its own."""
+    from quasched.federation.report import write_rows
+
+    path = write_rows(tmp_path / "rows.csv", [{"seed": 1, "highspy": "1.12.0"}, {"seed": 2}])
+    assert pd.read_csv(path, dtype=str)["highspy"].tolist() == ["1.12.0", highs_version()]

@@ -44,9 +44,11 @@ def federation_table(rows: Sequence[dict], title: str = "") -> Table:
 
 
 def write_rows(path: Path, rows: Sequence[dict]) -> Path:
-    """All rows as CSV, with an ``attribution`` column and the ``highspy`` version the oracle rows were solved with."""
+    """All rows as CSV, with an ``attribution`` column and the ``highspy`` version the oracle rows were solved with
+    (the installed one, unless a row read back from an earlier file carries its own)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{**r, "attribution": ATTRIBUTION, "highspy": highs_version()} for r in rows]).to_csv(path, index=False)
+    pd.DataFrame([{**r, "attribution": ATTRIBUTION, "highspy": r.get("highspy", highs_version())}
+                  for r in rows]).to_csv(path, index=False)
     return path
 
 
