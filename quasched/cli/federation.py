@@ -58,11 +58,12 @@ def federation(
     holds the job, and whose released jobs no node holds are decided again (at most once an hour) while they have
     slack, instead of queuing; ours-nested, ours (the last by default): ours-redecide-hourly whose inflexible jobs may
     take the room a deferred job has only booked (nested bookings; the bumped job is decided again at its release
-    while it has slack); ours-nested-unprotected: the same without the protection levels; ours-capped: ours-nested whose
-    priced rate never exceeds the dirtiest cluster's expected intensity; -backfill, -easy, -conservative: an inflexible job may pass a queue in a cleaner cluster,
-    unguarded, or only if it ends by the latest start of the queue's head, resp. of every queued job still on time;
-    -shadow: node-level EASY, the head's room on the node that frees first; ours-displace-throttle: -shadow while the head can meet its
-    deadline, no passing (nor queue retry ahead of it) once it cannot; ours-protect-redecide: a released job no node
+    while it has slack); ours-nested-unprotected: the same without the protection levels; ours-capped: ours-nested
+    whose priced rate never exceeds the dirtiest cluster's expected intensity; -backfill, -easy, -conservative: an
+    inflexible job may pass a queue in a cleaner cluster, unguarded, or only if it ends by the latest start of the
+    queue's head, resp. of every queued job still on time; -shadow: node-level EASY, the head's room on the node that
+    frees first; ours-displace-throttle: -shadow while the head can meet its deadline, no passing (nor queue retry
+    ahead of it) once it cannot; ours-protect-redecide: a released job no node
     holds is decided again while it has slack; -held: starts now only where a node holds the job),
     against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
     deadline misses than the last dispatcher).

@@ -96,9 +96,10 @@ def jit_forced() -> bool:
     """Whether ``QUASCHED_JIT`` asks for the JIT kernels (1/true/yes/on, any case). Any other value
     than those or 0/false/no/off/empty is ignored with a warning naming it, not read as true."""
     value = os.environ.get("QUASCHED_JIT", "")
-    if value.strip().lower() in _TRUE:
+    word = value.strip().lower()
+    if word in _TRUE:
         return True
-    if value.strip().lower() not in _FALSE:
+    if word not in _FALSE:
         warnings.warn(f"QUASCHED_JIT={value!r} is ignored: write 1 (force the JIT) or 0 (the default)",
                       stacklevel=2)
     return False
