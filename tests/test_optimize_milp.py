@@ -95,6 +95,18 @@ def test_shape_window_hand_computed():
     assert [tuple(b.tolist()) for b in master.window(np.array([0.0]), 0.0)] == [(3,), (3,)]
 
 
+def test_negligible_segments_priced_at_zero_and_added_to_the_bound():
+    # one app, alpha 1e-6: weights 1, 1e-6, 1e-12; the last is under NEGLIGIBLE (1e-9) x the heaviest
+    p = small_problem([[1000, 0, 10]] * 3, CAP, apps=[0, 0, 0], alpha=1e-6, heavy=HeavyRule.symmetric(1.0))
+    master = Master(shapes(p, job_classes(p)), p.weight)
+    assert master.seg_weight.tolist() == [0.0, 1e-6, 1.0]
+    assert master.neglected == pytest.approx(1e-12, rel=1e-9)
+    result = solve(p, "milp")
+    assert result.status == "optimal" and result.verdict.jobs == 3
+    assert result.info["neglected_weight"] == master.neglected
+    assert result.bound >= result.verdict.weighted - 1e-15
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_staged_pattern_proof_agrees_with_counts_model(seed):
     # identical machines and few shapes: the pattern LP is fractional, so the staged proof runs

@@ -31,6 +31,10 @@ from quasched.optimize.problem import BatchProblem
 
 TOL = 1e-9
 MAX_ENUMERATED = 20_000
+#: segment weights below this share of the heaviest are priced at 0: they sit under HiGHS's cost tolerance
+#: ("excessively small costs": fairness decay 0.6 makes an app's 500th job weigh 1e-111), only slow its search
+#: (qua-greedy at 20 machines: 13.9 -> 5.9 s with highspy 1.16.0) and move no objective by more than their sum
+NEGLIGIBLE = 1e-9
 
 
 @dataclass
@@ -114,6 +118,8 @@ class Master:
     A shape's value is concave in the number placed: the heaviest of its jobs
     first (which is earliest-first within each app), as segments of equal
     weight. Rows: one per shape (placed <= slots), then one per machine type.
+    Segments lighter than :data:`NEGLIGIBLE` x the heaviest are priced at 0;
+    ``neglected`` (their total weight) is what a bound must add back.
     """
 
     sh: Shapes
@@ -128,7 +134,10 @@ class Master:
             shape += [s] * len(values)
             weight += values.tolist()
             count += counts.tolist()
-        self.seg_shape, self.seg_weight, self.seg_count = np.array(shape), np.array(weight), np.array(count)
+        self.seg_shape, self.seg_weight, self.seg_count = np.array(shape), np.array(weight, dtype=float), np.array(count)
+        tiny = self.seg_weight < NEGLIGIBLE * self.seg_weight.max(initial=0.0)
+        self.neglected = float(self.seg_weight[tiny] @ self.seg_count[tiny])
+        self.seg_weight[tiny] = 0.0
 
     def add(self, t: int, a: np.ndarray) -> bool:
         key = (t, a.tobytes())

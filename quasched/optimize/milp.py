@@ -232,12 +232,14 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     cg_deadline = deadline - DISTRIBUTION_RESERVE - (QUICK_IP if pricer is not None else 0.0)
     z_lp, pi, mu, converged = generate(master, cg_deadline, pricer, patience)
     info = {"formulation": "patterns", "classes": len(classes), "shapes": sh.n_shapes, "lp_value": z_lp,
+            "neglected_weight": master.neglected,
             "cg_columns": len(master.columns), "cg_time": round(time.perf_counter() - t0, 3)}
     tol = rel_gap * max(1.0, abs(z_lp))
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
     if converged:
         best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, info)
+        bound += master.neglected  # the priced-at-0 segments could all be placed on top
     else:
         sol = _pattern_ip(master, max(ip_deadline, time.perf_counter() + QUICK_IP))
         best, bound = ((sol.objective, master.chosen(sol.x)) if sol.x is not None else None), None
