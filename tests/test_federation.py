@@ -202,7 +202,7 @@ def test_scenario_validation_names_the_field():
         one_gpu_member("a", zone("A", 1), pue=0.9)
     with pytest.raises(ValueError, match="unknown dispatcher"):
         make_dispatcher("nope")
-    assert set(DISPATCHER_NAMES) == set(DISPATCHERS)
+    assert set(DISPATCHER_NAMES) == set(DISPATCHERS) and len(DISPATCHER_NAMES) == len(DISPATCHERS)
     assert set(DEFAULT_DISPATCHERS) <= set(DISPATCHERS) and DEFAULT_DISPATCHERS[-1] == DISPATCHER_NAMES[-1]  # ours last
 
 
