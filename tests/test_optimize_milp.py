@@ -7,7 +7,7 @@ import pytest
 
 from quasched.optimize import HeavyRule, verify
 from quasched.optimize.classes import job_classes
-from quasched.optimize.colgen import Master, shapes
+from quasched.optimize.colgen import NEGLIGIBLE, Master, shapes
 from quasched.optimize.problem import small_problem
 from quasched.optimize.solvers import solve
 
@@ -98,8 +98,9 @@ def test_shape_window_hand_computed():
 def test_negligible_segments_priced_at_zero_and_added_to_the_bound():
     # one app, alpha 1e-6: weights 1, 1e-6, 1e-12; the last is under NEGLIGIBLE (1e-9) x the heaviest
     p = small_problem([[1000, 0, 10]] * 3, CAP, apps=[0, 0, 0], alpha=1e-6, heavy=HeavyRule.symmetric(1.0))
-    master = Master(shapes(p, job_classes(p)), p.weight)
+    master = Master(shapes(p, job_classes(p)), p.weight, negligible=NEGLIGIBLE)
     assert master.seg_weight.tolist() == [0.0, 1e-6, 1.0]
+    assert Master(shapes(p, job_classes(p)), p.weight).seg_weight.tolist() == [1e-12, 1e-6, 1.0]  # the default keeps all
     assert master.neglected == pytest.approx(1e-12, rel=1e-9)
     result = solve(p, "milp")
     assert result.status == "optimal" and result.verdict.jobs == 3

@@ -31,9 +31,10 @@ from quasched.optimize.problem import BatchProblem
 
 TOL = 1e-9
 MAX_ENUMERATED = 20_000
-#: segment weights below this share of the heaviest are priced at 0: they sit under HiGHS's cost tolerance
+#: the exact MILP prices segment weights below this share of the heaviest at 0: they sit under HiGHS's cost tolerance
 #: ("excessively small costs": fairness decay 0.6 makes an app's 500th job weigh 1e-111), only slow its search
-#: (qua-greedy at 20 machines: 13.9 -> 5.9 s with highspy 1.16.0) and move no objective by more than their sum
+#: (qua-greedy at 20 machines: 13.9 -> 5.9 s with highspy 1.16.0) and move no objective by more than their sum;
+#: the heuristic decomposition keeps them (it changed its path there: BENCHMARKS.md)
 NEGLIGIBLE = 1e-9
 
 
@@ -118,14 +119,16 @@ class Master:
     A shape's value is concave in the number placed: the heaviest of its jobs
     first (which is earliest-first within each app), as segments of equal
     weight. Rows: one per shape (placed <= slots), then one per machine type.
-    Segments lighter than :data:`NEGLIGIBLE` x the heaviest are priced at 0;
-    ``neglected`` (their total weight) is what a bound must add back.
+    Segments lighter than ``negligible`` x the heaviest (the exact MILP passes
+    :data:`NEGLIGIBLE`) are priced at 0; ``neglected`` (their total weight) is
+    what a bound must add back.
     """
 
     sh: Shapes
     weights: np.ndarray  # (n,) job values
     columns: list[tuple[int, np.ndarray]] = field(default_factory=list)
     seen: set = field(default_factory=set)
+    negligible: float = 0.0
 
     def __post_init__(self) -> None:
         shape, weight, count = [], [], []
@@ -135,7 +138,7 @@ class Master:
             weight += values.tolist()
             count += counts.tolist()
         self.seg_shape, self.seg_weight, self.seg_count = np.array(shape), np.array(weight, dtype=float), np.array(count)
-        tiny = self.seg_weight < NEGLIGIBLE * self.seg_weight.max(initial=0.0)
+        tiny = self.seg_weight < self.negligible * self.seg_weight.max(initial=0.0)
         self.neglected = float(self.seg_weight[tiny] @ self.seg_count[tiny])
         self.seg_weight[tiny] = 0.0
 
@@ -213,7 +216,7 @@ class Master:
         exactly what it lowers the reduced costs.
         """
         _, hi = self.window(pi, delta)
-        out = Master(self.sh, self.weights)
+        out = Master(self.sh, self.weights, negligible=self.negligible)
         for t, a in self.columns:
             cut = np.minimum(a, hi)
             if mu[t] - pi @ cut <= delta:

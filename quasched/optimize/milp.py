@@ -28,6 +28,7 @@ from quasched.optimize.assignment import Assignment
 from quasched.optimize.classes import JobClass, expand, job_classes, machine_types
 from quasched.optimize.colgen import (
     MAX_ENUMERATED,
+    NEGLIGIBLE,
     Master,
     enumerate_patterns,
     generate,
@@ -224,7 +225,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     ``warm_start`` no greedy answer seeds the columns or serves as fallback."""
     sh = shapes(problem, classes)
     weights = np.ones(problem.n_jobs) if problem.exactly_once else problem.weight
-    master = Master(sh, weights)
+    master = Master(sh, weights, negligible=NEGLIGIBLE if pricer is None else 0.0)  # nothing to prove otherwise
     fallback = greedy_priority(problem).machine if warm_start else np.full(problem.n_jobs, -1, dtype=np.int64)
     _seed(master, fallback)
     t0 = time.perf_counter()
