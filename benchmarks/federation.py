@@ -37,6 +37,8 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
   ``ours-capped`` (session 12).
 - ``fresh14 seeds``, ``fresh14 zones``, ``fresh14 synthetic``: seeds 141-145, 141-145, 141-150, never run before the second
   look at ``ours-capped`` (session 12).
+- ``fresh15 seeds``, ``fresh15 zones``, ``fresh15 synthetic``: seeds 151-155, 151-155, 151-160, never run before
+  session 13 (a new draw for ``ours-nested``, nothing changed for it).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
@@ -136,7 +138,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
             "held-out zones": (lambda s: [real[z] for z in held], range(1, 11)),
             "synthetic": (synthetic_zones, range(1, 11))}
     for i, fresh in enumerate(("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10",
-                                 "fresh11", "fresh12", "fresh13", "fresh14"), 1):  # seeds 10 i + 1 ...
+                                 "fresh11", "fresh12", "fresh13", "fresh14", "fresh15"), 1):  # seeds 10 i + 1 ...
         first = 10 * i + 1
         sets |= {f"{fresh} seeds": (lambda s: tuning, range(first, first + 5)),
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),
