@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -203,6 +204,8 @@ def test_scenario_validation_names_the_field():
     with pytest.raises(ValueError, match="unknown dispatcher"):
         make_dispatcher("nope")
     assert set(DISPATCHER_NAMES) == set(DISPATCHERS) and len(DISPATCHER_NAMES) == len(DISPATCHERS)
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "federation.md").read_text()  # --help refers there
+    assert [name for name in DISPATCHERS if f"`{name}`" not in docs] == []
     assert set(DEFAULT_DISPATCHERS) <= set(DISPATCHERS) and DEFAULT_DISPATCHERS[-1] == DISPATCHER_NAMES[-1]  # ours last
 
 

@@ -52,26 +52,16 @@ def federation(
                                 "last dispatcher ('oracle')."),
     out: Optional[Path] = typer.Option(None, help="Write federation.csv, savings.png and allocation_seed*.png here."),
 ) -> None:
-    """Dispatch one job stream over clusters in different grid zones (with PUE): proportional split,
-    least-loaded, static greenest-first, hourly carbon-greedy and the carbon-aware rule (carbon-, fragmentation- and
-    queue-aware, deferring flexible jobs within their slack on a forecast of intensity made from the past
-    week only; ours-lp: the same with flexible jobs re-planned by a rolling-horizon LP over that forecast;
-    ours-displace: the same rule plus the carbon each run is expected to displace from the load of the past day;
-    ours-protect: ours-displace plus protection levels, a flexible job taking clean room pays the expected carbon of
-    the inflexible GPU jobs it would turn away; ours-redecide-hourly: ours-protect whose starts now need a node that
-    holds the job, and whose released jobs no node holds are decided again (at most once an hour) while they have
-    slack, instead of queuing; ours-nested, ours (the last by default): ours-redecide-hourly whose inflexible jobs may
-    take the room a deferred job has only booked (nested bookings; the bumped job is decided again at its release
-    while it has slack); ours-nested-unprotected: the same without the protection levels; ours-capped: ours-nested
-    whose priced rate never exceeds the dirtiest cluster's expected intensity; -backfill, -easy, -conservative: an
-    inflexible job may pass a queue in a cleaner cluster, unguarded, or only if it ends by the latest start of the
-    queue's head, resp. of every queued job still on time; -shadow: node-level EASY, the head's room on the node that
-    frees first; ours-displace-throttle: -shadow while the head can meet its deadline, no passing (nor queue retry
-    ahead of it) once it cannot; ours-protect-redecide: a released job no node
-    holds is decided again while it has slack; -held: starts now only where a node holds the job),
-    against offline HiGHS oracles (a lower bound and an executable plan at equal or fewer
-    deadline misses than the last dispatcher).
-    Reports dynamic and total kg CO2e, kWh, deadline misses, waits and allocation per cluster."""
+    """Dispatch one job stream over clusters in different grid zones (with PUE) and compare dispatchers with offline
+    HiGHS oracles: kg CO2e, kWh, deadline misses, waits and allocation per cluster.
+
+    Baselines: proportional split, least-loaded, static greenest-first, hourly carbon-greedy. Ours, ours-nested (run
+    last by default): carbon-, fragmentation- and queue-aware, deferring flexible jobs within their slack on a forecast
+    of intensity made from the past week only; a start needs a node that holds the job, a released job that no node
+    holds is decided again (at most once an hour) while it has slack, and an inflexible job may take the room a
+    deferred job has only booked. Oracles: a lower bound, and an executable plan at equal or fewer deadline misses than
+    the last dispatcher. The earlier rules and experiments (carbon-aware, ours-lp, ours-displace, ours-protect,
+    ours-redecide-hourly, the -backfill/-easy/-conservative/-shadow variants, ...) are described in docs/federation.md."""
     import numpy as np
 
     from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
