@@ -95,7 +95,7 @@ def run_eval(args: argparse.Namespace) -> None:
             d = delta.get_group(trace)
             print(f"| {trace} | {d.mean():+.2f} ({int((d > 0).sum())}/{len(d)}) |")
     base = frame[frame.policy == "fgd"].set_index(["trace", "seed"]).alloc130
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(12, 4))
     others = [p for p in args.policies if p != "fgd"]
     for i, policy in enumerate(others):
         delta = (frame[frame.policy == policy].set_index(["trace", "seed"]).alloc130 - base).groupby("trace").mean()
@@ -106,7 +106,7 @@ def run_eval(args: argparse.Namespace) -> None:
     ax.set_xticks([x + centre for x in range(len(args.traces))], [t.removeprefix("openb-") for t in args.traces],
                   rotation=45, ha="right")
     ax.set(ylabel="Δ GPU allocation at 130 % vs FGD (points)", title="Held-out traces and seeds (paired means)")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.tight_layout()
     fig.savefig(args.out / "learn_eval.png", dpi=120)
 
