@@ -4,10 +4,13 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quasched.optimize import HeavyRule, verify
 from quasched.optimize.classes import job_classes
 from quasched.optimize.colgen import NEGLIGIBLE, Master, shapes
+from quasched.optimize.milp import REL_GAP
 from quasched.optimize.problem import small_problem
 from quasched.optimize.solvers import solve
 
@@ -108,6 +111,17 @@ def test_negligible_segments_priced_at_zero_and_added_to_the_bound():
     assert result.bound >= result.verdict.weighted - 1e-15
 
 
+def test_neglected_weight_lifts_the_bound_to_the_true_optimum():
+    # two 4-core machines; greedy strands a 3-core job (3 + 1e-5 + 1e-10). The optimum, {1, 3} and {3, app 0 x3},
+    # is 4 + 1e-5 + 1e-10; the pattern MILP sees 4 + 1e-5 (its LP bound): only the neglected 1e-10 covers the rest
+    p = small_problem([[1000, 0, 10], [3000, 0, 10], [3000, 0, 10]] + [[250, 0, 10]] * 3, CAP * 2,
+                      apps=[-1, -1, -1, 0, 0, 0], alpha=1e-5, heavy=HeavyRule.symmetric(1.0))
+    result = solve(p, "milp")
+    assert result.status == "optimal" and result.verdict.weighted == pytest.approx(4 + 1e-5, abs=1e-9)
+    assert result.info["neglected_weight"] == pytest.approx(1e-10, rel=1e-9)
+    assert result.bound >= 4 + 1e-5 + 1e-10
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_staged_pattern_proof_agrees_with_counts_model(seed):
     # identical machines and few shapes: the pattern LP is fractional, so the staged proof runs
@@ -122,3 +136,24 @@ def test_staged_pattern_proof_agrees_with_counts_model(seed):
     assert patterns.status == counts.status == "optimal"
     assert patterns.verdict.weighted == pytest.approx(counts.verdict.weighted, abs=1e-6)
     assert patterns.bound >= patterns.verdict.weighted - 1e-6
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), alpha=st.sampled_from([1e-4, 1e-5, 1e-6]),
+       objective=st.sampled_from(["weighted", "lexicographic"]))
+def test_negligible_weights_keep_the_bound_and_optimal_honest(seed, alpha, objective):
+    # one app's 3rd job weighs alpha^2 <= 1e-8 of the heaviest, its 4th alpha^3 (< NEGLIGIBLE): priced at 0
+    rng = np.random.default_rng(seed)
+    n = 5
+    demand = np.column_stack([rng.integers(1, 4, n) * 1000, np.zeros(n, dtype=np.int64), rng.integers(1, 6, n) * 1024])
+    p = small_problem(demand, CAP * 2, apps=rng.integers(0, 2, n), heavy=HeavyRule.symmetric(0.45), alpha=alpha,
+                      objective=objective)
+    result, best = solve(p, "milp"), brute_force(p)
+    assert result.verdict.feasible
+    # a bound on the true optimum, to HiGHS's dual feasibility tolerance (1e-7: a cost of 1e-8 can go unseen by the LP,
+    # with or without the negligible weights)
+    assert result.bound is not None and result.bound >= best - 1e-7 * max(1.0, best)
+    if result.status == "optimal":  # honest to the solver's gap
+        assert result.verdict.weighted == pytest.approx(best, abs=REL_GAP * max(1.0, best))
+        counts = solve(p, "milp", method="counts")
+        assert counts.status == "optimal" and counts.verdict.weighted == pytest.approx(best, abs=REL_GAP * max(1.0, best))
