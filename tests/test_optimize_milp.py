@@ -98,6 +98,14 @@ def test_shape_window_hand_computed():
     assert [tuple(b.tolist()) for b in master.window(np.array([0.0]), 0.0)] == [(3,), (3,)]
 
 
+def test_shape_window_uses_the_priced_weights():
+    # weights 1 and five of 1e-10 (priced at 0): at price 0 every count from 1 loses nothing in the master,
+    # though the true weights would put 1-4 jobs 1e-10 x (5 - n) > delta below 5 or 6
+    p = small_problem([[1000, 0, 10]] * 6, CAP)
+    master = Master(shapes(p, job_classes(p)), np.array([1.0] + [1e-10] * 5), negligible=NEGLIGIBLE)
+    assert [tuple(b.tolist()) for b in master.window(np.array([0.0]), 1e-10)] == [(1,), (6,)]
+
+
 def test_negligible_segments_priced_at_zero_and_added_to_the_bound():
     # one app, alpha 1e-6: weights 1, 1e-6, 1e-12; the last is under NEGLIGIBLE (1e-9) x the heaviest
     p = small_problem([[1000, 0, 10]] * 3, CAP, apps=[0, 0, 0], alpha=1e-6, heavy=HeavyRule.symmetric(1.0))

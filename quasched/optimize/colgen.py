@@ -228,12 +228,14 @@ class Master:
 
         A solution's value is the LP bound minus nonnegative terms, among them each shape's
         loss ``max_n g_s(n) - g_s(placed_s)`` with ``g_s(n) = V_s(n) - pi_s n`` (``V_s``: the
-        ``n`` heaviest jobs), so every shape's loss is at most ``delta``.
+        ``n`` heaviest jobs as priced here, negligible ones at 0), so every shape's loss is at most ``delta``.
         """
         lo = np.zeros(self.sh.n_shapes, dtype=np.int64)
         hi = np.zeros(self.sh.n_shapes, dtype=np.int64)
-        for s, rows in enumerate(self.sh.jobs):
-            g = np.concatenate([[0.0], np.cumsum(np.sort(self.weights[rows])[::-1])]) - pi[s] * np.arange(len(rows) + 1)
+        for s in range(self.sh.n_shapes):
+            seg = self.seg_shape == s
+            priced = np.sort(np.repeat(self.seg_weight[seg], self.seg_count[seg]))[::-1]
+            g = np.concatenate([[0.0], np.cumsum(priced)]) - pi[s] * np.arange(len(priced) + 1)
             inside = np.flatnonzero(g >= g.max() - delta)
             lo[s], hi[s] = inside[0], inside[-1]
         return lo, hi
