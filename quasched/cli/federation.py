@@ -44,7 +44,7 @@ def federation(
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
     dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, or 'all'. Baselines: "
                                     + ", ".join(BASELINE_NAMES) + f"; ours: {OURS}; earlier rules and experiments "
-                                    "(BENCHMARKS.md): " + ", ".join(EARLIER_NAMES)
+                                    "(docs/federation.md): " + ", ".join(EARLIER_NAMES)
                                     + ". Parameters after a colon, e.g. 'greedy;carbon-aware:price=2,power=4'."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracles (HiGHS): the LP bound, its plan replayed, "
