@@ -161,7 +161,8 @@ def test_negligible_weights_keep_the_bound_and_optimal_honest(seed, alpha, objec
     # a bound on the true optimum, to HiGHS's dual feasibility tolerance (1e-7: a cost of 1e-8 can go unseen by the LP,
     # with or without the negligible weights)
     assert result.bound is not None and result.bound >= best - 1e-7 * max(1.0, best)
-    if result.status == "optimal":  # honest to the solver's gap
-        assert result.verdict.weighted == pytest.approx(best, abs=REL_GAP * max(1.0, best))
+    if result.status == "optimal":  # honest to the solver's gap (the proof and the app assignment each within REL_GAP)
+        gap = 2 * REL_GAP * max(1.0, best)
+        assert result.verdict.weighted == pytest.approx(best, abs=gap)
         counts = solve(p, "milp", method="counts")
-        assert counts.status == "optimal" and counts.verdict.weighted == pytest.approx(best, abs=REL_GAP * max(1.0, best))
+        assert counts.status == "optimal" and counts.verdict.weighted == pytest.approx(best, abs=gap)
