@@ -166,3 +166,26 @@ def test_negligible_weights_keep_the_bound_and_optimal_honest(seed, alpha, objec
         assert result.verdict.weighted == pytest.approx(best, abs=gap)
         counts = solve(p, "milp", method="counts")
         assert counts.status == "optimal" and counts.verdict.weighted == pytest.approx(best, abs=gap)
+
+
+def test_mip_gap_reaches_every_highs_solve(monkeypatch):
+    # --mip-gap (rel_gap) is the tolerance of the MILP solves, the pattern MILPs of the staged proof included
+    from quasched.optimize.highs import LinearModel
+
+    seen, solve_highs = [], LinearModel.solve
+
+    def spy(self, time_limit=10.0, rel_gap=1e-6, *args, **kwargs):
+        if np.concatenate(self.integer).any():  # MILPs only: an LP has no gap
+            seen.append(rel_gap)
+        return solve_highs(self, time_limit, rel_gap, *args, **kwargs)
+
+    monkeypatch.setattr(LinearModel, "solve", spy)
+    rng = np.random.default_rng(0)
+    n = 40
+    demand = np.column_stack([rng.choice([1000, 2000, 3000], n), rng.choice([0, 500], n),
+                              rng.choice([1024, 3072, 5120], n)])
+    p = small_problem(demand, [[8000, 2000, 16384]] * 5, apps=rng.integers(0, 8, n), heavy=HeavyRule.symmetric(0.3))
+    loose = solve(p, "milp", rel_gap=0.05)
+    assert loose.verdict.feasible and loose.bound >= loose.verdict.weighted - 1e-6
+    # the pattern MILPs and the assignment at 0.05; only column generation's pricing keeps its own exact 1e-9
+    assert seen.count(0.05) >= 2 and set(seen) <= {0.05, 1e-9}, seen

@@ -239,10 +239,10 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
     lexicographic = problem.objective == "lexicographic" and not problem.exactly_once
     ip_deadline = deadline - DISTRIBUTION_RESERVE
     if converged:
-        best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, info)
+        best, bound = _prove(master, z_lp, pi, mu, float(weights[fallback >= 0].sum()), ip_deadline, tol, rel_gap, info)
         bound += master.neglected  # the priced-at-0 segments could all be placed on top
     else:
-        sol = _pattern_ip(master, max(ip_deadline, time.perf_counter() + QUICK_IP))
+        sol = _pattern_ip(master, max(ip_deadline, time.perf_counter() + QUICK_IP), rel_gap)
         best, bound = ((sol.objective, master.chosen(sol.x)) if sol.x is not None else None), None
     proven = best is not None and bound is not None and best[0] >= bound - tol
     info.update(patterns=len(master.columns))
@@ -269,7 +269,7 @@ def _patterns(problem: BatchProblem, classes: list[JobClass], deadline: float, r
 
 
 def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: float, deadline: float,
-           tol: float, info: dict):
+           tol: float, rel_gap: float, info: dict):
     """Best machine contents ``(value, chosen)`` (or None) and an upper bound, by staged
     reduced-cost enumeration.
 
@@ -281,7 +281,7 @@ def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: floa
     proof. Stages start at ``STAGE_GAP * z_lp`` and widen (by GROWTH) up to ``z_lp - lb``,
     where the stage holds every better solution: a good incumbent keeps that stage small.
     """
-    sol = _pattern_ip(master, min(deadline, time.perf_counter() + QUICK_IP))
+    sol = _pattern_ip(master, min(deadline, time.perf_counter() + QUICK_IP), rel_gap)
     best = (sol.objective, master.chosen(sol.x)) if sol.x is not None else None
     lb = max(lb, best[0] if best else lb)
     info["quick_incumbent"] = (round(lb, 6), round(sol.time, 3))
@@ -295,7 +295,7 @@ def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: floa
         stage = master.projected(pi, mu, delta + pad)
         inside = best is not None and best[0] >= z_lp - delta - pad  # a start outside the window only slows HiGHS
         start = stage.point(best[1]) if inside and best is not None else None
-        sol = _pattern_ip(stage, deadline, (pi, mu, delta + pad), start)
+        sol = _pattern_ip(stage, deadline, rel_gap, (pi, mu, delta + pad), start)
         stages.append((round(delta, 6), len(stage.columns), round(sol.objective, 6), sol.status, round(sol.time, 3)))
         if sol.x is not None and (best is None or sol.objective > best[0]):
             best = (sol.objective, stage.chosen(sol.x))
@@ -311,7 +311,7 @@ def _prove(master: Master, z_lp: float, pi: np.ndarray, mu: np.ndarray, lb: floa
     return best, max(bound, lb)
 
 
-def _pattern_ip(master: Master, deadline: float, budget=None, start: np.ndarray | None = None):
+def _pattern_ip(master: Master, deadline: float, rel_gap: float, budget=None, start: np.ndarray | None = None):
     """The pattern MILP, optionally from a ``start`` point (:meth:`Master.point`).
 
     ``budget = (pi, mu, delta)`` keeps (at least) the solutions within ``delta`` of the LP bound:
@@ -324,7 +324,7 @@ def _pattern_ip(master: Master, deadline: float, budget=None, start: np.ndarray 
         pi, mu, delta = budget
         model.add_row(lam, master.reduced_costs(pi, mu), hi=delta)
     options = PATTERN_IP_OPTIONS if budget is None else PROOF_STAGE_OPTIONS
-    return model.solve(max(deadline - time.perf_counter(), 0.1), REL_GAP, options=options, start=start)
+    return model.solve(max(deadline - time.perf_counter(), 0.1), rel_gap, options=options, start=start)
 
 
 def _seed(master: Master, machine: np.ndarray) -> None:
