@@ -130,15 +130,17 @@ def test_neglected_weight_lifts_the_bound_to_the_true_optimum():
     assert result.bound >= 4 + 1e-5 + 1e-10
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_staged_pattern_proof_agrees_with_counts_model(seed):
-    # identical machines and few shapes: the pattern LP is fractional, so the staged proof runs
+def staged_problem(seed, n=40):
+    """Identical machines and few shapes: the pattern LP is fractional, so the staged proof runs."""
     rng = np.random.default_rng(seed)
-    n = 40
     demand = np.column_stack([rng.choice([1000, 2000, 3000], n), rng.choice([0, 500], n),
                               rng.choice([1024, 3072, 5120], n)])
-    p = small_problem(demand, [[8000, 2000, 16384]] * 5, apps=rng.integers(0, 8, n),
-                      heavy=HeavyRule.symmetric(0.3))
+    return small_problem(demand, [[8000, 2000, 16384]] * 5, apps=rng.integers(0, 8, n), heavy=HeavyRule.symmetric(0.3))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_staged_pattern_proof_agrees_with_counts_model(seed):
+    p = staged_problem(seed)
     patterns, counts = solve(p, "milp"), solve(p, "milp", method="counts", time_limit=60)
     assert patterns.verdict.feasible and counts.verdict.feasible
     assert patterns.status == counts.status == "optimal"
@@ -180,12 +182,7 @@ def test_mip_gap_reaches_every_highs_solve(monkeypatch):
         return solve_highs(self, time_limit, rel_gap, *args, **kwargs)
 
     monkeypatch.setattr(LinearModel, "solve", spy)
-    rng = np.random.default_rng(0)
-    n = 40
-    demand = np.column_stack([rng.choice([1000, 2000, 3000], n), rng.choice([0, 500], n),
-                              rng.choice([1024, 3072, 5120], n)])
-    p = small_problem(demand, [[8000, 2000, 16384]] * 5, apps=rng.integers(0, 8, n), heavy=HeavyRule.symmetric(0.3))
-    loose = solve(p, "milp", rel_gap=0.05)
+    loose = solve(staged_problem(0), "milp", rel_gap=0.05)
     assert loose.verdict.feasible and loose.bound >= loose.verdict.weighted - 1e-6
     # the pattern MILPs and the assignment at 0.05; only column generation's pricing keeps its own exact 1e-9
     assert seen.count(0.05) >= 2 and set(seen) <= {0.05, 1e-9}, seen
