@@ -7,8 +7,14 @@ Reads ``federation_rows.csv`` of earlier ``federation.py`` runs (no replay). Per
 ratio is ``--ours``' job-model carbon over ``oracle@<ours>``'s (the oracle held to ours's misses). Per kind (``seeds``:
 tuning zones, ``zones``: held-out zones, ``synthetic``) it prints the ratio's mean, median, 90th percentile, maximum and
 the shares within 5 % and above 1.2. Contrast, from the scenario itself (intensity × PUE over the window): ``spread`` =
-the dirtiest cluster's mean over the cleanest's, ``hourly`` = the mean over hours of max / min. Printed: the rank
-correlation (Spearman) of the ratio with each, and the ratio by quartile of ``spread``.
+the dirtiest cluster's mean over the cleanest's, ``hourly`` = the mean over hours of max / min; and how well it can be
+foreseen, ``forecast`` = ours's forecast error over the window (``federation_forecast.forecast_error_pct``). Printed: the
+rank correlation (Spearman) of the ratio with each, and the ratio by quartile of ``spread`` and of ``forecast``.
+
+``--twin SPEC`` (e.g. ``ours-nested:perfect=1``, the same rule reading the true intensities; the rows must hold it and
+``oracle@SPEC``, from ``federation.py --also SPEC``) splits the gap to the oracle: per kind, the twin's ratio to the
+oracle at its misses and the share of ours's pooled excess carbon the twin removes, ``Σ (ours − twin) / Σ (ours −
+oracle@ours)``; per set, how many sets are within 5 % by mean, ours against the twin.
 """
 
 from __future__ import annotations
@@ -19,22 +25,49 @@ import numpy as np
 import pandas as pd
 
 from federation import scenario_arguments, scenarios
+from federation_forecast import forecast_error_pct
 
 
-def ratios(folders: list[Path], ours: str) -> pd.Series:
-    """``(set, seed) -> ours / oracle@ours`` over the ``freshN`` sets of the rows files."""
+def carbon_of(folders: list[Path]) -> pd.DataFrame:
+    """``(set, seed) x dispatcher -> carbon_job_kg`` over the ``freshN`` sets of the rows files (first row wins)."""
     rows = pd.concat(pd.read_csv(folder / "federation_rows.csv") for folder in folders)
     rows = rows[rows.set.str.match(r"fresh\d* ")].drop_duplicates(["set", "seed", "dispatcher"])
-    carbon = rows.set_index(["set", "seed", "dispatcher"])["carbon_job_kg"].unstack()
-    return (carbon[ours] / carbon[f"oracle@{ours}"]).dropna()
+    return rows.set_index(["set", "seed", "dispatcher"])["carbon_job_kg"].unstack()
+
+
+def spread_table(ratio: pd.Series, by: pd.Series) -> pd.DataFrame:
+    """Mean, median, 90th percentile, maximum and the shares within 5 % and above 1.2 of ``ratio`` per group of ``by``."""
+    group = ratio.groupby(by)
+    return pd.DataFrame({"scenarios": group.size(), "mean": group.mean(), "median": group.median(),
+                         "p90": group.quantile(0.9), "max": group.max(),
+                         "<= 1.05": group.apply(lambda r: (r <= 1.05).mean()),
+                         "> 1.2": group.apply(lambda r: (r > 1.2).mean())}).round(3)
+
+
+def information(carbon: pd.DataFrame, ours: str, twin: str) -> None:
+    """Print how much of ours's gap to the oracle the twin (the rule with the true intensities) closes (module docstring)."""
+    carbon = carbon.dropna(subset=[ours, twin, f"oracle@{ours}", f"oracle@{twin}"])
+    kind = pd.Series([name.split()[1] for name, _ in carbon.index], index=carbon.index, name="kind")
+    twin_ratio = carbon[twin] / carbon[f"oracle@{twin}"]
+    print(f"{twin} / oracle at its misses, per scenario:")
+    print(spread_table(twin_ratio, kind).to_string())
+    excess = (carbon[ours] - carbon[f"oracle@{ours}"]).groupby(kind).sum()
+    closed = (carbon[ours] - carbon[twin]).groupby(kind).sum()
+    print("share of ours's pooled excess over the oracle that the twin removes:", (closed / excess).round(3).to_dict())
+    by_set = pd.DataFrame({"ours": carbon[ours] / carbon[f"oracle@{ours}"], "twin": twin_ratio}).groupby(level="set").mean()
+    by_set["kind"] = [name.split()[1] for name in by_set.index]
+    print("sets within 5 % by mean, ours / twin:",
+          {k: f"{(g.ours <= 1.05).sum()} / {(g.twin <= 1.05).sum()} of {len(g)}" for k, g in by_set.groupby("kind")})
 
 
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--rows", type=Path, nargs="+", required=True, help="folders holding federation_rows.csv")
     parser.add_argument("--ours", default="ours-nested")
+    parser.add_argument("--twin", help="split the gap with this dispatcher's rows, e.g. ours-nested:perfect=1")
     args = parser.parse_args()
-    ratio = ratios(args.rows, args.ours)
+    carbon = carbon_of(args.rows)
+    ratio = (carbon[args.ours] / carbon[f"oracle@{args.ours}"]).dropna()
     args.sets = ",".join(dict.fromkeys(name for name, _ in ratio.index))
     out = []
     for name, seed, scenario in scenarios(args):
@@ -42,18 +75,21 @@ def main() -> None:
         means = intensity.mean(axis=1)
         out.append({"set": name, "seed": seed, "kind": name.split()[1], "ratio": ratio[(name, seed)],
                     "spread": means.max() / means.min(),
-                    "hourly": float(np.mean(intensity.max(axis=0) / np.maximum(intensity.min(axis=0), 1e-9)))})
+                    "hourly": float(np.mean(intensity.max(axis=0) / np.maximum(intensity.min(axis=0), 1e-9))),
+                    "forecast": forecast_error_pct(scenario)})
     table = pd.DataFrame(out)
-    by_kind = table.groupby("kind").ratio
-    print(pd.DataFrame({"scenarios": by_kind.size(), "mean": by_kind.mean(), "median": by_kind.median(),
-                        "p90": by_kind.quantile(0.9), "max": by_kind.max(),
-                        "<= 1.05": by_kind.apply(lambda r: (r <= 1.05).mean()),
-                        "> 1.2": by_kind.apply(lambda r: (r > 1.2).mean())}).round(3).to_string())
-    print("Spearman with the ratio:", table[["ratio", "spread", "hourly"]].corr(method="spearman")["ratio"][1:].round(3).to_dict())
-    table["spread quartile"] = pd.qcut(table.spread, 4, labels=False)
-    print(table.groupby("spread quartile").agg(scenarios=("ratio", "size"), spread=("spread", "median"),
-                                              mean=("ratio", "mean"), within_5=("ratio", lambda r: (r <= 1.05).mean()))
-          .round(3).to_string())
+    print(spread_table(table.ratio, table.kind).to_string())
+    print("Spearman with the ratio:",
+          table[["ratio", "spread", "hourly", "forecast"]].corr(method="spearman")["ratio"][1:].round(3).to_dict())
+    print("the same within each kind:", {kind: round(float(g.ratio.corr(g.forecast, method="spearman")), 3)
+                                         for kind, g in table.groupby("kind")}, "(forecast)")
+    for column in ("spread", "forecast"):
+        table["quartile"] = pd.qcut(table[column], 4, labels=False)
+        print(table.groupby("quartile").agg(scenarios=("ratio", "size"), **{column: (column, "median")},
+                                            mean=("ratio", "mean"), within_5=("ratio", lambda r: (r <= 1.05).mean()))
+              .round(3).to_string())
+    if args.twin:
+        information(carbon, args.ours, args.twin)
 
 
 if __name__ == "__main__":
