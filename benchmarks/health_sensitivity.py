@@ -1,0 +1,102 @@
+"""What the health goal needs from the failure model: a setup's saving against FGD as the warned share grows (issue 11).
+
+    cd benchmarks && python health_sensitivity.py --setup "$B" --out ../results/health-s14-sensitivity \
+        --runs 0=../results/health-s14-precursor0.0 0.5=../results/health-health5 0.9=../results/health-s14-precursor0.9 ...
+
+Each ``--runs`` item is ``SHARE=FOLDER``: the folder's ``health_runs.csv`` comes from ``health.py`` with
+``--precursor-share SHARE`` and otherwise the same options (the share of fatal failures that a warning announces; the
+failures themselves are the same draw at every share, so FGD's runs must agree to the last digit, and this is
+checked). Per share, for ``--setup`` against FGD on the same seeds: the saving ``1 − Σ lost / Σ lost_FGD`` pooled and
+per split (``--heldout`` seeds apart from the others), the seeds saving at least ``--goal`` %, the least and mean
+Δ allocation (points) and the mean wait against FGD's. Writes ``health_sensitivity.csv`` and ``.png`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from own_policy import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
+
+def saving(lost: pd.Series, fgd: pd.Series) -> float:
+    """Pooled saving in %, ``100 (1 − Σ lost / Σ lost_FGD)``."""
+    return float(100 * (1 - lost.sum() / fgd.sum()))
+
+
+def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float) -> dict[str, float]:
+    """The row of one share: ``setup`` against FGD on the seeds both ran."""
+    fgd, ours = (runs[runs.policy == p].set_index("seed") for p in ("fgd", setup))
+    if ours.empty:
+        raise SystemExit(f"setup {setup!r} not among the runs' policies: {', '.join(runs.policy.unique())}")
+    fgd = fgd.loc[ours.index]
+    held = ours.index.isin(sorted(heldout))
+    per_seed = 100 * (1 - ours.lost_gpu_h / fgd.lost_gpu_h)
+    alloc = ours.gpu_alloc_avg_pct - fgd.gpu_alloc_avg_pct
+    return {"seeds": len(ours), "fgd_lost_gpu_h": float(fgd.lost_gpu_h.sum()), "lost_gpu_h": float(ours.lost_gpu_h.sum()),
+            "saving_pct": saving(ours.lost_gpu_h, fgd.lost_gpu_h),
+            "saving_tuning_pct": saving(ours.lost_gpu_h[~held], fgd.lost_gpu_h[~held]),
+            "saving_heldout_pct": saving(ours.lost_gpu_h[held], fgd.lost_gpu_h[held]),
+            f"seeds_ge_{goal:g}": int((per_seed >= goal).sum()),
+            "min_seed_saving_pct": float(per_seed.min()), "max_seed_saving_pct": float(per_seed.max()),
+            "dalloc_min": float(alloc.min()), "dalloc_mean": float(alloc.mean()),
+            "wait_vs_fgd_pct": float(100 * (ours.wait_mean_s.sum() / fgd.wait_mean_s.sum() - 1)),
+            "warnings": float(ours.warnings.mean()),
+            "lost_unsignalled_gpu_h": float(ours.lost_unsignalled_gpu_h.mean()),
+            "fgd_lost_unsignalled_gpu_h": float(fgd.lost_unsignalled_gpu_h.mean())}
+
+
+def plot(path: Path, table: pd.DataFrame, goal: float) -> None:
+    """Saving (pooled, per split, per-seed range) and Δ allocation against the warned share."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    share = table.index.to_numpy()
+    left.fill_between(share, table.min_seed_saving_pct, table.max_seed_saving_pct, alpha=0.2, label="per-seed range")
+    for column, name in (("saving_pct", "pooled"), ("saving_tuning_pct", "tuning seeds"), ("saving_heldout_pct", "held-out seeds")):
+        left.plot(share, table[column], marker="o", label=name)
+    left.axhline(goal, color="red", linestyle="--", label=f"goal {goal:g} %")
+    left.set(xlabel="share of fatal failures announced by a warning", ylabel="fewer lost GPU-hours than FGD, %")
+    left.legend(fontsize=8)
+    right.plot(share, table.dalloc_mean, marker="o", label="mean")
+    right.plot(share, table.dalloc_min, marker="v", label="least seed")
+    right.axhline(-1, color="red", linestyle="--", label="bound −1 point")
+    right.set(xlabel="share of fatal failures announced by a warning", ylabel="Δ GPU allocation vs FGD, points")
+    right.legend(fontsize=8)
+    fig.suptitle("Health-aware setup vs FGD as the failure model gives more warning")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", nargs="+", required=True, help="SHARE=FOLDER items (folders holding health_runs.csv)")
+    parser.add_argument("--setup", required=True, help="the setup compared with fgd, as in health.py's --policies")
+    parser.add_argument("--heldout", type=seed_range, default=seed_range("47-51"))
+    parser.add_argument("--goal", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=Path("results/health-sensitivity"))
+    args = parser.parse_args()
+    rows, fgd_lost = {}, None
+    for item in args.runs:
+        share, _, folder = item.partition("=")
+        runs = pd.read_csv(Path(folder) / "health_runs.csv")
+        lost = runs[runs.policy == "fgd"].set_index("seed").lost_gpu_h.sort_index()
+        if fgd_lost is not None and not lost.equals(fgd_lost.loc[lost.index]):
+            raise SystemExit(f"{folder}: FGD's lost GPU-hours differ from the first folder's; were the failure options the same?")
+        fgd_lost = lost if fgd_lost is None else fgd_lost
+        rows[float(share)] = one_share(runs, args.setup, set(args.heldout), args.goal)
+    table = pd.DataFrame.from_dict(rows, orient="index").sort_index().rename_axis("precursor_share")
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.round(3).to_csv(args.out / "health_sensitivity.csv")
+    plot(args.out / "health_sensitivity.png", table, args.goal)
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(table.round(2).T.to_string())
+
+
+if __name__ == "__main__":
+    main()
