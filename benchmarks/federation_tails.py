@@ -10,6 +10,8 @@ the shares within 5 % and above 1.2. Contrast, from the scenario itself (intensi
 the dirtiest cluster's mean over the cleanest's, ``hourly`` = the mean over hours of max / min; and how well it can be
 foreseen, ``forecast`` = ours's forecast error over the window (``federation_forecast.forecast_error_pct``). Printed: the
 rank correlation (Spearman) of the ratio with each, and the ratio by quartile of ``spread`` and of ``forecast``.
+Then, per kind and for the real zones together (``seeds`` + ``zones``), the mean ratio and the pooled one (summed kg)
+with 95 % bootstrap intervals over the scenarios (``--bootstrap`` resamples, seeded).
 
 ``--twin SPEC`` (e.g. ``ours-nested:perfect=1``, the same rule reading the true intensities; the rows must hold it and
 ``oracle@SPEC``, from ``federation.py --also SPEC``) splits the gap to the oracle: per kind, the twin's ratio to the
@@ -44,6 +46,22 @@ def spread_table(ratio: pd.Series, by: pd.Series) -> pd.DataFrame:
                          "> 1.2": group.apply(lambda r: (r > 1.2).mean())}).round(3)
 
 
+def intervals(carbon: pd.DataFrame, ours: str, draws: int, seed: int = 0) -> pd.DataFrame:
+    """Mean and pooled ratio of ours to the oracle at its misses, with 95 % bootstrap intervals, per kind and for
+    the real zones together."""
+    carbon = carbon.dropna(subset=[ours, f"oracle@{ours}"])
+    kind = np.array([name.split()[1] for name, _ in carbon.index])
+    rng, out = np.random.default_rng(seed), {}
+    for group, mask in [*((k, kind == k) for k in sorted(set(kind))), ("real (seeds + zones)", kind != "synthetic")]:
+        a, b = carbon[ours].to_numpy()[mask], carbon[f"oracle@{ours}"].to_numpy()[mask]
+        pick = rng.integers(0, len(a), (draws, len(a)))
+        means, pooled = (a[pick] / b[pick]).mean(axis=1), a[pick].sum(axis=1) / b[pick].sum(axis=1)
+        out[group] = {"scenarios": len(a), "mean": (a / b).mean(), "mean 2.5 %": np.percentile(means, 2.5),
+                      "mean 97.5 %": np.percentile(means, 97.5), "pooled": a.sum() / b.sum(),
+                      "pooled 2.5 %": np.percentile(pooled, 2.5), "pooled 97.5 %": np.percentile(pooled, 97.5)}
+    return pd.DataFrame(out).T.round(3)
+
+
 def information(carbon: pd.DataFrame, ours: str, twin: str) -> None:
     """Print how much of ours's gap to the oracle the twin (the rule with the true intensities) closes (module docstring)."""
     carbon = carbon.dropna(subset=[ours, twin, f"oracle@{ours}", f"oracle@{twin}"])
@@ -64,6 +82,7 @@ def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--rows", type=Path, nargs="+", required=True, help="folders holding federation_rows.csv")
     parser.add_argument("--ours", default="ours-nested")
+    parser.add_argument("--bootstrap", type=int, default=5000, help="resamples for the intervals")
     parser.add_argument("--twin", help="split the gap with this dispatcher's rows, e.g. ours-nested:perfect=1")
     args = parser.parse_args()
     carbon = carbon_of(args.rows)
@@ -88,6 +107,7 @@ def main() -> None:
         print(table.groupby("quartile").agg(scenarios=("ratio", "size"), **{column: (column, "median")},
                                             mean=("ratio", "mean"), within_5=("ratio", lambda r: (r <= 1.05).mean()))
               .round(3).to_string())
+    print(intervals(carbon, args.ours, args.bootstrap).to_string())
     if args.twin:
         information(carbon, args.ours, args.twin)
 
