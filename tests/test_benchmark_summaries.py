@@ -1,0 +1,56 @@
+"""The session-14 summaries of benchmark runs, by hand: the health saving per warned share, the federation intervals."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from federation_tails import intervals  # noqa: E402 (benchmarks/ is not a package)
+from health_sensitivity import one_share  # noqa: E402
+
+SETUP = "healthfgd+drain_errors=1"
+
+
+def runs(lost_fgd: list[float], lost_ours: list[float], seeds: list[int]) -> pd.DataFrame:
+    """Runs CSV rows of ``health.py`` for FGD and ``SETUP`` (allocation 10 % vs 10.5 %, waits 100 s vs 120 s)."""
+    rows = []
+    for policy, lost, alloc, wait in (("fgd", lost_fgd, 10.0, 100.0), (SETUP, lost_ours, 10.5, 120.0)):
+        rows += [{"policy": policy, "seed": s, "lost_gpu_h": x, "gpu_alloc_avg_pct": alloc, "wait_mean_s": wait,
+                  "warnings": 3, "lost_unsignalled_gpu_h": x / 2} for s, x in zip(seeds, lost)]
+    return pd.DataFrame(rows)
+
+
+def test_one_share_pools_savings_and_splits_held_out_seeds() -> None:
+    # FGD loses 10, 20 (tuning) and 30 (held out); ours 7, 16, 18: savings 30 %, 20 %, 40 % per seed
+    row = one_share(runs([10, 20, 30], [7, 16, 18], [42, 43, 47]), SETUP, heldout={47}, goal=30)
+    assert row["saving_pct"] == pytest.approx(100 * (1 - 41 / 60))
+    assert row["saving_tuning_pct"] == pytest.approx(100 * (1 - 23 / 30))
+    assert row["saving_heldout_pct"] == pytest.approx(40.0)
+    assert row["seeds_ge_30"] == 2  # 30 % counts, 20 % does not
+    assert (row["min_seed_saving_pct"], row["max_seed_saving_pct"]) == pytest.approx((20.0, 40.0))
+    assert row["dalloc_mean"] == pytest.approx(0.5) and row["wait_vs_fgd_pct"] == pytest.approx(20.0)
+
+
+def test_one_share_names_a_missing_setup() -> None:
+    with pytest.raises(SystemExit, match="not among the runs' policies"):
+        one_share(runs([10], [7], [42]), "pwr", heldout=set(), goal=30)
+
+
+def test_intervals_hold_the_point_estimates_and_pool_the_real_zones() -> None:
+    index = pd.MultiIndex.from_tuples([("fresh1 seeds", 1), ("fresh1 zones", 2), ("fresh1 synthetic", 3),
+                                       ("fresh1 synthetic", 4)], names=["set", "seed"])
+    carbon = pd.DataFrame({"ours": [11.0, 3.0, 5.0, 8.0], "oracle@ours": [10.0, 2.0, 5.0, 4.0]}, index=index)
+    table = intervals(carbon, "ours", draws=200)
+    real = table.loc["real (seeds + zones)"]
+    assert real.scenarios == 2 and real["mean"] == pytest.approx(round((1.1 + 1.5) / 2, 3))
+    assert real.pooled == pytest.approx(round(14 / 12, 3))
+    synthetic = table.loc["synthetic"]
+    assert synthetic["mean"] == pytest.approx(1.5) and synthetic.pooled == pytest.approx(round(13 / 9, 3))
+    for _, row in table.iterrows():  # a resampled mean of ratios lies between the smallest and the largest ratio
+        assert row["mean 2.5 %"] <= row["mean"] <= row["mean 97.5 %"]
+    assert np.isclose(table.loc["seeds", "mean 2.5 %"], 1.1)  # one scenario: every resample is that scenario
