@@ -122,7 +122,7 @@ def scenario_arguments(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--carbon-dir", type=Path, default=Path("../shared/carbon"))
     parser.add_argument("--days", type=float, default=3.0)
     parser.add_argument("--capacity", type=float, default=1.5, help="each scenario's GPUs over its window's peak GPU demand")
-    parser.add_argument("--flexible-share", type=float, default=0.5, help="share of the jobs of <= 24 h given slack")
+    parser.add_argument("--flexible", type=float, default=0.5, help="share of the jobs of <= 24 h given slack (as quasched federation --flexible)")
     parser.add_argument("--zone-seed", type=int, default=11)
     parser.add_argument("--sets", default="tune,held-out seeds,held-out zones,synthetic")
     return parser
@@ -149,7 +149,7 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
         zones_of, seeds = sets[name]
         for seed in seeds:
             yield name, seed, draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days,
-                                            args.flexible_share)
+                                            args.flexible)
 
 
 def _evaluate(dispatchers: list[str], policy: str, ours: str, also: list[str], item: tuple[str, int, Scenario]) -> list[dict]:
