@@ -17,11 +17,13 @@ SETUP = "healthfgd+drain_errors=1"
 
 
 def runs(lost_fgd: list[float], lost_ours: list[float], seeds: list[int]) -> pd.DataFrame:
-    """Runs CSV rows of ``health.py`` for FGD and ``SETUP`` (allocation 10 % vs 10.5 %, waits 100 s vs 120 s)."""
+    """Runs CSV rows of ``health.py`` for FGD and ``SETUP``: FGD allocates 10 % on every seed, ``SETUP`` 10.5 % on
+    the first and 0.3 points less on each next seed (Δ +0.5, +0.2, −0.1, ...); waits 100 s vs 120 s."""
     rows = []
-    for policy, lost, alloc, wait in (("fgd", lost_fgd, 10.0, 100.0), (SETUP, lost_ours, 10.5, 120.0)):
-        rows += [{"policy": policy, "seed": s, "lost_gpu_h": x, "gpu_alloc_avg_pct": alloc, "wait_mean_s": wait,
-                  "warnings": 3, "lost_unsignalled_gpu_h": x / 2} for s, x in zip(seeds, lost)]
+    for policy, lost, alloc, step, wait in (("fgd", lost_fgd, 10.0, 0.0, 100.0), (SETUP, lost_ours, 10.5, 0.3, 120.0)):
+        rows += [{"policy": policy, "seed": s, "lost_gpu_h": x, "gpu_alloc_avg_pct": alloc - i * step,
+                  "wait_mean_s": wait, "warnings": 3, "lost_unsignalled_gpu_h": x / 2}
+                 for i, (s, x) in enumerate(zip(seeds, lost))]
     return pd.DataFrame(rows)
 
 
@@ -33,7 +35,9 @@ def test_one_share_pools_savings_and_splits_held_out_seeds() -> None:
     assert row["saving_heldout_pct"] == pytest.approx(40.0)
     assert row["seeds_ge_30"] == 2  # 30 % counts, 20 % does not
     assert (row["min_seed_saving_pct"], row["max_seed_saving_pct"]) == pytest.approx((20.0, 40.0))
-    assert row["dalloc_mean"] == pytest.approx(0.5) and row["wait_vs_fgd_pct"] == pytest.approx(20.0)
+    assert (row["dalloc_min"], row["dalloc_mean"]) == pytest.approx((-0.1, 0.2))  # Δ +0.5, +0.2, −0.1
+    assert row["wait_vs_fgd_pct"] == pytest.approx(20.0)
+    assert (row["lost_unsignalled_gpu_h"], row["fgd_lost_unsignalled_gpu_h"]) == pytest.approx((41 / 6, 10.0))
 
 
 def test_one_share_names_a_missing_setup() -> None:
@@ -54,3 +58,7 @@ def test_intervals_hold_the_point_estimates_and_pool_the_real_zones() -> None:
     for _, row in table.iterrows():  # a resampled mean of ratios lies between the smallest and the largest ratio
         assert row["mean 2.5 %"] <= row["mean"] <= row["mean 97.5 %"]
     assert np.isclose(table.loc["seeds", "mean 2.5 %"], 1.1)  # one scenario: every resample is that scenario
+    # two scenarios (ratios 1.1 and 1.5) drawn with replacement: both the first (1/4), one of each (1/2: mean 1.3,
+    # pooled 14/12) or both the second (1/4), so 2.5 % and 97.5 % of 200 resamples are the extremes
+    assert (real["mean 2.5 %"], real["mean 97.5 %"]) == pytest.approx((1.1, 1.5))
+    assert (real["pooled 2.5 %"], real["pooled 97.5 %"]) == pytest.approx((1.1, 1.5))
