@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from federation_tails import intervals  # noqa: E402 (benchmarks/ is not a package)
-from health_sensitivity import one_share  # noqa: E402
+from health_sensitivity import check_same_failures, one_share, share_folder  # noqa: E402
 
 SETUP = "healthfgd+drain_errors=1"
 
@@ -38,6 +38,28 @@ def test_one_share_pools_savings_and_splits_held_out_seeds() -> None:
     assert (row["dalloc_min"], row["dalloc_mean"]) == pytest.approx((-0.1, 0.2))  # Δ +0.5, +0.2, −0.1
     assert row["wait_vs_fgd_pct"] == pytest.approx(20.0)
     assert (row["lost_unsignalled_gpu_h"], row["fgd_lost_unsignalled_gpu_h"]) == pytest.approx((41 / 6, 10.0))
+
+
+def test_one_share_names_seeds_fgd_did_not_run() -> None:
+    table = runs([10, 20], [7, 16], [42, 43])
+    with pytest.raises(SystemExit, match=r"seeds \[43\] that fgd did not"):
+        one_share(table[(table.policy != "fgd") | (table.seed == 42)], SETUP, heldout=set(), goal=30)
+
+
+def test_the_failure_check_passes_equal_runs_and_names_the_folder_and_seed_that_differ() -> None:
+    first = ("share0", pd.Series([10.0, 20.0, 30.0], index=[42, 43, 44]))
+    check_same_failures(first, "share1", pd.Series([20.0, 30.0], index=[43, 44]))  # a subset of the seeds is fine
+    with pytest.raises(SystemExit, match=r"share1: .* from share0's on seeds \[43\] \(seed 43: 20.5 against 20.0\)"):
+        check_same_failures(first, "share1", pd.Series([10.0, 20.5], index=[42, 43]))
+    with pytest.raises(SystemExit, match="on no common seed"):
+        check_same_failures(first, "share1", pd.Series([10.0], index=[50]))
+
+
+@pytest.mark.parametrize("item", ["0.7", "x=../runs", "0.7="])
+def test_share_folder_names_a_malformed_item(item: str) -> None:
+    assert share_folder("0.7=../runs") == (0.7, Path("../runs"))
+    with pytest.raises(SystemExit, match="expected SHARE=FOLDER"):
+        share_folder(item)
 
 
 def test_one_share_names_a_missing_setup() -> None:
