@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from federation_tails import intervals  # noqa: E402 (benchmarks/ is not a package)
+from federation_tails import information, intervals  # noqa: E402 (benchmarks/ is not a package)
 from health_sensitivity import check_same_failures, one_share, share_folder  # noqa: E402
 
 SETUP = "healthfgd+drain_errors=1"
@@ -84,3 +84,17 @@ def test_intervals_hold_the_point_estimates_and_pool_the_real_zones() -> None:
     # pooled 14/12) or both the second (1/4), so 2.5 % and 97.5 % of 200 resamples are the extremes
     assert (real["mean 2.5 %"], real["mean 97.5 %"]) == pytest.approx((1.1, 1.5))
     assert (real["pooled 2.5 %"], real["pooled 97.5 %"]) == pytest.approx((1.1, 1.5))
+
+
+def test_information_counts_the_twins_better_and_worse_scenarios_and_the_tails(capsys: pytest.CaptureFixture[str]) -> None:
+    # ratios ours / twin: seeds 1.3 / 1.0; synthetic 1.0 / 1.3 and 1.0 / 1.1
+    index = pd.MultiIndex.from_tuples([("fresh1 seeds", 1), ("fresh1 synthetic", 2), ("fresh1 synthetic", 3)],
+                                      names=["set", "seed"])
+    carbon = pd.DataFrame({"ours": [13.0, 10.0, 5.0], "oracle@ours": [10.0, 10.0, 5.0],
+                           "twin": [10.0, 13.0, 5.5], "oracle@twin": [10.0, 10.0, 5.0]}, index=index)
+    information(carbon, "ours", "twin")
+    out = capsys.readouterr().out
+    assert "pooled, ours / twin: {'seeds': '1.300 / 1.000', 'synthetic': '1.000 / 1.233'}" in out  # 18.5 / 15
+    assert "better / worse: {'seeds': '1 / 0', 'synthetic': '0 / 2'}" in out
+    assert "of ours's 1 scenarios above 1.2, the twin has 1 within 5 % and 0 above 1.2; of the twin's 1, ours has 1" in out
+    assert "sets within 5 % by mean, ours / twin: {'seeds': '0 / 1 of 1', 'synthetic': '1 / 0 of 1'}" in out
