@@ -16,7 +16,9 @@ with 95 % bootstrap intervals over the scenarios (``--bootstrap`` resamples, see
 ``--twin SPEC`` (e.g. ``ours-nested:perfect=1``, the same rule reading the true intensities; the rows must hold it and
 ``oracle@SPEC``, from ``federation.py --also SPEC``) splits the gap to the oracle: per kind, the twin's ratio to the
 oracle at its misses and the share of ours's pooled excess carbon the twin removes, ``Σ (ours − twin) / Σ (ours −
-oracle@ours)``; per set, how many sets are within 5 % by mean, ours against the twin.
+oracle@ours)``, the pooled ratios of both, and the scenarios where the twin's ratio is more than 0.05 below / above
+ours's; over all kinds, how ours's scenarios above 1.2 fare with the twin and the reverse; per set, how many sets are
+within 5 % by mean, ours against the twin.
 """
 
 from __future__ import annotations
@@ -66,13 +68,21 @@ def information(carbon: pd.DataFrame, ours: str, twin: str) -> None:
     """Print how much of ours's gap to the oracle the twin (the rule with the true intensities) closes (module docstring)."""
     carbon = carbon.dropna(subset=[ours, twin, f"oracle@{ours}", f"oracle@{twin}"])
     kind = pd.Series([name.split()[1] for name, _ in carbon.index], index=carbon.index, name="kind")
-    twin_ratio = carbon[twin] / carbon[f"oracle@{twin}"]
+    ours_ratio, twin_ratio = (carbon[d] / carbon[f"oracle@{d}"] for d in (ours, twin))
     print(f"{twin} / oracle at its misses, per scenario:")
     print(spread_table(twin_ratio, kind).to_string())
     excess = (carbon[ours] - carbon[f"oracle@{ours}"]).groupby(kind).sum()
     closed = (carbon[ours] - carbon[twin]).groupby(kind).sum()
     print("share of ours's pooled excess over the oracle that the twin removes:", (closed / excess).round(3).to_dict())
-    by_set = pd.DataFrame({"ours": carbon[ours] / carbon[f"oracle@{ours}"], "twin": twin_ratio}).groupby(level="set").mean()
+    print("pooled, ours / twin:", {k: " / ".join(f"{g[d].sum() / g[f'oracle@{d}'].sum():.3f}" for d in (ours, twin))
+                                   for k, g in carbon.groupby(kind)})
+    print("scenarios where the twin is > 5 points better / worse:",
+          {k: f"{(g > 0.05).sum()} / {(g < -0.05).sum()}" for k, g in (ours_ratio - twin_ratio).groupby(kind)})
+    tail, twin_tail = ours_ratio > 1.2, twin_ratio > 1.2
+    print(f"of ours's {tail.sum()} scenarios above 1.2, the twin has {(twin_ratio[tail] <= 1.05).sum()} within 5 % and "
+          f"{(twin_ratio[tail] > 1.2).sum()} above 1.2; of the twin's {twin_tail.sum()}, ours has "
+          f"{(ours_ratio[twin_tail] <= 1.05).sum()} within 5 %")
+    by_set = pd.DataFrame({"ours": ours_ratio, "twin": twin_ratio}).groupby(level="set").mean()
     by_set["kind"] = [name.split()[1] for name in by_set.index]
     print("sets within 5 % by mean, ours / twin:",
           {k: f"{(g.ours <= 1.05).sum()} / {(g.twin <= 1.05).sum()} of {len(g)}" for k, g in by_set.groupby("kind")})

@@ -35,6 +35,8 @@ def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float) ->
     fgd, ours = (runs[runs.policy == p].set_index("seed") for p in ("fgd", setup))
     if ours.empty:
         raise SystemExit(f"setup {setup!r} not among the runs' policies: {', '.join(runs.policy.unique())}")
+    if missing := sorted(set(ours.index) - set(fgd.index)):
+        raise SystemExit(f"setup {setup!r} ran seeds {missing} that fgd did not; savings are paired by seed")
     fgd = fgd.loc[ours.index]
     held = ours.index.isin(sorted(heldout))
     per_seed = 100 * (1 - ours.lost_gpu_h / fgd.lost_gpu_h)
@@ -50,6 +52,31 @@ def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float) ->
             "warnings": float(ours.warnings.mean()),
             "lost_unsignalled_gpu_h": float(ours.lost_unsignalled_gpu_h.mean()),
             "fgd_lost_unsignalled_gpu_h": float(fgd.lost_unsignalled_gpu_h.mean())}
+
+
+def share_folder(item: str) -> tuple[float, Path]:
+    """``"0.7=../results/x"`` -> ``(0.7, Path("../results/x"))``."""
+    share, _, folder = item.partition("=")
+    try:
+        value = float(share)
+    except ValueError:
+        value = None
+    if value is None or not folder:
+        raise SystemExit(f"--runs {item!r}: expected SHARE=FOLDER, e.g. 0.7=../results/health-s14-precursor0.7")
+    return value, Path(folder)
+
+
+def check_same_failures(first: tuple[str, pd.Series], folder: str, lost: pd.Series) -> None:
+    """Stop unless FGD's lost GPU-hours per seed in ``folder`` equal those of the first folder ``first`` exactly on
+    every seed both ran (the failures are the same draw at every share, and FGD ignores warnings)."""
+    first_folder, first_lost = first
+    seeds = lost.index.intersection(first_lost.index)
+    differ = [int(s) for s in seeds if lost[s] != first_lost[s]]
+    if seeds.empty or differ:
+        found = f"on seeds {differ} (seed {differ[0]}: {lost[differ[0]]} against {first_lost[differ[0]]})" if differ \
+            else "on no common seed"
+        raise SystemExit(f"{folder}: FGD's lost GPU-hours differ from {first_folder}'s {found}; "
+                         "were the failure options and seeds the same?")
 
 
 def plot(path: Path, table: pd.DataFrame, goal: float) -> None:
@@ -81,15 +108,18 @@ def main() -> None:
     parser.add_argument("--goal", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path("results/health-sensitivity"))
     args = parser.parse_args()
-    rows, fgd_lost = {}, None
+    rows: dict[float, dict[str, float]] = {}
+    first: tuple[str, pd.Series] | None = None
     for item in args.runs:
-        share, _, folder = item.partition("=")
-        runs = pd.read_csv(Path(folder) / "health_runs.csv")
-        lost = runs[runs.policy == "fgd"].set_index("seed").lost_gpu_h.sort_index()
-        if fgd_lost is not None and not lost.equals(fgd_lost.loc[lost.index]):
-            raise SystemExit(f"{folder}: FGD's lost GPU-hours differ from the first folder's; were the failure options the same?")
-        fgd_lost = lost if fgd_lost is None else fgd_lost
-        rows[float(share)] = one_share(runs, args.setup, set(args.heldout), args.goal)
+        share, folder = share_folder(item)
+        if share in rows:
+            raise SystemExit(f"--runs {item!r}: share {share:g} given twice")
+        runs = pd.read_csv(folder / "health_runs.csv")
+        lost = runs[runs.policy == "fgd"].set_index("seed").lost_gpu_h
+        if first is None:
+            first = (str(folder), lost)
+        check_same_failures(first, str(folder), lost)
+        rows[share] = one_share(runs, args.setup, set(args.heldout), args.goal)
     table = pd.DataFrame.from_dict(rows, orient="index").sort_index().rename_axis("precursor_share")
     args.out.mkdir(parents=True, exist_ok=True)
     table.round(3).to_csv(args.out / "health_sensitivity.csv")
