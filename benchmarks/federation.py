@@ -41,7 +41,7 @@ scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
   session 13 (a new draw for ``ours-nested``, nothing changed for it).
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
-(random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, half of the
+(random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, a ``--flexible`` share (0.5) of the
 jobs of <= 24 h with 4-24 h of slack. Oracles: the LP bound, its plan replayed, and the cheapest
 replayed derated plan missing at most as many deadlines as ours (``oracle``). Writes per-scenario rows (CSV), a summary per set
 (CSV + table) and a plot. Carbon: Electricity Maps (ODbL).

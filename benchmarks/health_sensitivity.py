@@ -7,8 +7,9 @@ Each ``--runs`` item is ``SHARE=FOLDER``: the folder's ``health_runs.csv`` comes
 ``--precursor-share SHARE`` and otherwise the same options (the share of fatal failures that a warning announces; the
 failures themselves are the same draw at every share, so FGD's runs must agree to the last digit, and this is
 checked). Per share, for ``--setup`` against FGD on the same seeds: the saving ``1 − Σ lost / Σ lost_FGD`` pooled and
-per split (``--heldout`` seeds apart from the others), the seeds saving at least ``--goal`` %, the least and mean
-Δ allocation (points) and the mean wait against FGD's. Writes ``health_sensitivity.csv`` and ``.png`` to ``--out``.
+per split (``--heldout`` seeds apart from the others) with a 95 % bootstrap interval of the pooled saving (seeds
+resampled with replacement, pairs kept; ``--bootstrap`` resamples, seeded), the seeds saving at least ``--goal`` %,
+the least and mean Δ allocation (points) and the mean wait against FGD's. Writes ``health_sensitivity.csv`` and ``.png`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -20,29 +21,39 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from own_policy import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def saving(lost: pd.Series, fgd: pd.Series) -> float:
-    """Pooled saving in %, ``100 (1 − Σ lost / Σ lost_FGD)``."""
-    return float(100 * (1 - lost.sum() / fgd.sum()))
+    """Pooled saving in %, ``100 (1 − Σ lost / Σ lost_FGD)``; NaN for a split without seeds."""
+    return float(100 * (1 - lost.sum() / fgd.sum())) if len(fgd) else float("nan")
 
 
-def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float) -> dict[str, float]:
-    """The row of one share: ``setup`` against FGD on the seeds both ran."""
+def interval(lost: np.ndarray, fgd: np.ndarray, draws: int, seed: int = 0) -> tuple[float, float]:
+    """2.5 and 97.5 percentiles of the pooled saving (%) over ``draws`` resamples of the seeds (pairs kept)."""
+    pick = np.random.default_rng(seed).integers(0, len(lost), (draws, len(lost)))
+    pooled = 100 * (1 - lost[pick].sum(axis=1) / fgd[pick].sum(axis=1))
+    return float(np.percentile(pooled, 2.5)), float(np.percentile(pooled, 97.5))
+
+
+def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float, draws: int = 5000,
+              where: str = "the runs") -> dict[str, float]:
+    """The row of one share: ``setup`` against FGD on the seeds both ran (``where`` names the runs in errors)."""
     fgd, ours = (runs[runs.policy == p].set_index("seed") for p in ("fgd", setup))
     if ours.empty:
-        raise SystemExit(f"setup {setup!r} not among the runs' policies: {', '.join(runs.policy.unique())}")
+        raise SystemExit(f"{where}: setup {setup!r} not among the policies: {', '.join(runs.policy.unique())}")
     if missing := sorted(set(ours.index) - set(fgd.index)):
-        raise SystemExit(f"setup {setup!r} ran seeds {missing} that fgd did not; savings are paired by seed")
+        raise SystemExit(f"{where}: setup {setup!r} ran seeds {missing} that fgd did not; savings are paired by seed")
     fgd = fgd.loc[ours.index]
     held = ours.index.isin(sorted(heldout))
     per_seed = 100 * (1 - ours.lost_gpu_h / fgd.lost_gpu_h)
     alloc = ours.gpu_alloc_avg_pct - fgd.gpu_alloc_avg_pct
+    low, high = interval(ours.lost_gpu_h.to_numpy(), fgd.lost_gpu_h.to_numpy(), draws)
     return {"seeds": len(ours), "fgd_lost_gpu_h": float(fgd.lost_gpu_h.sum()), "lost_gpu_h": float(ours.lost_gpu_h.sum()),
-            "saving_pct": saving(ours.lost_gpu_h, fgd.lost_gpu_h),
+            "saving_pct": saving(ours.lost_gpu_h, fgd.lost_gpu_h), "saving_2.5_pct": low, "saving_97.5_pct": high,
             "saving_tuning_pct": saving(ours.lost_gpu_h[~held], fgd.lost_gpu_h[~held]),
             "saving_heldout_pct": saving(ours.lost_gpu_h[held], fgd.lost_gpu_h[held]),
             f"seeds_ge_{goal:g}": int((per_seed >= goal).sum()),
@@ -106,6 +117,7 @@ def main() -> None:
     parser.add_argument("--setup", required=True, help="the setup compared with fgd, as in health.py's --policies")
     parser.add_argument("--heldout", type=seed_range, default=seed_range("47-51"))
     parser.add_argument("--goal", type=float, default=30.0)
+    parser.add_argument("--bootstrap", type=int, default=5000, help="resamples of the seeds for the interval")
     parser.add_argument("--out", type=Path, default=Path("results/health-sensitivity"))
     args = parser.parse_args()
     rows: dict[float, dict[str, float]] = {}
@@ -119,7 +131,7 @@ def main() -> None:
         if first is None:
             first = (str(folder), lost)
         check_same_failures(first, str(folder), lost)
-        rows[share] = one_share(runs, args.setup, set(args.heldout), args.goal)
+        rows[share] = one_share(runs, args.setup, set(args.heldout), args.goal, args.bootstrap, str(folder))
     table = pd.DataFrame.from_dict(rows, orient="index").sort_index().rename_axis("precursor_share")
     args.out.mkdir(parents=True, exist_ok=True)
     table.round(3).to_csv(args.out / "health_sensitivity.csv")

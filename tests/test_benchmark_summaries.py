@@ -62,9 +62,17 @@ def test_share_folder_names_a_malformed_item(item: str) -> None:
         share_folder(item)
 
 
-def test_one_share_names_a_missing_setup() -> None:
-    with pytest.raises(SystemExit, match="not among the runs' policies"):
-        one_share(runs([10], [7], [42]), "pwr", heldout=set(), goal=30)
+def test_one_share_names_a_missing_setup_and_its_folder() -> None:
+    with pytest.raises(SystemExit, match="share0.7: setup 'pwr' not among the policies"):
+        one_share(runs([10], [7], [42]), "pwr", heldout=set(), goal=30, where="share0.7")
+
+
+def test_the_saving_interval_resamples_seeds_in_pairs() -> None:
+    # equal FGD losses, savings 20 % and 40 %: a resample is both seeds of one kind (a quarter each) or one of each (30 %)
+    row = one_share(runs([10, 10], [8, 6], [42, 43]), SETUP, heldout=set(), goal=30)
+    assert (row["saving_2.5_pct"], row["saving_pct"], row["saving_97.5_pct"]) == pytest.approx((20.0, 30.0, 40.0))
+    one = one_share(runs([10], [7], [42]), SETUP, heldout=set(), goal=30)  # one seed: every resample is that seed
+    assert one["saving_2.5_pct"] == one["saving_97.5_pct"] == pytest.approx(30.0)
 
 
 def test_intervals_hold_the_point_estimates_and_pool_the_real_zones() -> None:
