@@ -39,6 +39,11 @@ def carbon_of(folders: list[Path]) -> pd.DataFrame:
     return rows.set_index(["set", "seed", "dispatcher"])["carbon_job_kg"].unstack()
 
 
+def kind_of(set_name: str) -> str:
+    """``"fresh3 synthetic"`` -> ``"synthetic"``: the kind of a ``freshN`` set (``seeds``, ``zones`` or ``synthetic``)."""
+    return set_name.split()[1]
+
+
 def spread_table(ratio: pd.Series, by: pd.Series) -> pd.DataFrame:
     """Mean, median, 90th percentile, maximum and the shares within 5 % and above 1.2 of ``ratio`` per group of ``by``."""
     group = ratio.groupby(by)
@@ -52,7 +57,7 @@ def intervals(carbon: pd.DataFrame, ours: str, draws: int, seed: int = 0) -> pd.
     """Mean and pooled ratio of ours to the oracle at its misses, with 95 % bootstrap intervals, per kind and for
     the real zones together."""
     carbon = carbon.dropna(subset=[ours, f"oracle@{ours}"])
-    kind = np.array([name.split()[1] for name, _ in carbon.index])
+    kind = np.array([kind_of(name) for name, _ in carbon.index])
     rng, out = np.random.default_rng(seed), {}
     for group, mask in [*((k, kind == k) for k in sorted(set(kind))), ("real (seeds + zones)", kind != "synthetic")]:
         a, b = carbon[ours].to_numpy()[mask], carbon[f"oracle@{ours}"].to_numpy()[mask]
@@ -67,7 +72,7 @@ def intervals(carbon: pd.DataFrame, ours: str, draws: int, seed: int = 0) -> pd.
 def information(carbon: pd.DataFrame, ours: str, twin: str) -> None:
     """Print how much of ours's gap to the oracle the twin (the rule with the true intensities) closes (module docstring)."""
     carbon = carbon.dropna(subset=[ours, twin, f"oracle@{ours}", f"oracle@{twin}"])
-    kind = pd.Series([name.split()[1] for name, _ in carbon.index], index=carbon.index, name="kind")
+    kind = pd.Series([kind_of(name) for name, _ in carbon.index], index=carbon.index, name="kind")
     ours_ratio, twin_ratio = (carbon[d] / carbon[f"oracle@{d}"] for d in (ours, twin))
     print(f"{twin} / oracle at its misses, per scenario:")
     print(spread_table(twin_ratio, kind).to_string())
@@ -83,7 +88,7 @@ def information(carbon: pd.DataFrame, ours: str, twin: str) -> None:
           f"{(twin_ratio[tail] > 1.2).sum()} above 1.2; of the twin's {twin_tail.sum()}, ours has "
           f"{(ours_ratio[twin_tail] <= 1.05).sum()} within 5 %")
     by_set = pd.DataFrame({"ours": ours_ratio, "twin": twin_ratio}).groupby(level="set").mean()
-    by_set["kind"] = [name.split()[1] for name in by_set.index]
+    by_set["kind"] = [kind_of(name) for name in by_set.index]
     print("sets within 5 % by mean, ours / twin:",
           {k: f"{(g.ours <= 1.05).sum()} / {(g.twin <= 1.05).sum()} of {len(g)}" for k, g in by_set.groupby("kind")})
 
@@ -102,7 +107,7 @@ def main() -> None:
     for name, seed, scenario in scenarios(args):
         intensity = scenario.intensity(scenario.horizon_hours)
         means = intensity.mean(axis=1)
-        out.append({"set": name, "seed": seed, "kind": name.split()[1], "ratio": ratio[(name, seed)],
+        out.append({"set": name, "seed": seed, "kind": kind_of(name), "ratio": ratio[(name, seed)],
                     "spread": means.max() / means.min(),
                     "hourly": float(np.mean(intensity.max(axis=0) / np.maximum(intensity.min(axis=0), 1e-9))),
                     "forecast": forecast_error_pct(scenario)})

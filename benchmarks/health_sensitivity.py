@@ -91,11 +91,14 @@ def check_same_failures(first: tuple[str, pd.Series], folder: str, lost: pd.Seri
 
 
 def plot(path: Path, table: pd.DataFrame, goal: float) -> None:
-    """Saving (pooled, per split, per-seed range) and Δ allocation against the warned share."""
+    """Saving (pooled with its interval, per split, per-seed range) and Δ allocation against the warned share."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     share = table.index.to_numpy()
     left.fill_between(share, table.min_seed_saving_pct, table.max_seed_saving_pct, alpha=0.2, label="per-seed range")
-    for column, name in (("saving_pct", "pooled"), ("saving_tuning_pct", "tuning seeds"), ("saving_heldout_pct", "held-out seeds")):
+    pooled = table.saving_pct.to_numpy()
+    left.errorbar(share, pooled, yerr=[pooled - table["saving_2.5_pct"], table["saving_97.5_pct"] - pooled], marker="o",
+                  capsize=3, label="pooled (95 % interval)")
+    for column, name in (("saving_tuning_pct", "tuning seeds"), ("saving_heldout_pct", "held-out seeds")):
         left.plot(share, table[column], marker="o", label=name)
     left.axhline(goal, color="red", linestyle="--", label=f"goal {goal:g} %")
     left.set(xlabel="share of fatal failures announced by a warning", ylabel="fewer lost GPU-hours than FGD, %")
