@@ -6,7 +6,7 @@ Usage: python benchmarks/batch_qua.py [quasched batch options], e.g.
 
 import typer
 
-from quasched.optimize.cli import batch
+from quasched.cli.batch import batch
 
 if __name__ == "__main__":
     typer.run(batch)

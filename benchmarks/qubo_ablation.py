@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from quasched.optimize.cli import parse_machines
+from quasched.cli.batch import parse_machines
 from quasched.optimize.instances import qua_jobs, qua_problem
 from quasched.optimize.solvers import solve
 from quasched.traces.catalog import trace_info

@@ -48,10 +48,15 @@ def db_url(tmp: Path) -> str:
 
 
 def make_app(tmp: Path, clock: Any = None, **kw: Any) -> tuple[Any, str]:
-    """An app on ``tmp/quasched.db`` with the small cluster; (app, admin token)."""
+    """An app on ``tmp/quasched.db`` with the small cluster; (app, admin token). ``kube=KubeOptions(...)`` mounts
+    the kube-scheduler extender."""
     from quasched.service.api import create_app
 
     kw.setdefault("cluster", small_cluster())
+    if "kube" in kw:
+        from quasched.kube.mount import extender
+
+        kw["extensions"] = [extender(kw.pop("kube"))]
     app = create_app(db_url(tmp), clock=clock or Clock(), **kw)
     token = (tmp / "quasched.token").read_text().strip()
     return app, token

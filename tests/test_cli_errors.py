@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.cli.common import parse_seeds
-from quasched.optimize.cli import parse_machines
+from quasched.cli.batch import parse_machines
 from quasched.traces.datadir import cache_dir, search_dirs
 from quasched.traces.errors import TraceError
 
@@ -210,7 +210,7 @@ def test_events_need_out():
 
 
 def test_malformed_go_table_names_file_and_line(tmp_path):
-    from quasched.compat.gorand import COOKED_FILE
+    from quasched.model.gorand import COOKED_FILE
 
     (tmp_path / COOKED_FILE).write_text("1\n2\nthree\n")
     text = invoke("simulate", "--rng", "go", "--compat-data", str(tmp_path))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quasched.compat.gorand import COOKED_FILE, load_cooked
+from quasched.model.gorand import COOKED_FILE, load_cooked
 
 PACKAGE = Path(__file__).parents[1] / "quasched"
 SHARED_TABLE = Path(__file__).parents[2] / "shared" / "data" / COOKED_FILE

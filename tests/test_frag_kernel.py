@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from builders import pod
 from quasched.metrics import frag_aot, frag_kernel
-from quasched.metrics.fragmentation import Q2, Q3, FragmentationModel, frag_amount, jit_forced, kernels
+from quasched.metrics.frag_categories import Q2, Q3
+from quasched.metrics.fragmentation import FragmentationModel, frag_amount, jit_forced, kernels
 from quasched.metrics.typical import TypicalPods
 from quasched.policies.fgd import sigmoid_score
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from quasched.compat.gorand import CompatDataMissing, GoRand, load_cooked
+from quasched.model.gorand import CompatDataMissing, GoRand, load_cooked
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,7 @@
 """Architecture: the package's rooms import only downwards and no module imports itself back.
 
-Module-level imports only: an import inside a function (loaded lazily, e.g. the
-Go RNG for ``rng="go"``) or under ``TYPE_CHECKING`` does not create a load-time
-dependency.
+Every import counts: at module level, inside a function (loaded lazily, e.g. numba's kernels on first use) and
+under ``TYPE_CHECKING``; a lazy import changes when a module loads, not what it depends on.
 """
 
 from __future__ import annotations
@@ -37,16 +36,23 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def top_level_imports(path: Path) -> set[str]:
-    """``quasched.*`` modules imported at module level (not in functions or TYPE_CHECKING blocks)."""
+def imports(path: Path, module: str | None = None) -> set[str]:
+    """``quasched.*`` modules (and ``module.name``, which may be a module) imported anywhere in ``path``; an
+    ``importlib.import_module("quasched....")`` with a literal name counts too."""
     found: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for sub in [node] if isinstance(node, (ast.Import, ast.ImportFrom)) else []:
-            names = [a.name for a in sub.names] if isinstance(sub, ast.Import) else [sub.module or ""]
-            found |= {n for n in names if n.startswith("quasched")}
-    return found
+    module = module or module_name(path)
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])]
+                            if node.level else [node.module or ""])
+            found |= {base} | {f"{base}.{a.name}" for a in node.names}
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module") and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+    return {n for n in found if n.split(".")[0] == "quasched"}
 
 
 def room(module: str) -> str:
@@ -54,7 +60,8 @@ def room(module: str) -> str:
     return parts[1] if len(parts) > 1 else "cli"
 
 
-GRAPH = {module_name(p): top_level_imports(p) for p in ROOT.rglob("*.py")}
+GRAPH = {module_name(p): imports(p) for p in ROOT.rglob("*.py")}
+MODULES = set(GRAPH)
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
@@ -89,3 +96,13 @@ def test_no_import_cycles():
     for m in sorted(modules):
         if m not in state:
             visit(m, [m])
+
+
+def test_imports_sees_lazy_relative_and_type_checking_imports(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text("from typing import TYPE_CHECKING\nimport numpy\nif TYPE_CHECKING:\n"
+                      "    from quasched.model.fit import Demand\n\ndef f():\n    import quasched.kube.sync\n"
+                      "    from .nodes import NodeSpec\n"
+                      "    return importlib.import_module('quasched.metrics.frag_kernel')\n")
+    assert imports(source, "quasched.model.probe") == {"quasched.model.fit", "quasched.model.fit.Demand", "quasched.kube.sync",
+                     "quasched.model.nodes", "quasched.model.nodes.NodeSpec", "quasched.metrics.frag_kernel"}

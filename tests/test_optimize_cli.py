@@ -7,14 +7,14 @@ import json
 import typer
 from typer.testing import CliRunner
 
-from quasched.optimize.cli import batch, parse_machines
+from quasched.cli.batch import batch, parse_machines
 
 app = typer.Typer()
 app.command()(batch)
 
 
 def test_help_names_match_the_registries():
-    from quasched.optimize.cli import INSTANCE_NAMES, SOLVER_NAMES
+    from quasched.cli.batch import INSTANCE_NAMES, SOLVER_NAMES
     from quasched.optimize.instances import INSTANCES
     from quasched.optimize.solvers import SOLVERS
 

@@ -13,7 +13,7 @@ from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.federation import federation
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
-from quasched.optimize.cli import batch
+from quasched.cli.batch import batch
 
 __all__ = ["app"]
 

@@ -57,7 +57,7 @@ def simulate(
         raise typer.BadParameter("the per-event CSVs go into --out: pass --out DIR too", param_hint="--events")
     output_dir(out)
     if rng == "go":
-        from quasched.compat.gorand import CompatDataMissing, load_cooked
+        from quasched.model.gorand import CompatDataMissing, load_cooked
 
         try:
             load_cooked(compat_data)

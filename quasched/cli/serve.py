@@ -125,6 +125,7 @@ def serve(
     from quasched.service.loop_state import LoopOptions
 
     kube = None
+    extensions = []
     if kube_extender:
         from quasched.kube.client import KubernetesClient
         from quasched.kube.extender import KubeOptions
@@ -134,6 +135,9 @@ def serve(
         except Exception as err:  # no kubeconfig, a bad file, no in-cluster credentials
             fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
         kube = KubeOptions(client=client, sync=kube_sync)  # Kubernetes owns evictions: no preemption, no swapping
+        from quasched.kube.mount import extender
+
+        extensions.append(extender(kube))
         if cluster is None and kube_sync:
             from quasched.service.controller import nodes_of
 
@@ -144,7 +148,7 @@ def serve(
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver)
-        service_app = create_app(url, cluster, token_file=token_file, options=options, kube=kube)
+        service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     service = service_app.state.service

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import numpy as np
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -232,17 +232,6 @@ def router(bridge: Bridge) -> APIRouter:
         return await call(request, bridge.bind)
 
     return routes
-
-
-def mount(app: FastAPI, service: Service, options: KubeOptions) -> Bridge:
-    """Add the extender routes to ``app``; start/stop of the sync go with the app's lifespan."""
-    bridge = Bridge(service, options)
-    app.include_router(router(bridge))
-    if options.sync and options.client is not None:
-        from quasched.kube.sync import Sync
-
-        bridge.sync = Sync(bridge, options.client, options.resync_s)
-    return bridge
 
 
 def log(message: str) -> None:

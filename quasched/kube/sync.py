@@ -19,13 +19,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from quasched.service.domain import Job, JobState, NodeRecord
+from quasched.kube.extender import Bridge, KubeClient, log
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
 
-if TYPE_CHECKING:
-    from quasched.kube.extender import Bridge, KubeClient
 
 #: seconds between re-lists when watches end at once
 MIN_WATCH_S = 1.0
@@ -206,8 +205,6 @@ class Sync:
                 try:
                     self.bridge.reserve(bound.pod, bound.node, bound.devices, adopt=True)
                 except (PodError, ValueError) as err:
-                    from quasched.kube.extender import log
-
                     log(f"cannot adopt pod {pod_key(bound.pod)[0]}/{pod_key(bound.pod)[1]} on {bound.node}: {err}")
         return changes
 
@@ -251,8 +248,6 @@ class Sync:
 
     def start(self) -> None:
         """Resync once, then list and watch nodes and pods on two daemon threads."""
-        from quasched.kube.extender import log
-
         try:
             self.resync()
         except Exception as err:  # the API server may come up later; the threads keep trying
@@ -271,8 +266,6 @@ class Sync:
         self._threads = []
 
     def _run(self, kind: str) -> None:
-        from quasched.kube.extender import log
-
         first, backoff = True, 1.0
         while not self._stop.is_set():
             try:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quasched.metrics.fragmentation import CATEGORIES, FragReport
+from quasched.metrics.frag_categories import CATEGORIES
+from quasched.metrics.fragmentation import FragReport
 from quasched.model.cluster import Cluster
 from quasched.model.workload import FULL_GPU_MILLI
 

@@ -30,8 +30,9 @@ SIGNATURES = {
 
 
 def module_name() -> str:
-    """``_frag_aot_<digest of frag_kernel.py and the signatures>``."""
-    source = (HERE / "frag_kernel.py").read_bytes() + repr(sorted(SIGNATURES.items())).encode()
+    """``_frag_aot_<digest of frag_kernel.py, its constants and the signatures>``."""
+    source = b"".join((HERE / name).read_bytes() for name in ("frag_kernel.py", "frag_categories.py"))
+    source += repr(sorted(SIGNATURES.items())).encode()
     return f"_frag_aot_{hashlib.sha256(source).hexdigest()[:12]}"
 
 

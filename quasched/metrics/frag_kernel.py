@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from quasched.metrics.fragmentation import NA, Q1, Q2, Q3, Q4, XL, XR
+from quasched.metrics.frag_categories import NA, Q1, Q2, Q3, Q4, XL, XR
 
 
 @njit(cache=True, nogil=True)

@@ -25,17 +25,13 @@ from typing import Iterable
 import numpy as np
 
 from quasched.metrics import frag_aot
+from quasched.metrics.frag_categories import NA, Q1, Q2, Q4, XL, XR
 from quasched.metrics.typical import TypicalPods
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import accessible
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import Pod
 
-CATEGORIES = (
-    "q1_lack_both", "q2_lack_gpu", "q3_satisfied", "q4_lack_cpu",
-    "xl_satisfied", "xr_lack_cpu", "no_access",
-)
-Q1, Q2, Q3, Q4, XL, XR, NA = range(7)
 _FRAG_ORDER = (Q1, Q2, Q4, XL, XR, NA)
 
 

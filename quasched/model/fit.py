@@ -15,14 +15,31 @@ nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
+from quasched.model.resources import ResourceRegistry
 from quasched.model.workload import NO_LIMIT, Pod
 
-if TYPE_CHECKING:
-    from quasched.model.cluster import Cluster
+
+class ClusterView(Protocol):
+    """What the fit rule reads of a cluster: :class:`quasched.model.cluster.Cluster` provides it."""
+
+    n_nodes: int
+    resources: ResourceRegistry
+    resource_names: tuple[str, ...]
+    free: np.ndarray
+    gpu_free: np.ndarray
+    gpu_free_max: np.ndarray
+    num_gpus: np.ndarray
+    present: np.ndarray
+    schedulable: np.ndarray
+    app_count: np.ndarray
+
+    def spec_mask(self, spec: str) -> np.ndarray: ...
+
+    def app_column(self, app: str) -> int: ...
 
 UNSCHEDULABLE = "node unschedulable"
 RESOURCES_CHECK = "resources"
@@ -65,7 +82,7 @@ class Demand:
         if len(pods) == 1:
             pod = pods[0]
             demand = pod.demand_cache
-            if demand is None:
+            if not isinstance(demand, Demand):
                 limited = pod.limited
                 demand = cls(pod.request.reshape(1, -1), np.array([pod.num_gpu]), np.array([pod.gpu_milli]),
                              (pod.gpu_spec,), (pod.app if limited else "",),
@@ -91,7 +108,7 @@ class Demand:
                       tuple([spec[i] for i in picked]), tuple([app[i] for i in picked]), self.limit[rows])
 
 
-def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | None = None,
+def fit_checks(cluster: ClusterView, demand: Demand, nodes: np.ndarray | slice | None = None,
                detail: bool = False) -> Iterator[tuple[str, np.ndarray]]:
     """``(name, ok)`` per check, ``ok`` of shape ``(C, M)`` (or ``(1, M)``) over ``nodes`` (all slots if None).
 
@@ -136,7 +153,7 @@ def fit_checks(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
         yield GPU_DEVICES, (n_fit >= demand.num_gpu[:, None]) | ~is_gpu[:, None]
 
 
-def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | None = None) -> np.ndarray:
+def fit_matrix(cluster: ClusterView, demand: Demand, nodes: np.ndarray | slice | None = None) -> np.ndarray:
     """``(C, M)``: can each demand row run on each node now."""
     checks = fit_checks(cluster, demand, nodes)
     ok = next(checks)[1]
@@ -149,12 +166,12 @@ def fit_matrix(cluster: Cluster, demand: Demand, nodes: np.ndarray | slice | Non
     return ok if len(ok) == len(demand) else np.repeat(ok, len(demand), axis=0)
 
 
-def fit_mask(cluster: Cluster, pod: Pod) -> np.ndarray:
+def fit_mask(cluster: ClusterView, pod: Pod) -> np.ndarray:
     """Mask over all node slots that can host ``pod`` now (the Filter step)."""
     return fit_matrix(cluster, Demand.of([pod]))[0]
 
 
-def fit_reasons(cluster: Cluster, pod: Pod, nodes: np.ndarray | None = None) -> dict[str, int]:
+def fit_reasons(cluster: ClusterView, pod: Pod, nodes: np.ndarray | None = None) -> dict[str, int]:
     """How many of ``nodes`` (present nodes if None) fail each check first; ``{}`` if one fits."""
     nodes = np.flatnonzero(cluster.present) if nodes is None else nodes
     pending = np.ones(len(nodes), dtype=bool)
@@ -167,7 +184,7 @@ def fit_reasons(cluster: Cluster, pod: Pod, nodes: np.ndarray | None = None) -> 
     return counts if not pending.any() else {}
 
 
-def placement_problem(cluster: Cluster, pod: Pod, node: int, devices: tuple[int, ...],
+def placement_problem(cluster: ClusterView, pod: Pod, node: int, devices: tuple[int, ...],
                       node_checked: bool = False) -> str | None:
     """Why ``pod`` cannot be bound to ``node`` with GPU ``devices`` now (None = it can).
 

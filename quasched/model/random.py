@@ -3,7 +3,7 @@
 Every random decision of an experiment goes through a :class:`RandomStream`,
 so one seed reproduces a run. :class:`NumpyStream` is the native stream; the
 bit-exact port of Go's ``math/rand`` (with the extra draws the Go simulator
-spends at the engine events below) lives in :mod:`quasched.compat.gorand`.
+spends at the engine events below) lives in :mod:`quasched.model.gorand`.
 """
 
 from __future__ import annotations

@@ -22,13 +22,19 @@ Adding a resource needs no change outside the registry and the loaders::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator, Mapping, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from quasched.model.nodes import NodeSpec
-    from quasched.model.workload import Workload
+
+class Table(Protocol):
+    """Rows with named columns: a :class:`~quasched.model.nodes.NodeSpec` (nodes) or a
+    :class:`~quasched.model.workload.Workload` (pods); columns not known here live in ``extra``."""
+
+    @property
+    def extra(self) -> Mapping[str, np.ndarray]: ...
+
+    def __len__(self) -> int: ...
 
 #: Kubernetes' default pod limit per node, as in the FGD simulator.
 MAX_PODS_PER_NODE = 1001
@@ -56,7 +62,7 @@ class Resource:
     default_capacity: int | None = None
     per_pod: int | None = None
 
-    def capacity(self, nodes: NodeSpec) -> np.ndarray:
+    def capacity(self, nodes: Table) -> np.ndarray:
         """Capacity of every node of a ``NodeSpec`` (int64)."""
         values = self._values(nodes)
         if values is None:
@@ -65,14 +71,14 @@ class Resource:
             return np.full(len(nodes), self.default_capacity, dtype=np.int64)
         return np.asarray(values, dtype=np.int64)
 
-    def request(self, workload: Workload) -> np.ndarray:
+    def request(self, workload: Table) -> np.ndarray:
         """Request of every pod of a ``Workload`` (int64)."""
         if self.per_pod is not None:
             return np.full(len(workload), self.per_pod, dtype=np.int64)
         values = self._values(workload)
         return np.zeros(len(workload), dtype=np.int64) if values is None else np.asarray(values, dtype=np.int64)
 
-    def _values(self, table) -> np.ndarray | None:
+    def _values(self, table: Table) -> np.ndarray | None:
         if self.column:
             return getattr(table, self.column, None)
         return table.extra.get(self.name)
@@ -111,11 +117,11 @@ class ResourceRegistry:
     def __len__(self) -> int:
         return len(self._resources)
 
-    def capacity_matrix(self, nodes: NodeSpec) -> np.ndarray:
+    def capacity_matrix(self, nodes: Table) -> np.ndarray:
         """``(N, R)`` node capacities."""
         return np.stack([r.capacity(nodes) for r in self], axis=1).reshape(len(nodes), len(self))
 
-    def request_matrix(self, workload: Workload) -> np.ndarray:
+    def request_matrix(self, workload: Table) -> np.ndarray:
         """``(P, R)`` pod requests."""
         return np.stack([r.request(workload) for r in self], axis=1).reshape(len(workload), len(self))
 

@@ -10,14 +10,12 @@ GPU), RDMA as a percentage of one NIC. Times are seconds; ``nan`` = unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from quasched.model.resources import RESOURCES, ResourceRegistry
 
-if TYPE_CHECKING:
-    from quasched.model.fit import Demand
 
 FULL_GPU_MILLI = 1000
 NO_LIMIT = -1
@@ -52,8 +50,8 @@ class Pod:
     user: str = ""
     priority: int = 0
     request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
-    #: the pod's :class:`~quasched.model.fit.Demand`, built on first use
-    demand_cache: Demand | None = field(default=None, init=False, compare=False, repr=False)
+    #: a slot the fit rule keeps the pod's :class:`~quasched.model.fit.Demand` in, built on first use (opaque here)
+    demand_cache: object = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.request is None:

@@ -1,6 +1,6 @@
 """Batch optimisation: Qua's job-assignment problem, solved by greedy, MILP, QUBO and QAOA, always verified.
 
-The names below are imported on first use, so ``quasched.optimize.cli`` loads without NumPy. No
+The names below are imported on first use, so ``quasched.cli.batch`` loads without NumPy. No
 exported name is also a submodule's name: importing that submodule would shadow the export.
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from fastapi import FastAPI, Response
 from fastapi.exceptions import RequestValidationError
@@ -26,12 +26,21 @@ from quasched.service.routes_nodes import add_node_routes
 from quasched.service.routing import API, field_error, validation_error
 from quasched.service.runtime import Service
 from quasched.service.schemas import TokenCreate, TokenOut, WhoAmI
-from quasched.service.stream import add_cluster_routes
-
-if TYPE_CHECKING:
-    from quasched.kube.extender import KubeOptions
+from quasched.service.routes_cluster import add_cluster_routes
 
 DASHBOARD = Path(__file__).parent / "dashboard"
+
+
+class Lifecycle(Protocol):
+    """A part of the app that starts after the service and stops before it."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+#: adds routes to the app of a service; returns what must start and stop with it, if anything
+Extension = Callable[[FastAPI, Service], Lifecycle | None]
 
 
 def sqlite_file(db_url: str) -> Path | None:
@@ -46,7 +55,7 @@ def sqlite_file(db_url: str) -> Path | None:
 def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *, policy: str = "fgd",
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
-               kube: KubeOptions | None = None) -> FastAPI:
+               extensions: Sequence[Extension] = ()) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -54,7 +63,8 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     (default: ``LoopOptions(policy=policy)``). The first admin token is
     written to ``token_file`` (default: ``quasched.token`` beside a SQLite
     database). ``store`` replaces the :class:`~.store.Store` of ``db_url``.
-    ``kube`` mounts the kube-scheduler extender (:mod:`quasched.kube`, docs/kubernetes.md).
+    Each of ``extensions`` adds its routes to the app and may return a :class:`Lifecycle` that starts and
+    stops with it (the kube-scheduler extender: :func:`quasched.kube.mount.extender`).
     """
     db_file = sqlite_file(db_url)
     if store is None:
@@ -70,14 +80,13 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
-        sync = getattr(app.state, "kube", None) and app.state.kube.sync
-        if sync is not None:
-            await run_in_threadpool(sync.start)
+        for part in parts:
+            await run_in_threadpool(part.start)
         try:
             yield
         finally:
-            if sync is not None:
-                sync.stop()
+            for part in reversed(parts):
+                part.stop()
             service.stop()
 
     app = FastAPI(
@@ -90,10 +99,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(RequestTimer, metrics=service.metrics, skip=("/stream",))
     add_routes(app, service)
-    if kube is not None:
-        from quasched.kube.extender import mount
-
-        app.state.kube = mount(app, service, kube)
+    parts = [part for part in (extend(app, service) for extend in extensions) if part is not None]
     return app
 
 

@@ -22,7 +22,7 @@ from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import ServiceMetrics
 from quasched.service.schemas import JobOut, NodeOut
-from quasched.service.stream import Broker
+from quasched.service.broker import Broker
 
 #: longest wait of the timer thread between ticks
 TICK_S = 0.5

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
-from quasched.service.domain import MAX_GANG, JobState
+from quasched.service.domain import MAX_GANG, Job, JobState
+from quasched.service.quota import QuotaBook
 
-if TYPE_CHECKING:
-    from quasched.service.loop_views import LoopViews
+
+class LoopViews(Protocol):
+    """What the status reads of the scheduling loop (:class:`~quasched.service.loop_views.LoopViews`)."""
+
+    cluster: Cluster
+    jobs: dict[int, Job]
+    quota: QuotaBook
+
+    def node_fragmentation(self) -> np.ndarray: ...
+
+    def gpu_allocation(self) -> float: ...
+
+    def fragmentation(self) -> float: ...
 
 
 def snapshot(ctl: LoopViews) -> dict[str, Any]:

@@ -9,7 +9,7 @@ cluster's GPU allocation and fragmentation are recorded; post-processing
 bins them by arrived GPU request.
 
 With ``rng="go"`` every random draw comes from the Go ``math/rand`` port in
-:mod:`quasched.compat.gorand`, which reproduces the published results exactly;
+:mod:`quasched.model.gorand`, which reproduces the published results exactly;
 ``rng="native"`` uses NumPy's generator.
 """
 

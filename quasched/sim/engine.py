@@ -32,7 +32,7 @@ def make_stream(kind: RngKind, seed: int, compat_data: Path | None = None) -> Ra
     if kind == "native":
         return NumpyStream(seed)
     if kind == "go":
-        from quasched.compat.gorand import GoRand, load_cooked
+        from quasched.model.gorand import GoRand, load_cooked
 
         return GoRand(seed, load_cooked(compat_data))
     raise ValueError(f"unknown rng {kind!r}; use 'go' or 'native'")

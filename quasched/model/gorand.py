@@ -15,7 +15,7 @@ here and nowhere else:
 
 The generator is seeded from Go's ``rngCooked`` table (607 constants from
 ``src/math/rand/rng.go``, Copyright The Go Authors, BSD-3-Clause), shipped as
-``quasched/compat/data/go_rng_cooked.txt`` beside its licence.
+``quasched/model/data/go_rng_cooked.txt`` beside its licence.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def load_cooked(*dirs: Path | None) -> tuple[int, ...]:
             )
         where, text = str(path), path.read_text()
     else:
-        packaged = resources.files("quasched.compat") / "data" / COOKED_FILE
+        packaged = resources.files("quasched.model") / "data" / COOKED_FILE
         where, text = str(packaged), packaged.read_text()
     values = []
     for number, line in enumerate(text.splitlines(), 1):

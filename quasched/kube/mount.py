@@ -1,0 +1,25 @@
+"""The kube-scheduler extender as an extension of the service's app (:func:`quasched.service.api.create_app`)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from quasched.kube.extender import Bridge, KubeOptions, router
+from quasched.kube.sync import Sync
+from quasched.service.api import Extension
+from quasched.service.runtime import Service
+
+
+def extender(options: KubeOptions) -> Extension:
+    """The extension that mounts the extender's routes (``app.state.kube`` is its :class:`~.extender.Bridge`) and,
+    with ``options.sync``, mirrors the API server's nodes and GPU pods while the app runs."""
+
+    def mount(app: FastAPI, service: Service) -> Sync | None:
+        bridge = Bridge(service, options)
+        app.include_router(router(bridge))
+        app.state.kube = bridge
+        if options.sync and options.client is not None:
+            bridge.sync = Sync(bridge, options.client, options.resync_s)
+        return bridge.sync
+
+    return mount
