@@ -40,9 +40,9 @@ def test_rng_go_works_on_a_fresh_install_without_shared_data(tmp_path):
 def test_packaged_table_equals_the_shared_table():
     if not SHARED_TABLE.is_file():
         pytest.skip(f"{SHARED_TABLE} not found")
-    packaged = resources.files("quasched.compat") / "data" / COOKED_FILE
+    packaged = resources.files("quasched.model") / "data" / COOKED_FILE
     assert packaged.read_text() == SHARED_TABLE.read_text()
-    assert (resources.files("quasched.compat") / "data" / "LICENSE-go-rngCooked.txt").is_file()
+    assert (resources.files("quasched.model") / "data" / "LICENSE-go-rngCooked.txt").is_file()
     assert load_cooked() == load_cooked(SHARED_TABLE.parent)
 
 
