@@ -15,19 +15,20 @@ ROOT = Path(__file__).parents[1] / "quasched"
 
 #: room -> rooms it may import at module level (besides itself)
 ALLOWED = {
-    "model": set(),
-    "metrics": {"model"},
-    "traces": {"model"},
-    "policies": {"model", "metrics"},
-    "optimize": {"model", "traces"},
-    "sim": {"model", "metrics", "policies", "traces"},
-    "compat": {"model", "metrics", "policies", "sim"},
-    "report": {"model", "metrics", "policies", "sim"},
-    "learn": {"model", "metrics", "policies", "sim", "traces"},
-    "service": {"model", "metrics", "policies", "sim", "traces", "optimize"},
-    "federation": {"model", "metrics", "policies", "sim", "traces", "optimize"},
-    "kube": {"model", "metrics", "policies", "sim", "traces", "optimize", "service"},
-    "cli": {"model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
+    "extras": set(),
+    "model": {"extras"},
+    "metrics": {"extras", "model"},
+    "traces": {"extras", "model"},
+    "policies": {"extras", "model", "metrics"},
+    "optimize": {"extras", "model", "traces"},
+    "sim": {"extras", "model", "metrics", "policies", "traces"},
+    "compat": {"extras", "model", "metrics", "policies", "sim"},
+    "report": {"extras", "model", "metrics", "policies", "sim"},
+    "learn": {"extras", "model", "metrics", "policies", "sim", "traces"},
+    "service": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize"},
+    "federation": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize"},
+    "kube": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize", "service"},
+    "cli": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
 }
 
 

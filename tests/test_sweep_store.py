@@ -9,6 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+
+from quasched.extras import MissingExtra
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -195,9 +197,10 @@ def test_ray_backend_submits_every_task_and_yields_each_once(monkeypatch):
 
 def test_missing_ray_is_a_clean_error(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
-    with pytest.raises(RuntimeError, match=r"pip install 'quasched\[ray\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install 'quasched\[ray\]'"):
         make_backend("ray")
     result = CliRunner().invoke(app, ["sweep", "--backend", "ray", "--traces", "synthetic", "--policy", "fgd",
                                       "--seeds", "1", "--store", str(tmp_path / "s.sqlite")])
-    assert result.exit_code == 2 and "error: the Ray backend needs Ray: pip install 'quasched[ray]'" in result.output
+    assert result.exit_code == 2 and "error: `quasched sweep --backend ray` (ray) needs the Python package 'ray'" in result.output
+    assert "pip install 'quasched[ray]'" in result.output
     assert not (tmp_path / "s.sqlite").exists()

@@ -6,16 +6,36 @@ and ``client``."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Callable
+
 import typer
 
 from quasched.cli import client
+from quasched.cli.common import fail
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.federation import federation
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
+from quasched.extras import MissingExtra
 from quasched.cli.batch import batch
 
 __all__ = ["app"]
+
+
+def with_clean_errors(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` as a command: one that needs an optional dependency which is not installed fails with the
+    ``pip install`` that adds it (:mod:`quasched.extras`), not a traceback."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except MissingExtra as err:
+            fail(str(err))
+
+    return run
+
 
 app = typer.Typer(
     help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
@@ -25,11 +45,11 @@ app = typer.Typer(
 )
 traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", no_args_is_help=True)
 app.add_typer(traces_app, name="traces")
-traces_app.command("list")(traces_list)
-traces_app.command("show")(traces_show)
-for command in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
+traces_app.command("list")(with_clean_errors(traces_list))
+traces_app.command("show")(with_clean_errors(traces_show))
+for function in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
                 client.queue, client.nodes, client.cancel, client.token):
-    app.command()(command)
+    app.command()(with_clean_errors(function))
 
 
 def one_line_summaries(typer_app: typer.Typer) -> None:

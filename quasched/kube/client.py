@@ -16,6 +16,8 @@ from typing import Any, Iterator, Mapping
 
 import httpx
 
+from quasched.extras import require
+
 
 def _json(response: Any) -> dict[str, Any]:
     return json.loads(response.data)
@@ -54,6 +56,7 @@ class KubernetesClient:
     """:class:`~.extender.KubeClient` on a real API server (a kubeconfig file, or in-cluster credentials)."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        require("kubernetes", "kube")
         from kubernetes import client, config
 
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from quasched.extras import require
 from quasched.optimize.assignment import Assignment
 from quasched.optimize.greedy import greedy_priority, greedy_qua
 from quasched.optimize.problem import BatchProblem
@@ -17,11 +18,15 @@ def _milp(problem: BatchProblem, **options) -> Assignment:
 
 
 def _qubo_sa(problem: BatchProblem, **options) -> Assignment:
+    for module in ("dimod", "dwave.samplers"):
+        require(module, "quantum")
     from quasched.optimize.anneal import solve_qubo_sa
     return solve_qubo_sa(problem, **options)
 
 
 def _qaoa(problem: BatchProblem, **options) -> Assignment:
+    for module in ("dimod", "qiskit", "qiskit_aer"):
+        require(module, "quantum")
     from quasched.optimize.qaoa import solve_qaoa
     return solve_qaoa(problem, **options)
 

@@ -21,6 +21,7 @@ from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, Meta
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from quasched.extras import require
 from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -238,6 +239,8 @@ class Store:
         if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
             raise ValueError(f"in-memory SQLite is not supported ({url!r}): use a file, e.g. sqlite:///quasched.db")
         sqlite = parsed.get_backend_name() == "sqlite"
+        if parsed.get_backend_name() == "postgresql":
+            require("psycopg", "postgres")
         self.engine = create_engine(parsed, pool_pre_ping=not sqlite)  # a server may restart under us
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)

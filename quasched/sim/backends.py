@@ -10,11 +10,12 @@ a :class:`RayBackend` starts.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
+
+from quasched.extras import require
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -54,10 +55,7 @@ class RayBackend:
     """Ray tasks on a running cluster (``address``) or a local one started on first use."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
-        try:
-            importlib.import_module("ray")  # a missing Ray is an error here, before any run
-        except ImportError as err:
-            raise RuntimeError("the Ray backend needs Ray: pip install 'quasched[ray]'") from err
+        require("ray", "ray")  # a missing Ray is an error here, before any run
         self.address = address
         self.num_cpus = num_cpus
 
