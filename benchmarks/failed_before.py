@@ -33,7 +33,7 @@ def failures(result: ExperimentResult) -> tuple[np.ndarray, np.ndarray, np.ndarr
     failed = events.pod[events.node < 0]
     load = 100 * events.arrived_gpu_milli[events.node < 0] / (1000 * result.total_gpus)
     gpus = pods.gpu_milli[failed] * pods.num_gpu[failed] / 1000
-    spec = np.asarray(pods.gpu_spec)[failed]
+    spec = np.asarray(pods.gpu_model)[failed]
     fits = [bool(np.any((nodes.cpu_milli >= pods.cpu_milli[p]) & (nodes.memory_mib >= pods.memory_mib[p])
                         & (nodes.num_gpus >= BIG) & [accessible(m, s) for m in nodes.gpu_model]))
             for p, s in zip(failed, spec)]

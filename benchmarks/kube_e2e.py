@@ -54,7 +54,7 @@ def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
             continue
         i = len(out)
         fraction = milli / 1000 if num == 1 and milli < 1000 else None
-        m = pod_manifest(f"p-{i:04d}", gpus=num, fraction=fraction, model=str(w.gpu_spec[row]) or None,
+        m = pod_manifest(f"p-{i:04d}", gpus=num, fraction=fraction, model=str(w.gpu_model[row]) or None,
                          cpu_milli=max(1, int(w.cpu_milli[row])), memory_mib=max(1, int(w.memory_mib[row])))
         m["spec"]["priority"] = count - i  # kube-scheduler's queue: higher priority first = trace order
         out.append(m)

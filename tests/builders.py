@@ -29,7 +29,7 @@ def cluster_with_free(gpu_free: list[list[int]], cpu: int = 64_000, model: str =
 
 def pod(cpu=1000, mem=1024, k=0, m=0, spec="", uid=0, **kw) -> Pod:
     return Pod(uid=uid, name=f"p{uid}", cpu_milli=cpu, memory_mib=mem, num_gpu=k, gpu_milli=m,
-               gpu_spec=spec, **kw)
+               gpu_model=spec, **kw)
 
 
 def assert_consistent(cluster: Cluster) -> None:

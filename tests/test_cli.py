@@ -48,7 +48,7 @@ def test_malformed_trace_names_file_line_and_field(tmp_path, data_dir):
     (folder / "openb_node_list_gpu_node.csv").write_text(
         (data_dir / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv").read_text())
     (folder / "openb_pod_list_default.csv").write_text(
-        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,1000,10,1,500,\np2,12x,10,0,0,\n")
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_model\np1,1000,10,1,500,\np2,12x,10,0,0,\n")
     result = runner.invoke(app, ["simulate", "--trace", "openb-default", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "openb_pod_list_default.csv line 3, field 'cpu_milli'" in result.output

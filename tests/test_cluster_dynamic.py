@@ -216,7 +216,7 @@ def test_take_grown_reports_growth_not_placements():
 
 def test_pod_uids_are_independent_of_workload_rows():
     w = Workload(name=np.array(["job"], dtype=object), cpu_milli=np.array([1000]), memory_mib=np.array([512]),
-                 num_gpu=np.array([1]), gpu_milli=np.array([400]), gpu_spec=np.array([""], dtype=object))
+                 num_gpu=np.array([1]), gpu_milli=np.array([400]), gpu_model=np.array([""], dtype=object))
     cluster = Cluster(nodes((8000, 4096, 1, "T4")))
     a, b = w.pod(0, uid=10), w.pod(0, uid=11)
     cluster.place(a, 0, (0,))
@@ -244,7 +244,7 @@ def naive_fits(cluster: Cluster, p) -> np.ndarray:
             if same_app >= p.max_per_node:
                 continue
         if p.gpu_milli > 0:
-            allowed = [t for t in p.gpu_spec.split("|") if t]
+            allowed = [t for t in p.gpu_model.split("|") if t]
             model = cluster.models[cluster.model_id[n]]
             if cluster.num_gpus[n] == 0 or (allowed and model not in allowed):
                 continue
@@ -472,7 +472,7 @@ def workload_of(pods) -> Workload:
         memory_mib=np.array([p.memory_mib for p in pods], dtype=np.int64),
         num_gpu=np.array([p.num_gpu for p in pods], dtype=np.int64),
         gpu_milli=np.array([p.gpu_milli for p in pods], dtype=np.int64),
-        gpu_spec=np.array([p.gpu_spec for p in pods], dtype=object),
+        gpu_model=np.array([p.gpu_model for p in pods], dtype=object),
     )
 
 

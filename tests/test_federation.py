@@ -41,7 +41,7 @@ def jobs(gpus: list[int], arrival: list[float], duration: list[float]) -> Worklo
     n = len(gpus)
     return Workload(name=np.array([f"j{i}" for i in range(n)], dtype=object), cpu_milli=np.zeros(n, dtype=np.int64),
                     memory_mib=np.zeros(n, dtype=np.int64), num_gpu=np.array(gpus, dtype=np.int64),
-                    gpu_milli=np.full(n, 1000, dtype=np.int64), gpu_spec=np.full(n, "", dtype=object),
+                    gpu_milli=np.full(n, 1000, dtype=np.int64), gpu_model=np.full(n, "", dtype=object),
                     creation_time=np.array(arrival, float), deletion_time=np.array(arrival, float) + duration)
 
 
@@ -212,7 +212,7 @@ def test_scenario_validation_names_the_field():
 def test_repeat_workload_slack_and_split():
     w = jobs([1, 1], [0, 50], [100, 10])
     w = Workload(**{**{k: getattr(w, k) for k in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
-                                                   "gpu_spec")},
+                                                   "gpu_model")},
                     "creation_time": np.array([np.nan, 50.0]), "deletion_time": np.array([np.nan, 60.0])})
     twice = repeat_workload(w, 2)
     arrival, duration = jobs_of(twice)

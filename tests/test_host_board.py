@@ -49,7 +49,7 @@ def test_board_host_equals_scoring_every_feasible_node(steps, rank, window):
         demand = DEMANDS[which]
         if op == "place":
             p = pod(uid=uid, cpu=demand.cpu_milli, mem=demand.memory_mib, k=demand.num_gpu, m=demand.gpu_milli,
-                    spec=demand.gpu_spec, app=demand.app, max_per_node=demand.max_per_node)
+                    spec=demand.gpu_model, app=demand.app, max_per_node=demand.max_per_node)
             if isinstance(typical, TypicalWindow):
                 typical.observe(p)
             if scheduler.schedule(p).placed:

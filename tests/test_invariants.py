@@ -36,7 +36,7 @@ def workload_of(rows, specs) -> Workload:
         memory_mib=np.array([r[1] for r in rows], dtype=np.int64),
         num_gpu=np.array([r[2] for r in rows], dtype=np.int64),
         gpu_milli=np.array([r[3] for r in rows], dtype=np.int64),
-        gpu_spec=np.array([s if r[2] else "" for r, s in zip(rows, specs)], dtype=object),
+        gpu_model=np.array([s if r[2] else "" for r, s in zip(rows, specs)], dtype=object),
     )
 
 

@@ -31,7 +31,7 @@ def same_pods(n: int, cpu: int, gpu_milli: int, num_gpu: int = 1) -> Workload:
     return Workload(name=np.array([f"p{i}" for i in range(n)], dtype=object),
                     cpu_milli=np.full(n, cpu), memory_mib=np.full(n, 1024),
                     num_gpu=np.full(n, num_gpu), gpu_milli=np.full(n, gpu_milli),
-                    gpu_spec=np.array([""] * n, dtype=object))
+                    gpu_model=np.array([""] * n, dtype=object))
 
 
 def play(env: ArrivalEnv, seed: int, weights: list[float]) -> float:

@@ -27,7 +27,7 @@ def pods(*specs: tuple[int, int, int, int] | tuple[int, int, int, int, str]) -> 
         memory_mib=np.array([s[1] for s in specs], dtype=np.int64),
         num_gpu=np.array([s[2] for s in specs], dtype=np.int64),
         gpu_milli=np.array([s[3] for s in specs], dtype=np.int64),
-        gpu_spec=np.array([s[4] if len(s) > 4 else "" for s in specs], dtype=object),
+        gpu_model=np.array([s[4] if len(s) > 4 else "" for s in specs], dtype=object),
     )
 
 

@@ -37,7 +37,7 @@ def test_mutated_assignments_are_rejected(case):
     used = p.demand[others].sum(axis=0) + p.demand[i]
     breaks = (
         np.any(used > p.capacity[j])
-        or (p.demand[i, 1] > 0 and p.gpu_spec[i] not in ("", p.gpu_model[j]))
+        or (p.demand[i, 1] > 0 and p.job_gpu_model[i] not in ("", p.machine_gpu_model[j]))
         or (p.heavy_hi[i, j] and p.heavy_lo[others, j].any())
         or (p.heavy_lo[i, j] and p.heavy_hi[others, j].any())
         or any(p.limit[k] >= 1 and np.sum(p.app[np.append(others, i)] == p.app[k]) > p.limit[k]

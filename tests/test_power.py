@@ -212,7 +212,7 @@ def test_replay_energy_and_carbon_by_hand(carbon_dir):
     spec = nodes((16_000, 1 << 20, 2, "T4"))
     workload = Workload(
         name=np.array(["a", "b"], dtype=object), cpu_milli=np.array([2000, 2000]), memory_mib=np.array([0, 0]),
-        num_gpu=np.array([1, 1]), gpu_milli=np.array([1000, 1000]), gpu_spec=np.array(["", ""], dtype=object),
+        num_gpu=np.array([1, 1]), gpu_milli=np.array([1000, 1000]), gpu_model=np.array(["", ""], dtype=object),
         creation_time=np.array([0.0, 1800.0]), deletion_time=np.array([3600.0, 7200.0]))
     r = run_replay(spec, workload, "pwr", 0)
     # idle 2 × 10 + 15 = 35 W; one T4 busy + socket active: 10 + 70 + 120 = 200 W; both: 140 + 120 = 260 W

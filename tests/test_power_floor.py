@@ -34,7 +34,7 @@ def test_a_pod_has_a_single_home_when_only_one_gpu_model_can_hold_it():
     # T4 node: 32 vCPU, 2 GPUs; G3 node: 16 vCPU, 1 GPU
     pods = Workload(name=np.array(list("abcd"), dtype=object), cpu_milli=np.array([1000, 20_000, 8000, 8000]),
                     memory_mib=np.full(4, 1024), num_gpu=np.array([2, 1, 1, 1]), gpu_milli=np.full(4, 1000),
-                    gpu_spec=np.array(["", "", "", "G3"], dtype=object))
+                    gpu_model=np.array(["", "", "", "G3"], dtype=object))
     assert single_home(SPEC, pods).tolist() == ["T4", "T4", "", "G3"]
 
 

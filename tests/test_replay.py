@@ -28,7 +28,7 @@ def workload(rows: list[tuple], **extra) -> Workload:
         name=np.array([f"p{i}" for i in range(len(rows))], dtype=object),
         cpu_milli=col(0, np.int64), memory_mib=col(1, np.int64),
         num_gpu=col(2, np.int64), gpu_milli=col(3, np.int64),
-        gpu_spec=np.full(len(rows), "", dtype=object),
+        gpu_model=np.full(len(rows), "", dtype=object),
         creation_time=col(4, float), deletion_time=col(5, float), **extra,
     )
 

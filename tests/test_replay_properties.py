@@ -64,7 +64,7 @@ def make_workload(rows) -> Workload:
         memory_mib=np.array([r[2] for r in rows], dtype=np.int64),
         num_gpu=np.array([g[0] for g in gpu], dtype=np.int64),
         gpu_milli=np.array([g[1] for g in gpu], dtype=np.int64),
-        gpu_spec=np.array([r[3] if r[0][0] else "" for r in rows], dtype=object),
+        gpu_model=np.array([r[3] if r[0][0] else "" for r in rows], dtype=object),
         app=np.array([r[6] for r in rows], dtype=np.int64),
         max_per_node=np.array([1 if r[6] >= 0 else -1 for r in rows], dtype=np.int64),
         rdma=np.array([r[7] for r in rows], dtype=np.int64),
@@ -180,7 +180,7 @@ def check_log(result) -> None:
                 apps[node, w.app[uid]] += sign
             if sign > 0 and w.gpu_milli[uid] > 0:
                 assert len(set(pods.devices[uid])) == w.num_gpu[uid]
-                assert cluster.spec_mask(str(w.gpu_spec[uid]))[node]
+                assert cluster.spec_mask(str(w.gpu_model[uid]))[node]
         assert (cpu <= spec.cpu_milli).all() and (mem <= spec.memory_mib).all()
         assert (rdma <= 100).all() and (gpu <= 1000).all() and (apps <= 1).all()
         assert ev.used_gpu_milli[e] == gpu.sum()

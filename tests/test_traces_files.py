@@ -181,7 +181,7 @@ def check_hand_computed(w) -> None:
     assert list(w.memory_mib) == [65536, 2048, 1536, 512]
     assert list(w.num_gpu) == [2, 1, 0, 1] and list(w.gpu_milli) == [1000, 250, 0, 500]
     assert list(w.gpu_request) == [2000, 250, 0, 500]
-    assert list(w.gpu_spec) == ["A100|H100", "T4", "", ""]
+    assert list(w.gpu_model) == ["A100|H100", "T4", "", ""]
     assert w.app_names == ("server", "trainer") and list(w.app) == [1, 0, 1, -1]
     assert list(w.max_per_node) == [1, -1, -1, -1] and list(w.priority) == [5, 0, -3, 0]
     assert list(w.rdma) == [50, 0, 0, 0] and list(w.disk_mib) == [1024**2, 0, 10240, 0]
@@ -213,7 +213,7 @@ def test_workload_jsonl_conversion(tmp_path) -> None:
 def test_minimal_csv_uses_defaults(tmp_path) -> None:
     w = load_workload_file(write(tmp_path, "w.csv", "name,cpu,memory\na,1,1Gi\n"))
     assert (w.num_gpu[0], w.gpu_milli[0], w.app[0], w.max_per_node[0], w.priority[0]) == (0, 0, -1, -1, 0)
-    assert w.gpu_spec[0] == "" and w.team[0] == "" and math.isnan(w.creation_time[0]) and w.app_names == ()
+    assert w.gpu_model[0] == "" and w.team[0] == "" and math.isnan(w.creation_time[0]) and w.app_names == ()
 
 
 def test_examples_load_alike() -> None:
@@ -319,7 +319,7 @@ POD = st.fixed_dictionaries({
     "memory_mib": st.integers(0, 10**7),
     "gpu": st.one_of(st.just((0, 0)), st.tuples(st.just(1), st.integers(1, 999)),
                      st.tuples(st.integers(1, 8), st.just(1000))),
-    "gpu_spec": st.sampled_from(["", "A100", "T4|A100"]),
+    "gpu_model": st.sampled_from(["", "A100", "T4|A100"]),
     "creation_time": st.one_of(st.none(), st.integers(0, 10**6)),
     "duration": st.one_of(st.none(), st.integers(0, 10**5)),
     "team": TEXT, "user": TEXT, "app": TEXT,
@@ -338,7 +338,7 @@ def pod_cells(i: int, pod: dict) -> dict[str, object]:
         "cpu": f"{pod['cpu_milli']}m" if i % 2 else pod["cpu_milli"] / 1000,
         "memory": f"{pod['memory_mib'] * 1024}Ki" if i % 3 == 0 else pod["memory_mib"],
         "gpu": k if milli == 1000 else milli / 1000,
-        "gpu_model": pod["gpu_spec"] if k else "",
+        "gpu_model": pod["gpu_model"] if k else "",
         "creation_time": pod["creation_time"],
         "duration": pod["duration"] if pod["creation_time"] is not None else None,
         "team": pod["team"], "user": pod["user"], "app": pod["app"],
@@ -362,7 +362,7 @@ def test_round_trip_csv_and_jsonl(tmp_path, pods) -> None:
     assert list(from_csv.memory_mib) == [p["memory_mib"] for p in pods]
     assert list(from_csv.disk_mib) == [p["disk_mib"] for p in pods]
     assert [(int(k), int(m)) for k, m in zip(from_csv.num_gpu, from_csv.gpu_milli)] == [p["gpu"] for p in pods]
-    assert list(from_csv.gpu_spec) == [p["gpu_spec"] if p["gpu"][0] else "" for p in pods]
+    assert list(from_csv.gpu_model) == [p["gpu_model"] if p["gpu"][0] else "" for p in pods]
     assert list(from_csv.priority) == [p["priority"] for p in pods]
     assert list(from_csv.rdma) == [p["rdma"] for p in pods]
     assert list(from_csv.team) == [p["team"] for p in pods]

@@ -9,7 +9,7 @@ import pytest
 from quasched.traces import describe, list_traces, load_dlrm, load_openb_nodes, load_openb_pods, load_trace
 from quasched.traces.catalog import OPENB_ALL_NODES, OPENB_NODES, OPENB_VARIANTS, PAPER_VARIANTS
 
-# trace: pods, CPU-only, share, 1 GPU, 2-GPU, 4-GPU, 8-GPU, with gpu_spec, GPU request, % of 6212 GPUs, shapes
+# trace: pods, CPU-only, share, 1 GPU, 2-GPU, 4-GPU, 8-GPU, with gpu_model, GPU request, % of 6212 GPUs, shapes
 TABLE_1_2 = {
     "default": (8152, 1088, 3078, 3911, 16, 15, 44, 0, 6086800, 97.98, 91),
     "cpu050": (7439, 375, 3078, 3911, 16, 15, 44, 0, 6086800, 97.98, 89),
@@ -29,7 +29,7 @@ TABLE_1_2 = {
     "multigpu40": (8746, 1088, 3078, 3911, 156, 154, 359, 0, 9442800, 152.01, 91),
     "multigpu50": (9061, 1088, 3078, 3911, 222, 206, 556, 0, 11358800, 182.85, 91),
 }
-KEYS = ("pods", "cpu_only", "sharing", "gpu_1", "gpu_2", "gpu_4", "gpu_8", "with_gpu_spec",
+KEYS = ("pods", "cpu_only", "sharing", "gpu_1", "gpu_2", "gpu_4", "gpu_8", "with_gpu_model",
         "gpu_request_milli", "gpu_capacity_pct", "distinct_shapes")
 SPECS_IN_DOC = {
     "T4", "G2", "P100", "G3", "V100M32", "V100M16", "V100M16|V100M32", "V100M16|V100M32|V100M32",
@@ -78,9 +78,9 @@ def test_every_openb_variant_loads_with_documented_invariants(data_dir) -> None:
         assert set(np.unique(w.num_gpu)) <= {0, 1, 2, 4, 8}
         assert np.all(w.gpu_milli[w.num_gpu > 1] == 1000)
         assert np.all(w.gpu_milli[w.num_gpu == 0] == 0)
-        assert np.all(w.gpu_spec[w.num_gpu == 0] == "")
+        assert np.all(w.gpu_model[w.num_gpu == 0] == "")
         assert len(set(w.name)) == len(w)
-        specs |= set(w.gpu_spec) - {""}
+        specs |= set(w.gpu_model) - {""}
     assert specs == SPECS_IN_DOC
 
 

@@ -41,7 +41,7 @@ def test_conversion_rules(tmp_path) -> None:
     assert list(w.gpu_milli) == [1000, 460, 0, 1000, 1000, 0, 0, 100]  # clamped; num_gpu 0 drops it
     assert list(w.num_gpu) == [1, 1, 0, 8, 1, 1, 0, 1]
     # empty tokens dropped, duplicates kept, CPU-only pods lose their constraint
-    assert list(w.gpu_spec) == ["", "V100M16|V100M32|V100M32", "", "G2", "A10|T4", "", "", "V100M16"]
+    assert list(w.gpu_model) == ["", "V100M16|V100M32|V100M32", "", "G2", "A10|T4", "", "", "V100M16"]
     assert list(w.qos[:4]) == ["LS", "BE", "Burstable", "Guaranteed"]
     assert (w.creation_time[0], w.creation_time[1], w.creation_time[3]) == (0.0, 427061.0, 10.5)
     assert math.isnan(w.creation_time[2]) and math.isnan(w.deletion_time[1]) and w.deletion_time[3] == 20.0
@@ -49,10 +49,10 @@ def test_conversion_rules(tmp_path) -> None:
     assert w.source == "openb_pod_list_x.csv"
 
 
-def test_multigpu_format_without_gpu_spec(tmp_path) -> None:
+def test_multigpu_format_without_the_gpu_spec_column(tmp_path) -> None:
     w = load_openb_pods(pods(tmp_path, "a,1000,1,2,1000", "b,1000,1,1,300",
                              header="name,cpu_milli,memory_mib,num_gpu,gpu_milli"))
-    assert list(w.gpu_spec) == ["", ""] and list(w.qos) == ["", ""]
+    assert list(w.gpu_model) == ["", ""] and list(w.qos) == ["", ""]
     assert np.isnan(w.creation_time).all() and list(w.gpu_request) == [2000, 300]
 
 

@@ -41,7 +41,7 @@ def test_pod_mix() -> None:
     assert s["sharing"] / 20_000 == pytest.approx(0.378, abs=0.015)
     assert s["gpu_1"] / 20_000 == pytest.approx(0.480, abs=0.015)
     assert min(s["gpu_2"], s["gpu_4"], s["gpu_8"]) > 0 and s["gpu_other"] == 0
-    assert s["with_gpu_spec"] == 0
+    assert s["with_gpu_model"] == 0
     sharing = (w.num_gpu == 1) & (w.gpu_milli < 1000)
     assert set(np.unique(w.gpu_milli[sharing])) <= {810, 470, 320, 650, 230, 460, 590, 160, 550, 220, 370, 110}
     multi = w.num_gpu > 1
@@ -49,17 +49,17 @@ def test_pod_mix() -> None:
 
 
 def test_every_pod_fits_some_node_type() -> None:
-    w = synthetic_workload(n_pods=5000, seed=5, gpu_spec_fraction=0.5)
+    w = synthetic_workload(n_pods=5000, seed=5, gpu_model_fraction=0.5)
     fits = np.zeros(len(w), dtype=bool)
     for model, gpus, cpu, memory, _ in NODE_TYPES:
-        spec_ok = np.array([s == "" or model in s.split("|") for s in w.gpu_spec])
+        spec_ok = np.array([s == "" or model in s.split("|") for s in w.gpu_model])
         fits |= (w.cpu_milli <= cpu) & (w.memory_mib <= memory) & (w.num_gpu <= gpus) & spec_ok
     assert fits.all()
 
 
-def test_gpu_spec_fraction() -> None:
-    w = synthetic_workload(n_pods=10_000, seed=7, gpu_spec_fraction=0.3)
-    constrained = w.gpu_spec != ""
+def test_gpu_model_fraction() -> None:
+    w = synthetic_workload(n_pods=10_000, seed=7, gpu_model_fraction=0.3)
+    constrained = w.gpu_model != ""
     assert np.all(w.num_gpu[constrained] == 1)
     assert constrained.sum() / np.sum(w.num_gpu == 1) == pytest.approx(0.3, abs=0.03)
 
@@ -71,10 +71,10 @@ def test_defaults_make_a_loaded_small_cluster() -> None:
 
 
 def test_output_passes_the_openb_validation(tmp_path) -> None:
-    w = synthetic_workload(n_pods=500, seed=9, gpu_spec_fraction=0.2)
+    w = synthetic_workload(n_pods=500, seed=9, gpu_model_fraction=0.2)
     frame = pd.DataFrame({k: getattr(w, k) for k in ("name", "cpu_milli", "memory_mib", "num_gpu",
-                                                     "gpu_milli", "gpu_spec", "creation_time",
-                                                     "deletion_time")})
+                                                     "gpu_milli", "gpu_model", "creation_time",
+                                                     "deletion_time")}).rename(columns={"gpu_model": "gpu_spec"})
     frame.to_csv(tmp_path / "syn.csv", index=False)
     again = load_openb_pods(tmp_path / "syn.csv")
     assert same(again, w)

@@ -56,7 +56,7 @@ def holds(cluster: Cluster, pod: Pod, node: int, free: np.ndarray, gpu_free: np.
         return False
     if pod.limited and (col := cluster.app_column(pod.app)) < len(apps) and apps[col] >= pod.max_per_node:
         return False  # (a column added after ``apps`` was copied counts 0)
-    return pod.gpu_milli <= 0 or bool(cluster.spec_mask(pod.gpu_spec)[node]
+    return pod.gpu_milli <= 0 or bool(cluster.spec_mask(pod.gpu_model)[node]
                                        and (gpu_free >= pod.gpu_milli).sum() >= pod.num_gpu)
 
 

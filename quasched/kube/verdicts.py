@@ -35,7 +35,7 @@ REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVA
 def pod_of(spec: JobSpec, uid: int = 0) -> Pod:
     """The quasched pod of a job spec (as the fit rule and the policy see it)."""
     return Pod(uid=uid, name=spec.name, cpu_milli=spec.cpu_milli, memory_mib=spec.memory_mib,
-               num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli, gpu_spec=spec.gpu_model, team=spec.team,
+               num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli, gpu_model=spec.gpu_model, team=spec.team,
                user=spec.user)
 
 
@@ -56,7 +56,7 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
     admitted = [m for m in models if ctl.quota.admits(spec.team, m, spec.gpu_request)]
     qpod = pod_of(spec)
     if len(admitted) != len(models):
-        qpod = replace(qpod, gpu_spec="|".join(admitted) or "\0none")
+        qpod = replace(qpod, gpu_model="|".join(admitted) or "\0none")
     failed: dict[str, str] = {}
     slots: list[int] = []
     wanted: list[str] = []

@@ -36,7 +36,7 @@ class TypicalPods:
     @classmethod
     def from_workload(cls, workload: Workload, threshold: float = 95.0,
                       include_cpu_pods: bool = True) -> "TypicalPods":
-        """Popularity ranking of shapes ``(cpu, gpu_milli, num_gpu, gpu_spec)``.
+        """Popularity ranking of shapes ``(cpu, gpu_milli, num_gpu, gpu_model)``.
 
         Ties in count are broken by the shape itself, descending, which makes
         the order total and deterministic.

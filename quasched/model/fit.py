@@ -85,7 +85,7 @@ class Demand:
             if not isinstance(demand, Demand):
                 limited = pod.limited
                 demand = cls(pod.request.reshape(1, -1), np.array([pod.num_gpu]), np.array([pod.gpu_milli]),
-                             (pod.gpu_spec,), (pod.app if limited else "",),
+                             (pod.gpu_model,), (pod.app if limited else "",),
                              np.array([pod.max_per_node if limited else NO_LIMIT]))
                 object.__setattr__(pod, "demand_cache", demand)
             return demand
@@ -93,7 +93,7 @@ class Demand:
             request=np.array([p.request for p in pods], dtype=np.int64).reshape(len(pods), -1),
             num_gpu=np.array([p.num_gpu for p in pods], dtype=np.int64),
             milli=np.array([p.gpu_milli for p in pods], dtype=np.int64),
-            spec=tuple(p.gpu_spec for p in pods),
+            spec=tuple(p.gpu_model for p in pods),
             app=tuple(p.app if p.limited else "" for p in pods),
             limit=np.array([p.max_per_node if p.limited else NO_LIMIT for p in pods], dtype=np.int64),
         )

@@ -41,7 +41,7 @@ class Pod:
     memory_mib: int
     num_gpu: int = 0
     gpu_milli: int = 0
-    gpu_spec: str = ""
+    gpu_model: str = ""
     app: str = ""
     max_per_node: int = NO_LIMIT
     rdma: int = 0
@@ -80,14 +80,14 @@ class Pod:
 
     @property
     def shape(self) -> tuple[int, int, int, str]:
-        """The scheduling shape ``(cpu, gpu_milli, num_gpu, gpu_spec)``; memory excluded."""
-        return (self.cpu_milli, self.gpu_milli, self.num_gpu, self.gpu_spec)
+        """The scheduling shape ``(cpu, gpu_milli, num_gpu, gpu_model)``; memory excluded."""
+        return (self.cpu_milli, self.gpu_milli, self.num_gpu, self.gpu_model)
 
     @property
     def fit_key(self) -> tuple:
         """Everything the fit test reads: pods with equal keys fit exactly the same nodes."""
         app = (self.app, self.max_per_node) if self.limited else ("", NO_LIMIT)
-        return (*self.request.tolist(), self.num_gpu, self.gpu_milli, self.gpu_spec, *app)
+        return (*self.request.tolist(), self.num_gpu, self.gpu_milli, self.gpu_model, *app)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Workload:
     memory_mib: np.ndarray
     num_gpu: np.ndarray
     gpu_milli: np.ndarray
-    gpu_spec: np.ndarray
+    gpu_model: np.ndarray
     # None (the default) is replaced by the default column in __post_init__: always an array after it
     qos: np.ndarray = field(default=None)  # type: ignore[arg-type]
     role: np.ndarray = field(default=None)  # type: ignore[arg-type]
@@ -165,7 +165,7 @@ class Workload:
             memory_mib=int(self.memory_mib[i]),
             num_gpu=int(self.num_gpu[i]),
             gpu_milli=int(self.gpu_milli[i]),
-            gpu_spec=str(self.gpu_spec[i]),
+            gpu_model=str(self.gpu_model[i]),
             app=self.app_names[app] if app >= 0 else "",
             max_per_node=int(self.max_per_node[i]),
             rdma=int(self.rdma[i]),
@@ -208,12 +208,12 @@ class Workload:
 
 
 def shape_keys(workload: Workload) -> list[tuple[int, int, int, str]]:
-    """Per-pod scheduling shape ``(cpu, gpu_milli, num_gpu, gpu_spec)``."""
+    """Per-pod scheduling shape ``(cpu, gpu_milli, num_gpu, gpu_model)``."""
     return list(
         zip(
             workload.cpu_milli.tolist(),
             workload.gpu_milli.tolist(),
             workload.num_gpu.tolist(),
-            workload.gpu_spec.tolist(),
+            workload.gpu_model.tolist(),
         )
     )

@@ -36,7 +36,7 @@ def job_classes(problem: BatchProblem, jobs: np.ndarray | None = None) -> list[J
     members: dict[tuple, list[int]] = {}
     for i in jobs.tolist():
         key = (int(problem.app[i]), tuple(problem.demand[i].tolist()), int(problem.limit[i]),
-               str(problem.gpu_spec[i]))
+               str(problem.job_gpu_model[i]))
         members.setdefault(key, []).append(i)
     classes = []
     for (app, demand, limit, _), rows in members.items():
@@ -51,7 +51,7 @@ def machine_types(problem: BatchProblem) -> list[np.ndarray]:
     """Groups of interchangeable machines (same capacities and GPU model), as index arrays."""
     groups: dict[tuple, list[int]] = {}
     for j in range(problem.n_machines):
-        groups.setdefault((tuple(problem.capacity[j].tolist()), str(problem.gpu_model[j])), []).append(j)
+        groups.setdefault((tuple(problem.capacity[j].tolist()), str(problem.machine_gpu_model[j])), []).append(j)
     return [np.array(g) for g in groups.values()]
 
 

@@ -72,7 +72,7 @@ def shapes(problem: BatchProblem, classes: list[JobClass]) -> Shapes:
     (jobs per shape, how many one machine holds, heavy flags): the column-generation view of ``problem``."""
     keys: dict[tuple, int] = {}
     shape_of = np.array([
-        keys.setdefault((tuple(c.demand.tolist()), str(problem.gpu_spec[c.jobs[0]])), len(keys)) for c in classes
+        keys.setdefault((tuple(c.demand.tolist()), str(problem.job_gpu_model[c.jobs[0]])), len(keys)) for c in classes
     ], dtype=np.int64)
     first = np.zeros(len(keys), dtype=np.int64)
     available = np.zeros(len(keys), dtype=np.int64)

@@ -88,8 +88,8 @@ class BatchProblem:
     resources: tuple[str, ...]
     app: np.ndarray  # (n,) int64, NO_LIMIT = no app
     max_per_node: np.ndarray  # (n,) int64, NO_LIMIT = no limit
-    gpu_spec: np.ndarray  # (n,) str, "" = any model
-    gpu_model: np.ndarray  # (m,) str
+    job_gpu_model: np.ndarray  # (n,) str, "" = any model
+    machine_gpu_model: np.ndarray  # (m,) str
     submit_time: np.ndarray  # (n,) float, submission order (ties: row order)
     app_names: tuple[str, ...] = ()
     job_names: np.ndarray | None = None
@@ -141,8 +141,8 @@ class BatchProblem:
     @cached_property
     def allowed(self) -> np.ndarray:
         """(n, m) bool: job i's GPU-model constraint admits machine j."""
-        specs, inverse = np.unique(self.gpu_spec.astype(str), return_inverse=True)
-        models = self.gpu_model.astype(str)
+        specs, inverse = np.unique(self.job_gpu_model.astype(str), return_inverse=True)
+        models = self.machine_gpu_model.astype(str)
         table = np.array([[accessible(mdl, s) for mdl in models] for s in specs], dtype=bool)
         return table[inverse.ravel()]
 
@@ -245,8 +245,8 @@ def from_workload(
         resources=tuple(resources),
         app=np.asarray(workload.app, dtype=np.int64),
         max_per_node=np.asarray(workload.max_per_node, dtype=np.int64),
-        gpu_spec=np.where(workload.gpu_request > 0, workload.gpu_spec, "").astype(object),
-        gpu_model=np.where(nodes.num_gpus > 0, nodes.gpu_model, "").astype(object),
+        job_gpu_model=np.where(workload.gpu_request > 0, workload.gpu_model, "").astype(object),
+        machine_gpu_model=np.where(nodes.num_gpus > 0, nodes.gpu_model, "").astype(object),
         submit_time=np.asarray(workload.creation_time, dtype=float),
         app_names=tuple(workload.app_names),
         job_names=np.asarray(workload.name, dtype=object),
@@ -271,8 +271,8 @@ def small_problem(demand: ArrayLike, capacity: ArrayLike, *, apps: Sequence[int]
     return BatchProblem(
         demand=demand, capacity=capacity, resources=tuple(resources), app=app,
         max_per_node=np.asarray(limits if limits is not None else [NO_LIMIT] * n, dtype=np.int64),
-        gpu_spec=np.asarray(specs if specs is not None else [""] * n, dtype=object),
-        gpu_model=np.asarray(models if models is not None else ["GPU"] * m, dtype=object),
+        job_gpu_model=np.asarray(specs if specs is not None else [""] * n, dtype=object),
+        machine_gpu_model=np.asarray(models if models is not None else ["GPU"] * m, dtype=object),
         submit_time=np.arange(n, dtype=float),
         app_names=tuple(f"app_{a}" for a in range(int(app.max(initial=-1)) + 1)),
         **options,

@@ -32,7 +32,7 @@ class Shapes:
         rows: dict[tuple, list[int]] = defaultdict(list)
         for i in np.flatnonzero(workload.gpu_milli > 0).tolist():
             key = (int(workload.cpu_milli[i]), int(workload.memory_mib[i]), int(workload.num_gpu[i]),
-                   int(workload.gpu_milli[i]), str(workload.gpu_spec[i]))
+                   int(workload.gpu_milli[i]), str(workload.gpu_model[i]))
             rows[key].append(i)
         keys = sorted(rows)
         cpu, mem, k, m = (np.array([key[j] for key in keys], dtype=np.int64) for j in range(4))

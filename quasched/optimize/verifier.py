@@ -81,8 +81,8 @@ def _machine_violations(problem: BatchProblem, j: int, jobs: list[int]) -> list[
             out.append(f"machine {j}: {r} {used} > capacity {int(problem.capacity[j, k])}")
     for i in jobs:
         has_gpu = "gpu_milli" in problem.resources and problem.demand[i, problem.resources.index("gpu_milli")] > 0
-        if has_gpu and not accessible(str(problem.gpu_model[j]), str(problem.gpu_spec[i])):
-            out.append(f"machine {j}: job {i} needs GPU {problem.gpu_spec[i]!r}, machine has {problem.gpu_model[j]!r}")
+        if has_gpu and not accessible(str(problem.machine_gpu_model[j]), str(problem.job_gpu_model[i])):
+            out.append(f"machine {j}: job {i} needs GPU {problem.job_gpu_model[i]!r}, machine has {problem.machine_gpu_model[j]!r}")
     if problem.enforce_max_per_node:
         per_app = Counter(int(problem.app[i]) for i in jobs if problem.app[i] >= 0)
         for i in jobs:

@@ -150,7 +150,7 @@ class HeadroomScore(ScorePlugin):
     def _observe(self, pod: Pod) -> None:
         if not self.learn:
             return
-        self.seen[(pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)] += 1
+        self.seen[(pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_model)] += 1
         self.n_seen += 1
         if self.n_seen >= self.next_refresh:
             self.next_refresh *= 2
@@ -195,6 +195,6 @@ class HeadroomScore(ScorePlugin):
             self._set_model(*self._shapes)
         self._observe(pod)
         ids = self.states.ids()[nodes]
-        key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
+        key = (pod.cpu_milli, pod.memory_mib, pod.gpu_milli, pod.num_gpu, pod.gpu_model)
         width = self.states.gpu.shape[1] if pod.is_sharing else 1
         return self._memo.lookup(key, ids, width, lambda missing: self._state_scores(pod, missing))

@@ -74,8 +74,8 @@ def single_home(nodes: NodeSpec, pods: Workload) -> np.ndarray:
     fits = ((np.asarray(pods.cpu_milli)[:, None] <= np.asarray(nodes.cpu_milli)[None, :])
             & (np.asarray(pods.memory_mib)[:, None] <= np.asarray(nodes.memory_mib)[None, :])
             & (np.asarray(pods.num_gpu)[:, None] <= np.asarray(nodes.num_gpus)[None, :]))
-    specs = sorted(set(map(str, pods.gpu_spec)))
+    specs = sorted(set(map(str, pods.gpu_model)))
     allowed = np.array([[accessible(m, spec) for m in nodes.gpu_model] for spec in specs])
-    fits &= allowed[np.searchsorted(specs, np.asarray(pods.gpu_spec, dtype=str))]
+    fits &= allowed[np.searchsorted(specs, np.asarray(pods.gpu_model, dtype=str))]
     homes = np.stack([fits[:, np.asarray(nodes.gpu_model) == m].any(axis=1) for m in names], axis=1)
     return np.where(homes.sum(axis=1) == 1, np.asarray(names, dtype=object)[homes.argmax(axis=1)], "")

@@ -49,7 +49,7 @@ def solve_batch(cluster: Cluster, pods: list[Pod], solver: str, **options) -> Ba
                          cluster.free[nodes, MEMORY]], axis=1)
     demand = np.array([[p.cpu_milli, p.gpu_request, p.memory_mib] for p in pods], dtype=np.int64)
     models = [str(cluster.models[cluster.model_id[n]]) if cluster.num_gpus[n] else "" for n in nodes]
-    problem = small_problem(demand, capacity, specs=[p.gpu_spec if p.is_gpu else "" for p in pods], models=models,
+    problem = small_problem(demand, capacity, specs=[p.gpu_model if p.is_gpu else "" for p in pods], models=models,
                             resources=RESOURCES, limits=[NO_LIMIT] * len(pods))
     answer = solve(problem, solver, **options)
     if answer.verdict is None or not answer.verdict.feasible:

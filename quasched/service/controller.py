@@ -109,7 +109,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
 
     def _fits_empty(self, pod: Pod) -> bool:
         c = self.cluster
-        present = c.present & c.spec_mask(pod.gpu_spec)
+        present = c.present & c.spec_mask(pod.gpu_model)
         enough = (c.capacity >= pod.request).all(axis=1) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
         return bool((present & enough).any())
 
@@ -260,7 +260,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
                 self._set_reason(job, quota_reason(self.quota, job))
                 continue
             if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
-                placed = self._place_gang(job, pod.gpu_spec)
+                placed = self._place_gang(job, pod.gpu_model)
                 if placed:
                     self._bind(job, now, placed, "started")
                     fits.refresh(sorted({node for _, node, _ in placed}))
@@ -308,10 +308,10 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         models = self._admissible(job)
         return None if models == [] else self._pod(job.spec, job.id, 0, models)
 
-    def _place_gang(self, job: Job, gpu_spec: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
+    def _place_gang(self, job: Job, gpu_model: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
         placed: list[tuple[Pod, int, tuple[int, ...]]] = []
         for k in range(job.spec.pods):
-            pod = replace(self._pod(job.spec, job.id, k), gpu_spec=gpu_spec)
+            pod = replace(self._pod(job.spec, job.id, k), gpu_model=gpu_model)
             decision = self.scheduler.schedule(pod)
             if not decision.placed:
                 for p, _, _ in placed:

@@ -23,7 +23,7 @@ def try_moves(cluster: Cluster, scheduler: Scheduler, pod: Pod, node: int, movab
     for job in movable:
         old = c.remove(job.id * MAX_GANG)
         c.cordon(node)
-        decision = scheduler.schedule(replace(old.pod, gpu_spec=model))  # same model: the quota charge holds
+        decision = scheduler.schedule(replace(old.pod, gpu_model=model))  # same model: the quota charge holds
         c.uncordon(node)
         if not decision.placed:
             c.place(old.pod, node, old.devices)

@@ -58,7 +58,7 @@ class MakingRoom(LoopState):
         self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
         promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
         reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
-                                            for m in self.cluster.models if m and accessible(m, pod.gpu_spec))
+                                            for m in self.cluster.models if m and accessible(m, pod.gpu_model))
         running = (v for v in self.jobs.values() if v.state.holds_resources and v.id not in self._claimed)
         victims = victim_order(self.quota, running, job, reclaim)
         best = cheapest_node(self.cluster, pod, victims) if victims else None
@@ -88,7 +88,7 @@ class MakingRoom(LoopState):
             return
         c = self.cluster
         pod = self._pod(job.spec, job.id, 0, self._admissible(job))
-        room = c.schedulable & c.spec_mask(pod.gpu_spec) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
+        room = c.schedulable & c.spec_mask(pod.gpu_model) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
         candidates = sorted(np.flatnonzero(room).tolist(), key=lambda n: (int(c.gpu_alloc[n].sum()), n))[:32]
         for node in candidates:
             movable = [j for j in self._jobs_on(node) if j.state == JobState.RUNNING and j.spec.pods == 1]

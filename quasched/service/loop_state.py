@@ -96,7 +96,7 @@ class LoopState:
     def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
         return Pod(uid=job_id * MAX_GANG + index, name=f"{spec.name}#{job_id}.{index}", cpu_milli=spec.cpu_milli,
                    memory_mib=spec.memory_mib, num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli,
-                   gpu_spec="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
+                   gpu_model="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
                    max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
 
     def _release(self, job: Job) -> None:

@@ -55,7 +55,7 @@ def cheapest_node(cluster: Cluster, pod: Pod, victims: list[Job], max_nodes: int
             on.setdefault(c.node(name), {})[v.id] = v
     best: tuple[int, list[Job]] | None = None
     for node in sorted(on, key=lambda n: (-len(on[n]), n))[:max_nodes]:
-        if not (c.schedulable[node] and accessible(str(c.models[c.model_id[node]]), pod.gpu_spec)):
+        if not (c.schedulable[node] and accessible(str(c.models[c.model_id[node]]), pod.gpu_model)):
             continue
         candidates = list(on[node].values())
         removed = {v.id: [c.remove(v.id * MAX_GANG + k) for k in range(v.spec.pods)] for v in candidates}

@@ -37,7 +37,7 @@ def quota_reason(quota: QuotaBook, job: Job) -> PendingReason:
 def capacity_reason(cluster: Cluster, job: Job, pod: Pod) -> PendingReason:
     """``Fragmented`` (enough free in total, no node fits) or ``InsufficientResources``, with per-check node counts."""
     c = cluster
-    usable = c.schedulable & c.spec_mask(pod.gpu_spec)
+    usable = c.schedulable & c.spec_mask(pod.gpu_model)
     failing = fit_reasons(c, pod, np.flatnonzero(usable))
     evidence: dict[str, Any] = {"nodes_failing": failing, "pods": job.spec.pods}
     gang = f" for each of {job.spec.pods} pods" if job.spec.pods > 1 else ""

@@ -47,7 +47,7 @@ def job_spec(workload: Workload, row: int, team: str = "default") -> JobSpec:
     return JobSpec(
         name=str(workload.name[row]), team=team, cpu_milli=int(workload.cpu_milli[row]),
         memory_mib=int(workload.memory_mib[row]), num_gpu=int(workload.num_gpu[row]),
-        gpu_milli=int(workload.gpu_milli[row]), gpu_model=str(workload.gpu_spec[row]),
+        gpu_milli=int(workload.gpu_milli[row]), gpu_model=str(workload.gpu_model[row]),
         app=workload.app_names[app] if app >= 0 else "", max_per_node=int(workload.max_per_node[row]))
 
 

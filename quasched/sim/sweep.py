@@ -24,9 +24,9 @@ from quasched.sim.backends import LocalBackend
 from quasched.sim.records import EventRecords
 
 
-def shape_label(cpu_milli: int, num_gpu: int, gpu_milli: int, gpu_spec: str) -> str:
+def shape_label(cpu_milli: int, num_gpu: int, gpu_milli: int, gpu_model: str) -> str:
     """A pod shape as the reference simulator prints failed pods."""
-    return f"<CPU: {cpu_milli / 1000:.2f}, GPU: {num_gpu} x {{{gpu_milli}}}m ({gpu_spec})>"
+    return f"<CPU: {cpu_milli / 1000:.2f}, GPU: {num_gpu} x {{{gpu_milli}}}m ({gpu_model})>"
 
 
 @dataclass
@@ -61,7 +61,7 @@ def summarize(result: ExperimentResult, keep_log: bool = False, curves: CurveFun
     log, w = result.events, result.workload
     failed = result.failed
     shapes = Counter(
-        shape_label(int(w.cpu_milli[i]), int(w.num_gpu[i]), int(w.gpu_milli[i]), str(w.gpu_spec[i]))
+        shape_label(int(w.cpu_milli[i]), int(w.num_gpu[i]), int(w.gpu_milli[i]), str(w.gpu_model[i]))
         for i in failed.tolist()
     )
     total = result.total_gpus

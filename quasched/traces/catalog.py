@@ -143,7 +143,7 @@ def check_models(nodes: NodeSpec, pods: Workload, workload: str | Path, cluster:
     """:class:`TraceError` naming the first pod of ``workload`` whose GPU-model constraint no node of
     ``cluster`` meets, with how many pods share it and the models the cluster has."""
     models = sorted({str(m) for m in nodes.gpu_model if m})
-    specs, first, counts = np.unique(pods.gpu_spec.astype(str), return_index=True, return_counts=True)
+    specs, first, counts = np.unique(pods.gpu_model.astype(str), return_index=True, return_counts=True)
     bad = [(int(row), str(spec), int(count)) for spec, row, count in zip(specs, first, counts)
            if spec_models(spec) and not any(accessible(m, spec) for m in models)]
     if bad:
@@ -182,7 +182,7 @@ def describe(workload: Workload, nodes: NodeSpec | None = None) -> dict[str, int
         "cpu_only": int(np.sum(m == 0)),
         **classes,
         "gpu_other": int(np.sum(m > 0)) - sum(classes.values()),
-        "with_gpu_spec": int(np.sum(workload.gpu_spec != "")),
+        "with_gpu_model": int(np.sum(workload.gpu_model != "")),
         "gpu_request_milli": request,
         "cpu_request_milli": int(workload.cpu_milli.sum()),
         "memory_request_mib": int(workload.memory_mib.sum()),

@@ -54,7 +54,7 @@ def load_dlrm(path: str | Path) -> Workload:
         memory_mib=np.rint(memory * MIB_PER_GIB).astype(np.int64),
         num_gpu=np.where(gpu >= 1, np.round(gpu), (gpu > 0).astype(float)).astype(np.int64),
         gpu_milli=milli,
-        gpu_spec=np.full(len(name), "", dtype=object),
+        gpu_model=np.full(len(name), "", dtype=object),
         role=role,
         app=app.astype(np.int64),
         max_per_node=max_per_node,

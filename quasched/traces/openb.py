@@ -2,7 +2,7 @@
 
 Pods are converted exactly like the FGD peer's ``pod_csv_to_yaml.py``
 (docs/fgd-compatible-simulation.md §1.2): ``num_gpu == 0`` drops all GPU
-information; otherwise ``gpu_milli`` is clamped to 0..1000 and ``gpu_spec`` is
+information; otherwise ``gpu_milli`` is clamped to 0..1000 and the ``gpu_spec`` column (the pod's ``gpu_model``) is
 split on ``|``, empty tokens dropped and re-joined (duplicates kept).
 """
 
@@ -65,6 +65,6 @@ def load_openb_pods(path: str | Path) -> Workload:
     table.check()
     return Workload(
         name=name, cpu_milli=cpu, memory_mib=memory, num_gpu=num_gpu, gpu_milli=milli,
-        gpu_spec=np.where(num_gpu == 0, "", spec).astype(object),
+        gpu_model=np.where(num_gpu == 0, "", spec).astype(object),
         qos=qos, source=Path(path).name, **times,
     )

@@ -84,7 +84,7 @@ def synthetic_workload(
     n_pods: int = 1000,
     seed: int = 0,
     *,
-    gpu_spec_fraction: float = 0.0,
+    gpu_model_fraction: float = 0.0,
     mean_interarrival_s: float = 30.0,
     median_lifetime_s: float = 8 * 3600.0,
 ) -> Workload:
@@ -92,7 +92,7 @@ def synthetic_workload(
 
     About 13 % CPU-only, 38 % GPU-sharing, 48 % one full GPU and 1 % 2/4/8-GPU
     pods; CPU and memory come from the common sizes of each class (per GPU for
-    multi-GPU pods). A ``gpu_spec_fraction`` of the sharing and 1-GPU pods get
+    multi-GPU pods). A ``gpu_model_fraction`` of the sharing and 1-GPU pods get
     a GPU-model constraint. For time-based replay, pods arrive as a Poisson
     process (``mean_interarrival_s``) and live a log-normal time (median
     ``median_lifetime_s``, σ = 1); with the defaults the default synthetic
@@ -111,7 +111,7 @@ def synthetic_workload(
         picked = np.array(sizes, dtype=np.int64)[_pick(rng, sizes, len(rows))]
         scale = np.maximum(num_gpu[rows], 1)
         cpu[rows], memory[rows] = picked[:, 0] * scale, picked[:, 1] * scale
-    constrained = (num_gpu == 1) & (rng.random(n_pods) < gpu_spec_fraction)
+    constrained = (num_gpu == 1) & (rng.random(n_pods) < gpu_model_fraction)
     specs = np.array([s[0] for s in SPECS], dtype=object)[_pick(rng, SPECS, n_pods)]
     creation = np.round(np.cumsum(rng.exponential(mean_interarrival_s, n_pods)))
     lifetime = np.round(rng.lognormal(np.log(median_lifetime_s), 1.0, n_pods))
@@ -121,7 +121,7 @@ def synthetic_workload(
         memory_mib=memory,
         num_gpu=num_gpu,
         gpu_milli=milli,
-        gpu_spec=np.where(constrained, specs, "").astype(object),
+        gpu_model=np.where(constrained, specs, "").astype(object),
         creation_time=creation,
         deletion_time=creation + lifetime,
         source=f"synthetic(n_pods={n_pods}, seed={seed})",

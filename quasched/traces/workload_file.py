@@ -127,7 +127,7 @@ def load_workload_file(path: str | Path, resources: ResourceRegistry = RESOURCES
         memory_mib=cells["memory"].astype(np.int64),
         num_gpu=np.where(gpu >= 1, gpu, gpu > 0).astype(np.int64),
         gpu_milli=np.where(gpu >= 1, FULL_GPU_MILLI, np.rint(gpu * FULL_GPU_MILLI)).astype(np.int64),
-        gpu_spec=spec.astype(object),
+        gpu_model=spec.astype(object),
         app=app_id.astype(np.int64),
         max_per_node=max_per_node.astype(np.int64),
         rdma=cells["rdma"].astype(np.int64),
