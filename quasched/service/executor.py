@@ -136,7 +136,7 @@ class Executor:
 
     def __init__(self, node: str, state_dir: Path, report: Report, gpus: LocalGpus = LocalGpus()) -> None:
         self.node = node
-        self.dir = state_dir / "jobs"
+        self.dir = state_dir.resolve() / "jobs"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.report = report
         self.gpus = gpus
