@@ -95,7 +95,7 @@ def age(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
-STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "succeeded": "dim",
+STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "stopping": "magenta", "succeeded": "dim",
                "failed": "red", "cancelled": "dim"}
 
 
