@@ -95,8 +95,8 @@ def age(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
-STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "stopping": "magenta", "succeeded": "dim",
-               "failed": "red", "cancelled": "dim"}
+STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "stopping": "magenta",
+               "succeeded": "dim", "failed": "red", "cancelled": "dim"}
 
 
 def submit(
