@@ -1,8 +1,8 @@
 """Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
 ``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of
-``--help``); the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``federation``, ``serve``
-``client`` and ``runs``."""
+``--help``); the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``,
+``federation``, ``serve``, ``client`` and ``runs``."""
 
 from __future__ import annotations
 
