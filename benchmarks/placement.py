@@ -1,7 +1,7 @@
-"""Our policy against FGD (and others) on the FGD arrival experiment, paired by seed.
+"""Placement policies against FGD on the FGD paper's arrival experiment, paired by seed.
 
-    python benchmarks/own_policy.py --data-dir ../shared/traces --seeds 42-51 --tuning 42-45
-    python benchmarks/own_policy.py --traces openb-default openb-cpu250 --seeds 42-45
+    python benchmarks/placement.py --data-dir ../shared/traces --tuning 42-45
+    python benchmarks/placement.py --traces all --seeds 42 --policies random dotprod gpuclustering gpupacking bestfit fgd
 
 For every trace and policy, over the seeds: GPU allocation (%) at column 130
 (arrived GPU request = 130 % of capacity) and failed pods, mean ± std
@@ -10,8 +10,10 @@ node ranks) with the number of seeds where the policy beats FGD, and the mean
 wall time of one run. ``--tuning`` splits every row into the tuning seeds and
 the held-out rest. Failed pods are also broken down by kind (CPU-only, GPU
 sharing, 1 whole GPU, multi-GPU). ``--json`` writes every per-seed value (after
-each trace), ``--csv`` one row per (trace, policy, seed); ``--reuse`` takes
+each trace; default ``results/placement/runs.json``), ``--csv`` one row per (trace, policy, seed); ``--reuse`` takes
 earlier ``--json`` files and re-runs only the (trace, policy) pairs they lack.
+``--plot`` draws each seed's difference to FGD per trace (tuning and held-out seeds
+in two colours); ``--traces all`` runs every openb trace of the catalogue.
 """
 
 from __future__ import annotations
@@ -25,16 +27,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, TypeVar
 
-import numpy as np
+import matplotlib
 
-from quasched.sim.arrival import ExperimentConfig, ExperimentResult, run_experiment
-from quasched.compat.curves import discrete_curves
-from quasched.sim.backends import LocalBackend
-from quasched.sim.sweep import run_sweep
-from quasched.traces import catalog
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from quasched.sim.arrival import ExperimentConfig, ExperimentResult, run_experiment  # noqa: E402
+from quasched.compat.curves import discrete_curves  # noqa: E402
+from quasched.sim.backends import LocalBackend  # noqa: E402
+from quasched.sim.sweep import run_sweep  # noqa: E402
+from quasched.traces import catalog  # noqa: E402
 
 DEFAULT_TRACES = tuple(f"openb-{v}" for v in catalog.PAPER_VARIANTS)
-DEFAULT_POLICIES = ("fgd", "bestfit", "headroom")
+DEFAULT_POLICIES = ("fgd", "guard")
 KINDS = ("cpu", "share", "gpu1", "multi")
 R = TypeVar("R")
 _LABEL = re.compile(r"GPU: (\d+) x \{(\d+)\}m")
@@ -187,13 +193,52 @@ def write_csv(path: Path, records: dict[str, dict[str, dict]]) -> None:
                                   rec["failed"][i], *(kinds[k] for k in KINDS), f"{rec['run_s'][i]:.2f}"])
 
 
+def plot_deltas(path: Path, records: dict[str, dict[str, dict]], policy: str, tuning: list[int],
+                base: str = "fgd") -> None:
+    """Per trace, each seed's Δ alloc@130 of ``policy`` against ``base`` (tuning and held-out seeds in two colours)."""
+    traces = [t for t in records if policy in records[t] and base in records[t]]
+    fig, ax = plt.subplots(figsize=(12, 4))
+    for x, trace in enumerate(traces):
+        ours, fgd = records[trace][policy], records[trace][base]
+        d = np.array(ours["alloc"]) - np.array(fgd["alloc"])
+        tune = np.isin(fgd["seeds"], tuning)
+        for offset, pick, colour, label in ((-0.1, tune, "tab:blue", "tuning seeds"),
+                                            (0.1, ~tune, "tab:orange", "held-out seeds")):
+            ax.scatter(np.full(pick.sum(), x + offset), d[pick], color=colour, s=12, label=label if x == 0 else None)
+        ax.hlines(d.mean(), x - 0.3, x + 0.3, color="black")
+    ax.axhline(0, color="grey", lw=0.8)
+    save_trace_axes(fig, ax, traces, f"alloc@130: {policy} − {base} (points)", path)
+
+
+def save_trace_axes(fig, ax, traces: list[str], ylabel: str, path: Path) -> None:
+    """Trace names on x, ``ylabel``, legend and grid; save to ``path`` and close."""
+    ax.set_xticks(range(len(traces)), [t.removeprefix("openb-") for t in traces], rotation=45)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = paired_arguments(sweep_arguments(__doc__, DEFAULT_TRACES, DEFAULT_POLICIES))
     parser.add_argument("--tuning", type=seed_range, default=[], help="seeds used for tuning (rest: held out)")
     parser.add_argument("--csv", type=Path, help="write one row per trace, policy and seed here")
+    parser.add_argument("--plot", type=Path, default=Path("results/placement/delta.png"),
+                        help="draw each seed's Δ to FGD of the first other policy here")
     args = parser.parse_args()
-    paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
-                 reused(args.reuse), args.json, args.tuning, args.csv)
+    if args.traces == ["all"]:
+        args.traces = [n for n in catalog.list_traces() if n.startswith("openb-")]
+    args.json = args.json or Path("results/placement/runs.json")
+    args.csv = args.csv or args.json.with_suffix(".csv")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    records = paired_sweep(args.traces, args.policies, args.seeds, args.data_dir, args.workers,
+                           reused(args.reuse), args.json, args.tuning, args.csv)
+    others = [p for p in args.policies if p != "fgd"]
+    if args.plot and others and "fgd" in args.policies:
+        plot_deltas(args.plot, records, others[0], args.tuning)
 
 
 if __name__ == "__main__":
