@@ -179,13 +179,7 @@ def test_bad_machine_lists(machines, says):
 
 
 def test_help_keeps_bracketed_text():
-    """Rich markup would swallow ``[scale=sigmoid]`` and ``[ray]``: every policy's parameters must show."""
-    from quasched.policies.registry import REGISTRY
-
-    simulate = invoke_help("simulate")
-    for info in REGISTRY.entries():
-        for param in info.params:
-            assert f"{param.name}={param.default}" in simulate, (info.name, param.name)
+    """Rich markup would swallow ``[ray]``."""
     assert "pip install 'quasched[ray]'" in invoke_help("sweep")
 
 

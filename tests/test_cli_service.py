@@ -120,7 +120,7 @@ def test_serve_options(tmp_path, monkeypatch):
     assert ran["host"] == "127.0.0.1" and ran["port"] == 8080
     token = (tmp_path / "quasched.token").read_text().strip()
     assert f"dashboard http://127.0.0.1:8080/#token={token}" in r.output
-    assert "120 nodes" in r.output and (tmp_path / "quasched.db").exists()
+    assert "120 nodes, policy guard" in r.output and (tmp_path / "quasched.db").exists()
     ran["app"].state.service.store.close()
     r = cli("serve", "--port", "9000", "--db", "quasched.db")  # a restart: same token, no new one
     assert r.exit_code == 0 and "admin token" not in r.output and ran["port"] == 9000

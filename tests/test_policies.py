@@ -222,3 +222,23 @@ def test_bind_rechecks_a_node_that_changed_since_the_filter():
     cluster.place(pod(uid=2, cpu=2000), 0)  # the node changed after the Filter passed it
     with pytest.raises(PlacementError, match="cpu"):
         cluster.place(p, decision.node, decision.devices, filtered_at=decision.version)
+
+
+@pytest.mark.parametrize("name", ["guard", "power"])
+def test_typical_pods_learned_online_rebuild_the_fixed_terms(name):
+    """In a service the typical pods come from a window of arrivals: no preference before the first one, then the
+    same scores as the policy built on the window's current pods."""
+    from quasched.metrics.typical import TypicalWindow
+
+    cluster = cluster_with_free([[1000, 500], [1000, 1000], [300, 0]])
+    window = TypicalWindow(window=4, every=2)
+    online = make_policy(name, window)  # type: ignore[arg-type]
+    online.attach(cluster, NumpyStream(0))
+    p = pod(k=1, m=1000)
+    for plugin, _ in online.plugins[1:4]:
+        assert plugin.normalize(plugin.score(cluster, p, np.array([0, 1, 2]), CycleState())).tolist() == [50.0] * 3
+    window.observe(pod(uid=1, cpu=2000, k=1, m=500))
+    fixed = make_policy(name, window.current)
+    fixed.attach(cluster, NumpyStream(0))
+    np.testing.assert_allclose(online.score(cluster, p, np.array([0, 1, 2]), CycleState()),
+                               fixed.score(cluster, p, np.array([0, 1, 2]), CycleState()))

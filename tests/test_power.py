@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from builders import nodes, pod
 from quasched.metrics.power import (CPU_PROFILES, PWR_MODEL, PowerMeter, carbon_kg, cluster_power_w, cpu_power_w,
                                     energy_kwh, gpu_power_w, hourly_energy_kwh, node_power_w)
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, make_policy
@@ -136,7 +137,6 @@ def test_pwr_scores_minus_added_power_and_normalises():
 
 def test_pwr_policy_places_where_least_power_is_added_and_mixes_weigh_fgd():
     c = Cluster(nodes((16_000, 1 << 20, 2, "V100M16"), (16_000, 1 << 20, 2, "T4")))
-    from quasched.metrics.typical import TypicalPods
     from quasched.policies import Scheduler
 
     typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))
@@ -254,7 +254,7 @@ def test_pwr_stops_steering_from_until_percent_allocated():
     c.place(pod(uid=0, cpu=0, k=1, m=1000), 1, (0,))  # 1 of 4 GPUs = 25 % allocated
     assert plugin.score(c, whole, np.arange(2), CycleState()).tolist() == [0, 0]
     assert plugin.normalize(np.array([0, 0])).tolist() == [100, 100]
-    power = make_policy("power:gpu=0.3,until=60", None)  # type: ignore[arg-type]
+    power = make_policy("power:gpu=0.3,until=60", TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0])))
     assert [(p.name, w) for p, w in power.plugins[4:]] == [("pwr", 0.3), ("pwr", 0.001)]
     assert [(p.until, p.terms) for p, _ in power.plugins[4:]] == [(60, "gpu"), (60, "cpu")]
     # the terms split the added power: n0 T4, n1 V100 (one device busy), 16 vCPU each, a whole GPU + 2 vCPU

@@ -76,7 +76,7 @@ def serve(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("guard", help="Placement policy: NAME or NAME:PARAM=VALUE; `quasched policies` lists them."),
+    policy: str = typer.Option("guard", help="Placement policy spec; `quasched policies` lists them."),
     clock: Clock = typer.Option("wall", help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from quasched.metrics.typical import TypicalPods
+    from quasched.policies.base import ScorePlugin
     from quasched.policies.framework import Policy
 
 
@@ -33,6 +34,14 @@ def fgd(typical: TypicalPods, scale: str = "sigmoid") -> Policy:
     return Policy([(plugin("fgd:FGD")(typical, scale), 1.0)], "best-score", name="fgd")
 
 
+def on_typical(typical: TypicalPods, build: Callable[[TypicalPods], ScorePlugin]) -> ScorePlugin:
+    """``build(typical)``; on typical pods learned online (a ``TypicalWindow``, as in a service), a plugin that
+    ``build`` makes again whenever they change (:mod:`.following`)."""
+    from quasched.metrics.typical import TypicalWindow
+
+    return plugin("following:FollowWindow")(build, typical) if isinstance(typical, TypicalWindow) else build(typical)
+
+
 def guard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: float = 16.0) -> Policy:
     """FGD on its own (sigmoid, truncated) scale + ``beta`` x the headroom destroyed, fixed for the typical pods
     and the rare heavy shapes (:attr:`TypicalPods.heavy`), each shape weighted by 1 / the GPU share of the nodes
@@ -42,11 +51,12 @@ def guard(typical: TypicalPods, beta: float = 8.0, gamma: float = 16.0, delta: f
     ``trunc(100 σ(ΔF / 1000)) + β (50 + ΔH / (160 N)) + γ (50 − ΔS / 160) + δ (50 − E / 160)``."""
     from quasched.policies.framework import Policy
 
-    heavy = typical.with_heavy()
+    home, balance, last = (plugin(p) for p in ("home_headroom:HomeHeadroomScore", "device_balance:DeviceBalanceScore",
+                                               "last_homes:LastHomesScore"))
     return Policy([(plugin("fgd:FGD")(typical, "sigmoid"), 1.0),
-                   (plugin("home_headroom:HomeHeadroomScore")(heavy, False), beta),
-                   (plugin("device_balance:DeviceBalanceScore")(typical), gamma),
-                   (plugin("last_homes:LastHomesScore")(heavy), delta)], "best-score-tightest", name="guard")
+                   (on_typical(typical, lambda t: home(t.with_heavy(), False)), beta),
+                   (on_typical(typical, balance), gamma),
+                   (on_typical(typical, lambda t: last(t.with_heavy())), delta)], "best-score-tightest", name="guard")
 
 
 #: a PWR+FGD mix splits this total weight (the PWR paper's 50/950 ... 500/500)
@@ -74,11 +84,11 @@ def power(typical: TypicalPods, scarce: float = 16.0, gpu: float = 1.0, cpu: flo
     are allocated."""
     from quasched.policies.framework import Policy
 
-    pwr = plugin("pwr:PWR")
+    pwr, home, fill = (plugin(p) for p in ("pwr:PWR", "home_headroom:HomeHeadroomScore", "pwr_fill:FillPower"))
     return Policy([(plugin("fgd:FGD")(typical, "sigmoid"), 1.0),
-                   (plugin("home_headroom:HomeHeadroomScore")(typical, True), beta),
-                   (plugin("cpu_balance:CpuBalanceScore")(typical), gamma),
-                   (plugin("pwr_fill:FillPower")(typical, horizon, kappa, rounding, until=until), scarce),
+                   (on_typical(typical, lambda t: home(t, True)), beta),
+                   (on_typical(typical, plugin("cpu_balance:CpuBalanceScore")), gamma),
+                   (on_typical(typical, lambda t: fill(t, horizon, kappa, rounding, until=until)), scarce),
                    (pwr("step", until=until, terms="gpu"), gpu), (pwr("step", until=until, terms="cpu"), cpu)],
                   "best-score-tightest", name="power")
 

@@ -102,10 +102,9 @@ def policy_names() -> tuple[str, ...]:
     return REGISTRY.names()
 
 
-_WEIGHT = {"minimum": 0.0}
 #: ``guard``'s packing terms (``power`` shares the first two)
-_PACKING = (Param("beta", float, 8.0, "weight of the headroom term", **_WEIGHT),
-            Param("gamma", float, 16.0, "weight of the CPU-per-GPU balance term", **_WEIGHT))
+_PACKING = (Param("beta", float, 8.0, "weight of the headroom term", minimum=0.0),
+            Param("gamma", float, 16.0, "weight of the CPU-per-GPU balance term", minimum=0.0))
 
 
 def _mix_total(fgd: int) -> None:
@@ -139,29 +138,29 @@ def _register_builtins() -> None:
                    "FGD that keeps room for the pods still to come: headroom for the typical and the rare heavy "
                    "shapes, CPU per free GPU, and no breaking the last nodes that can hold a shape; +0.38 to +1.36 "
                    "points of GPU allocation over FGD (170 of 170 paired runs, 17 traces)",
-                   profiles.guard, (*_PACKING, Param("delta", float, 16.0, "weight of the last-homes term", **_WEIGHT)),
+                   profiles.guard, (*_PACKING, Param("delta", float, 16.0, "weight of the last-homes term", minimum=0.0)),
                    artifact_label="Guard", purpose="allocation (recommended)"),
         PolicyInfo("power", "Power",
                    "FGD with headroom and CPU balance, preferring GPU models of small idle-to-full power swing while "
                    "they are plentiful; 13.9 % less modelled power than FGD at +0.46 points of allocation "
                    "(openb-default)", profiles.power,
-                   (Param("scarce", float, 16.0, "weight of the scarce-GPU power term", **_WEIGHT),
-                    Param("gpu", float, 1.0, "weight of PWR's GPU power term (step model)", **_WEIGHT),
-                    Param("cpu", float, 0.001, "weight of PWR's CPU socket term (step model)", **_WEIGHT),
-                    Param("until", float, 80.0, "power terms off from this GPU allocation (%)", **_WEIGHT),
+                   (Param("scarce", float, 16.0, "weight of the scarce-GPU power term", minimum=0.0),
+                    Param("gpu", float, 1.0, "weight of PWR's GPU power term (step model)", minimum=0.0),
+                    Param("cpu", float, 0.001, "weight of PWR's CPU socket term (step model)", minimum=0.0),
+                    Param("until", float, 80.0, "power terms off from this GPU allocation (%)", minimum=0.0),
                     Param("horizon", float, 20.0, "% of the unallocated GPUs a cheap model's scarcity looks ahead",
-                          **_WEIGHT),
-                    Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", **_WEIGHT),
+                          minimum=0.0),
+                    Param("kappa", float, 0.9, "share of the swing difference charged as scarcity", minimum=0.0),
                     Param("rounding", float, 0.5, "weight of the linear CPU watts (working-core rounding) in the "
-                          "scarce term", **_WEIGHT), *_PACKING),
+                          "scarce term", minimum=0.0), *_PACKING),
                    artifact_label="Power", purpose="power (recommended)"),
         PolicyInfo("health", "Health",
                    "FGD preferring nodes with fewer recent GPU errors (flaky: and fewer likely flaky ones); with "
                    "drains and migration 25.1 % fewer lost GPU-hours than FGD (dlrm-2025)", profiles.health,
-                   (Param("weight", float, 2.0, "weight of the health term", **_WEIGHT),
+                   (Param("weight", float, 2.0, "weight of the health term", minimum=0.0),
                     Param("half_life", float, 168.0, "hours for an error's weight to halve", minimum=1e-3),
                     Param("flaky", float, 0.0, "weight of the flaky-node posterior term (the pod's devices x GPUs x "
-                          "P(flaky | the node's errors); 0 = off)", **_WEIGHT)),
+                          "P(flaky | the node's errors); 0 = off)", minimum=0.0)),
                    artifact_label="Health", purpose="health (recommended)"),
         PolicyInfo("pwr", "PWR",
                    "least modelled power added (CCGrid'25); fgd=900 is the paper's PWR 100 + FGD 900 mix; "
