@@ -1,4 +1,4 @@
-"""Modelled electrical power of GPU nodes, energy and carbon (issue 11; ``../shared/docs/power-model.md``).
+"""Modelled electrical power of GPU nodes, energy and carbon (``docs/simulator-spec.md``, Power).
 
 Anchor: Lettich, Carlini, Nardini, Perego, Trani, *Power- and Fragmentation-aware Online
 Scheduling for GPU Datacenters*, IEEE CCGrid 2025 (arXiv 2412.17484), "PWR". Its simulator is
