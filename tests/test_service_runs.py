@@ -216,3 +216,18 @@ def test_bad_commands_are_refused(tmp_path, extra, message):
         body = job_body(**{"command": ["true"], **extra})
         r = client.post("/api/v1/jobs", json=body, headers=bearer(token))
     assert r.status_code == 422 and message in r.text, r.text
+
+
+def test_recovery_kills_a_run_whose_job_no_longer_holds_its_devices(tmp_path):
+    """The service died after storing a job as ended (or requeued) but before killing its process: at the next
+    start that process is killed, not left on devices the store thinks free."""
+    import subprocess
+
+    from quasched.service.executor import Executor
+
+    executor = Executor("box", tmp_path, report=lambda change: None)
+    orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    (tmp_path / "jobs" / "9.run.json").write_text(json.dumps({"run": 0, "pid": orphan.pid,
+                                                              "ticks": start_ticks(orphan.pid)}))
+    executor.recover([])  # job 9 is not among the unfinished jobs
+    assert orphan.wait(timeout=10) == -signal.SIGKILL
