@@ -56,6 +56,8 @@ class Reason(StrEnum):
     INSUFFICIENT = "InsufficientResources"
     #: victims were chosen and are stopping within their grace period
     PREEMPTION_PENDING = "PreemptionPending"
+    #: the job can never run on the cluster as it is or under its queue's quota (it waits for nodes or quota)
+    UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,8 @@ class QueueSpec:
     """A team's queue (Kueue's ClusterQueue): quota per GPU model, borrowing within a cohort, weight.
 
     ``quota`` maps GPU model (or :data:`ANY_MODEL`) to a nominal number of
-    GPUs; a queue with no quota entry for a model is not limited on it.
+    GPUs; a queue with a quota admits only the models it names (all with
+    :data:`ANY_MODEL`), a queue with an empty quota is not limited.
     ``borrowing_limit`` caps GPUs used beyond nominal (None = unlimited,
     bounded by the cohort's unused quota); queues without a cohort never
     borrow. ``weight`` scales the queue's fair share.
