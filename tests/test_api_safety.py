@@ -3,7 +3,9 @@ size, tokens (expiry, revocation, names, teams), /metrics behind a token, the da
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +48,13 @@ def test_quota_on_an_unknown_model_is_422_and_an_unnamed_model_is_not_admissible
     assert r.status_code == 422 and "names none of the GPU models" in r.json()["detail"][0]["msg"]
     job = client.post(f"{API}/jobs", json=job_body(team="vision", gpus=1), headers=admin).json()
     assert job["placement"][0]["node"] == "t0"  # any model asked: only T4 is admissible
+
+
+def test_the_readmes_quota_example_works_on_the_built_in_cluster(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    line = next(li for li in readme.splitlines() if li.startswith("quasched queue ") and "--quota" in li)
+    quota = {m: float(n) for m, n in re.findall(r"--quota ['\"]?([^=\s'\"]+)=(\d+)", line)}
+    assert quota, line
+    app, token = make_app(tmp_path, cluster=None)
+    r = TestClient(app).put(f"{API}/queues/vision", json={"quota": quota}, headers=bearer(token))
+    assert r.status_code == 200, r.text
