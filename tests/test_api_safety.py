@@ -58,3 +58,31 @@ def test_the_readmes_quota_example_works_on_the_built_in_cluster(tmp_path):
     app, token = make_app(tmp_path, cluster=None)
     r = TestClient(app).put(f"{API}/queues/vision", json={"quota": quota}, headers=bearer(token))
     assert r.status_code == 200, r.text
+
+
+def test_a_body_over_one_mib_is_413_declared_or_streamed(env):
+    client, admin, _ = env
+    big = job_body(name="x" * (2 * 1024 * 1024))
+    r = client.post(f"{API}/jobs", json=big, headers=admin)
+    assert r.status_code == 413 and len(r.content) < 1000
+
+    def chunks():
+        yield b'{"name": "'
+        for _ in range(40):
+            yield b"y" * 65536
+        yield b'"}'
+
+    r = client.post(f"{API}/jobs", content=chunks(), headers={**admin, "Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert client.get(f"{API}/jobs", headers=admin).json() == []
+
+
+def test_errors_never_echo_a_large_input_nor_pydantics_prefix(env):
+    client, admin, _ = env
+    r = client.post(f"{API}/jobs", json=job_body(memory="9" * 500_000 + "Zi", name="n" * 300_000), headers=admin)
+    assert r.status_code == 422 and len(r.content) < 2000
+    errors = {tuple(e["loc"]): e["msg"] for e in r.json()["detail"]}
+    assert set(errors) == {("body", "memory"), ("body", "name")}
+    r = client.post(f"{API}/jobs", json=job_body(duration="soon"), headers=admin)
+    detail = r.json()["detail"][0]
+    assert detail["msg"].startswith("'soon' is not a duration") and detail["input"] == "soon"
