@@ -45,7 +45,7 @@ from quasched.sim.replay_result import ReplayConfig, ReplayResult
 from quasched.sim.work_ledger import Kill, stay_kills
 from quasched.traces import catalog
 
-from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
+from placement import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
 DEFAULT_POLICIES = ("fgd", "healthfgd")

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from own_policy import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from placement import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def saving(lost: pd.Series, fgd: pd.Series) -> float:

@@ -31,7 +31,7 @@ from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
-from own_policy import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
+from placement import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
 
 #: the packaged checkpoint's training traces (openb variants not in the FGD paper; the first run used the
 #: first three on every 4th node)

@@ -41,7 +41,7 @@ from quasched.sim.records import EventRecords
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
-from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
+from placement import sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
 DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", "pwrfgd:pwr=200")

@@ -50,9 +50,9 @@ def test_quota_on_an_unknown_model_is_422_and_an_unnamed_model_is_not_admissible
     assert job["placement"][0]["node"] == "t0"  # any model asked: only T4 is admissible
 
 
-def test_the_readmes_quota_example_works_on_the_built_in_cluster(tmp_path):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    line = next(li for li in readme.splitlines() if li.startswith("quasched queue ") and "--quota" in li)
+def test_the_documented_quota_example_works_on_the_built_in_cluster(tmp_path):
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "service.md").read_text()
+    line = next(li for li in doc.splitlines() if li.startswith("quasched queue ") and "--quota" in li)
     quota = {m: float(n) for m, n in re.findall(r"--quota ['\"]?([^=\s'\"]+)=(\d+)", line)}
     assert quota, line
     app, token = make_app(tmp_path, cluster=None)

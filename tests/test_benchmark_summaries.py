@@ -1,19 +1,17 @@
-"""The session-14 summaries of benchmark runs, by hand: the health saving per warned share, the federation intervals."""
+"""``benchmarks/health_sensitivity.py``'s summary of health runs, by hand: the saving against FGD per warned share."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from federation_tails import information, intervals  # noqa: E402 (benchmarks/ is not a package)
-from health_sensitivity import check_same_failures, one_share, share_folder  # noqa: E402
+from health_sensitivity import check_same_failures, one_share, share_folder  # noqa: E402 (benchmarks/ is not a package)
 
-SETUP = "healthfgd+drain_errors=1"
+SETUP = "health+drain_errors=1"
 
 
 def runs(lost_fgd: list[float], lost_ours: list[float], seeds: list[int]) -> pd.DataFrame:
@@ -73,36 +71,3 @@ def test_the_saving_interval_resamples_seeds_in_pairs() -> None:
     assert (row["saving_2.5_pct"], row["saving_pct"], row["saving_97.5_pct"]) == pytest.approx((20.0, 30.0, 40.0))
     one = one_share(runs([10], [7], [42]), SETUP, heldout=set(), goal=30)  # one seed: every resample is that seed
     assert one["saving_2.5_pct"] == one["saving_97.5_pct"] == pytest.approx(30.0)
-
-
-def test_intervals_hold_the_point_estimates_and_pool_the_real_zones() -> None:
-    index = pd.MultiIndex.from_tuples([("fresh1 seeds", 1), ("fresh1 zones", 2), ("fresh1 synthetic", 3),
-                                       ("fresh1 synthetic", 4)], names=["set", "seed"])
-    carbon = pd.DataFrame({"ours": [11.0, 3.0, 5.0, 8.0], "oracle@ours": [10.0, 2.0, 5.0, 4.0]}, index=index)
-    table = intervals(carbon, "ours", draws=200)
-    real = table.loc["real (seeds + zones)"]
-    assert real.scenarios == 2 and real["mean"] == pytest.approx(round((1.1 + 1.5) / 2, 3))
-    assert real.pooled == pytest.approx(round(14 / 12, 3))
-    synthetic = table.loc["synthetic"]
-    assert synthetic["mean"] == pytest.approx(1.5) and synthetic.pooled == pytest.approx(round(13 / 9, 3))
-    for _, row in table.iterrows():  # a resampled mean of ratios lies between the smallest and the largest ratio
-        assert row["mean 2.5 %"] <= row["mean"] <= row["mean 97.5 %"]
-    assert np.isclose(table.loc["seeds", "mean 2.5 %"], 1.1)  # one scenario: every resample is that scenario
-    # two scenarios (ratios 1.1 and 1.5) drawn with replacement: both the first (1/4), one of each (1/2: mean 1.3,
-    # pooled 14/12) or both the second (1/4), so 2.5 % and 97.5 % of 200 resamples are the extremes
-    assert (real["mean 2.5 %"], real["mean 97.5 %"]) == pytest.approx((1.1, 1.5))
-    assert (real["pooled 2.5 %"], real["pooled 97.5 %"]) == pytest.approx((1.1, 1.5))
-
-
-def test_information_counts_the_twins_better_and_worse_scenarios_and_the_tails(capsys: pytest.CaptureFixture[str]) -> None:
-    # ratios ours / twin: seeds 1.3 / 1.0; synthetic 1.0 / 1.3 and 1.0 / 1.1
-    index = pd.MultiIndex.from_tuples([("fresh1 seeds", 1), ("fresh1 synthetic", 2), ("fresh1 synthetic", 3)],
-                                      names=["set", "seed"])
-    carbon = pd.DataFrame({"ours": [13.0, 10.0, 5.0], "oracle@ours": [10.0, 10.0, 5.0],
-                           "twin": [10.0, 13.0, 5.5], "oracle@twin": [10.0, 10.0, 5.0]}, index=index)
-    information(carbon, "ours", "twin")
-    out = capsys.readouterr().out
-    assert "pooled, ours / twin: {'seeds': '1.300 / 1.000', 'synthetic': '1.000 / 1.233'}" in out  # 18.5 / 15
-    assert "better / worse: {'seeds': '1 / 0', 'synthetic': '0 / 2'}" in out
-    assert "of ours's 1 scenarios above 1.2, the twin has 1 within 5 % and 0 above 1.2; of the twin's 1, ours has 1" in out
-    assert "sets within 5 % by mean, ours / twin: {'seeds': '0 / 1 of 1', 'synthetic': '1 / 0 of 1'}" in out

@@ -1,8 +1,8 @@
 """Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
-``token``. This module assembles the typer app (the order of registration is the order of ``--help``);
-the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``federation``, ``serve``
-and ``client``."""
+``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of
+``--help``); the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``,
+``federation``, ``serve``, ``client`` and ``runs``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import typer
 
-from quasched.cli import client
+from quasched.cli import client, runs
 from quasched.cli.common import fail
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.federation import federation
@@ -48,7 +48,7 @@ app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
 for function in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.cancel, client.token):
+                client.queue, client.nodes, client.cancel, runs.logs, runs.usage, client.token):
     app.command()(with_clean_errors(function))
 
 

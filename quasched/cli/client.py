@@ -95,13 +95,17 @@ def age(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
-STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "succeeded": "dim",
-               "failed": "red", "cancelled": "dim"}
+STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "stopping": "magenta",
+               "succeeded": "dim", "failed": "red", "cancelled": "dim"}
 
 
 def submit(
-    team: str = typer.Option(..., help="The team's queue."),
-    name: str = typer.Option(..., help="Job name."),
+    command: Optional[list[str]] = typer.Argument(None, help=(
+        "After --: the command to run when the job is placed on the service's machine "
+        "(quasched submit --gpus 1 -- python train.py --lr 3e-4)."), show_default=False),
+    team: str = typer.Option("default", help="The team's queue."),
+    name: Optional[str] = typer.Option(None, help="Job name (default: the command, shortened).",
+                                       show_default=False),
     gpus: float = typer.Option(0.0, callback=finite_number,
                                help="GPUs per pod: 0, a share of one device (0.5), or whole GPUs (2)."),
     cpu: float = typer.Option(1.0, callback=finite_number, help="CPU cores per pod."),
@@ -113,12 +117,24 @@ def submit(
     user: Optional[str] = typer.Option(None, help="User (default: $USER)."),
     app_name: str = typer.Option("", "--app", help="Application name."),
     client_token: Optional[str] = typer.Option(None, help="Idempotency key: resubmitting returns the first job."),
+    env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the command's environment (repeatable)."),
+    workdir: str = typer.Option("", help="Absolute working directory of the command."),
+    time_limit: Optional[str] = typer.Option(None, help="Longest run (2h, 90m): past it the job is stopped and fails."),
     server: str = ServerOption,
     token: Optional[str] = TokenOption,
 ) -> None:
-    """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB --duration 2h --name resnet-ft."""
+    """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB -- python train.py."""
     import os
+    import shlex
 
+    argv = list(command or [])
+    if name is None:
+        if not argv:
+            fail("give --name, or a command after --")
+        name = shlex.join(argv)[:60]
+    variables = dict(item.partition("=")[::2] for item in env)
+    if any("=" not in item for item in env):
+        fail(f"--env {next(i for i in env if '=' not in i)!r}: write KEY=VALUE")
     body: dict[str, Any] = {"name": name, "team": team, "gpus": gpus, "cpu": cpu, "memory": memory,
                             "pods": pods, "priority_class": priority, "gpu_model": gpu_model, "app": app_name,
                             "user": user if user is not None else os.environ.get("USER", "")}
@@ -126,6 +142,10 @@ def submit(
         body["duration"] = duration
     if client_token is not None:
         body["client_token"] = client_token
+    if argv:
+        body.update(command=argv, env=variables, workdir=workdir)
+    if time_limit is not None:
+        body["time_limit"] = time_limit
     job = call(server, token, "POST", "/jobs", json=body)
     where = f" on {placement_text(job)}" if job["placement"] else ""
     reason = f" — {job['reason']['code']}: {job['reason']['message']}" if job.get("reason") else ""

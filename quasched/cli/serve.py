@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import typer
 from rich.markup import escape
@@ -16,6 +16,9 @@ from quasched.cli.common import (
     DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
     native_seed,
 )
+
+if TYPE_CHECKING:
+    from quasched.model.nodes import NodeSpec
 
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
@@ -48,6 +51,17 @@ def serve_virtual(trace: str, spec: str, seed: int, rng: Rng, data_dir: Path | N
                   + ("[green]yes[/]" if same else "[red]NO[/]"))
     if not same:
         raise typer.Exit(1)
+
+
+def this_machine(name: str) -> NodeSpec | None:
+    """This machine as a one-node cluster when NVML sees its GPUs (named ``name`` or the host name), else None."""
+    import socket
+
+    from quasched.service.controller import nodes_of
+    from quasched.service.localnode import nvml_record
+
+    record = nvml_record(name or socket.gethostname().split(".")[0])
+    return None if record is None else nodes_of([record])
 
 
 def database_url(db: str) -> str:
@@ -90,6 +104,14 @@ def serve(
         "With --kube-extender: kubeconfig file of the API server (default: $KUBECONFIG, ~/.kube/config, "
         "else in-cluster credentials).")),
     kube_context: Optional[str] = typer.Option(None, help="With --kube-extender: the kubeconfig context."),
+    local_node: str = typer.Option("", help=(
+        "The node that is this machine: the commands of jobs placed on it run here (docs/service.md, "
+        "'Running jobs'). Default: the node named like the host name, else the only node; jobs on other nodes "
+        "are bookkeeping only. Without --cluster on a fresh database, a machine whose GPUs NVML sees is "
+        "registered as that one node."), show_default=False),
+    state_dir: Optional[Path] = typer.Option(None, help=(
+        "Directory of the jobs' logs and run records (default: quasched-state beside a SQLite database, else "
+        "in the working directory)."), show_default=False),
     kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
         "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
         "and binds through the API server only).")),
@@ -142,19 +164,26 @@ def serve(
             from quasched.service.controller import nodes_of
 
             cluster = nodes_of([])
+    if cluster is None and kube is None:
+        cluster = this_machine(local_node)
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     try:
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
-                              defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver)
-        service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions)
+                              defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
+                              local_node=local_node if kube is None else None)
+        service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
+                                 state_dir=state_dir)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+    if service.executor is not None:
+        console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
+                      f"{service.executor.dir}")
     if kube is not None:
         console.print(f"  kube-scheduler extender urlPrefix {base}/k8s/scheduler (filter, prioritize, bind)"
                       + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))

@@ -23,6 +23,7 @@ from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import RequestTimer
 from quasched.service.routes_jobs import add_job_routes
 from quasched.service.routes_nodes import add_node_routes
+from quasched.service.routes_runs import add_run_routes
 from quasched.service.routing import API, field_error, validation_error
 from quasched.service.runtime import Service
 from quasched.service.schemas import TokenCreate, TokenOut, WhoAmI
@@ -57,7 +58,7 @@ def sqlite_file(db_url: str) -> Path | None:
 def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *, policy: str = "fgd",
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
-               extensions: Sequence[Extension] = ()) -> FastAPI:
+               extensions: Sequence[Extension] = (), state_dir: Path | None = None) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -67,6 +68,9 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     database). ``store`` replaces the :class:`~.store.Store` of ``db_url``.
     Each of ``extensions`` adds its routes to the app and may return a :class:`Lifecycle` that starts and
     stops with it (the kube-scheduler extender: :func:`quasched.kube.mount.extender`).
+    With ``options.local_node`` set, the commands of jobs placed on that node run here; their logs and run
+    records live under ``state_dir`` (default: ``quasched-state`` beside a SQLite database, else in the
+    working directory).
     """
     db_file = sqlite_file(db_url)
     if store is None:
@@ -77,7 +81,9 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
         store = Store(db_url)
     if token_file is None and db_file is not None:
         token_file = db_file.parent / "quasched.token"
-    service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file)
+    if state_dir is None:
+        state_dir = (db_file.parent if db_file is not None else Path()) / "quasched-state"
+    service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file, state_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -110,6 +116,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
     lock = service.lock
     add_job_routes(app, service)
     add_node_routes(app, service)
+    add_run_routes(app, service)
     add_cluster_routes(app, service)
 
     # ------------------------------------------------------------ admin

@@ -43,6 +43,7 @@ from quasched.service.domain import ANY_MODEL, MAX_GANG, Job, JobSpec, JobState,
 from quasched.service.feasibility import accessible_models, most_pods, never_admitted, never_fits
 from quasched.service.loop_nodes import NodeChanges
 from quasched.service.loop_room import MakingRoom
+from quasched.service.loop_runs import JobRuns
 from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.loop_views import LoopViews
 from quasched.service.reasons import FitRows, capacity_reason, quota_reason
@@ -69,9 +70,9 @@ def records_of(nodes: NodeSpec) -> list[NodeRecord]:
                                               nodes.gpu_model, labels)]
 
 
-class Controller(NodeChanges, MakingRoom, LoopViews):
+class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
     """Jobs, queues and the live cluster, with the scheduling loop (module docstring); node changes,
-    preemption and job swapping, and the views come from the mixins."""
+    preemption and job swapping, the runs of commands and the views come from the mixins."""
 
     @classmethod
     def rebuilt(cls, records: Sequence[NodeRecord], queues: Sequence[QueueSpec], jobs: Sequence[Job],
@@ -143,7 +144,13 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         return job
 
     def cancel(self, job_id: int, now: float) -> Job:
-        """End ``job_id`` as cancelled (queued or running); its resources are freed at once."""
+        """End ``job_id`` as cancelled (queued or running); its resources are freed at once, except that a
+        process this machine runs gets the grace period to stop (state ``stopping``)."""
+        job = self.job(job_id)
+        if self.runs_here(job):
+            if job.state == JobState.RUNNING:
+                self._stop(job, now, Reason.CANCELLING, "cancelled; the process gets the grace period to stop")
+            return job
         return self._end(job_id, now, JobState.CANCELLED)
 
     def finish(self, job_id: int, now: float, failed: bool = False) -> Job:
@@ -152,19 +159,6 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         if not job.state.holds_resources:
             raise ValueError(f"job {job_id} is {job.state}, not running")
         return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
-
-    def _end(self, job_id: int, now: float, state: JobState) -> Job:
-        job = self.job(job_id)
-        if job.state.finished:
-            raise ValueError(f"job {job_id} already {job.state}")
-        if job.state.holds_resources:
-            self._release(job)
-        job.state, job.finished_at, job.reason = state, now, None
-        self.position.pop(job_id, None)
-        self._nominated.pop(job_id, None)
-        self._emit(now, state.value, job)
-        self._dirty = True
-        return job
 
     # ------------------------------------------------------------ pods
     def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
@@ -179,6 +173,8 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         self.position.pop(job.id, None)
         if job.spec.duration_s is not None:
             heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
+        if job.spec.time_limit_s is not None:
+            heapq.heappush(self._timers, (now + job.spec.time_limit_s, job.id, "limit"))
         self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
 
     # ------------------------------------------------------------ time
@@ -187,7 +183,7 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
         return self._timers[0][0] if self._timers else None
 
     def _fire(self, now: float) -> None:
-        """Fire every timer due at or before ``now``: completions by duration, grace-period ends."""
+        """Fire every timer due at or before ``now``: completions by duration, grace-period ends, time limits."""
         while self._timers and self._timers[0][0] <= now:
             t, job_id, what = heapq.heappop(self._timers)
             job = self.jobs.get(job_id)
@@ -198,6 +194,8 @@ class Controller(NodeChanges, MakingRoom, LoopViews):
                 self._end(job_id, t, JobState.SUCCEEDED)
             elif what == "preempt" and job.state == JobState.PREEMPTING and job.preempt_at == t:
                 self._requeue(job, t, "preempted")
+            else:
+                self._fire_run_timer(job, t, what)
 
     # ------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> None:

@@ -30,6 +30,8 @@ class JobState(StrEnum):
     RUNNING = "running"
     #: running, chosen as a preemption victim, stopping within its grace period
     PREEMPTING = "preempting"
+    #: running, being stopped (cancelled, or past its time limit) within its grace period
+    STOPPING = "stopping"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -40,11 +42,11 @@ class JobState(StrEnum):
 
     @property
     def holds_resources(self) -> bool:
-        return self in (JobState.RUNNING, JobState.PREEMPTING)
+        return self in (JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
 
 
 class Reason(StrEnum):
-    """Why a job is pending: one machine-readable code per pending job, refreshed every cycle."""
+    """Why a job is pending (one code per pending job, refreshed every cycle), stopping, or how it ended."""
 
     #: not considered yet, or behind jobs that come first; evidence: ``position``
     QUEUED = "Queued"
@@ -58,6 +60,14 @@ class Reason(StrEnum):
     PREEMPTION_PENDING = "PreemptionPending"
     #: the job can never run on the cluster as it is or under its queue's quota (it waits for nodes or quota)
     UNSCHEDULABLE = "Unschedulable"
+    #: stopping: cancelled while its process runs (it gets the grace period)
+    CANCELLING = "Cancelling"
+    #: stopping, then failed: it ran longer than its ``time_limit_s``
+    TIME_LIMIT = "TimeLimitExceeded"
+    #: failed: its command exited with a non-zero code; evidence: ``exit_code``, ``log_tail``
+    EXIT_CODE = "NonZeroExit"
+    #: failed: its process ended while the service was down and left no exit code
+    LOST = "Lost"
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,14 @@ class JobSpec:
     duration_s: float | None = None
     #: client-chosen idempotency key: a resubmission with the same key returns the first job
     client_token: str | None = None
+    #: what runs when the job is placed on this machine's node: argv (empty: no command, bookkeeping only)
+    command: tuple[str, ...] = ()
+    #: environment variables added to the service's for the command
+    env: tuple[tuple[str, str], ...] = ()
+    #: working directory of the command ("" = the service's state directory for the job)
+    workdir: str = ""
+    #: seconds a job may run; past it, it is stopped as a cancel is and fails (None = no limit)
+    time_limit_s: float | None = None
 
     @property
     def gpu_request(self) -> int:
@@ -119,6 +137,18 @@ class Job:
     solver: str = ""
     gap: float | None = None
     restarts: int = 0
+    #: the command's exit status (-N: killed by signal N); None while running or without a command
+    exit_code: int | None = None
+    #: usage of the runs that ended (the current run is added by :meth:`usage`)
+    wall_s: float = 0.0
+    gpu_hours: float = 0.0
+
+    def usage(self, now: float) -> tuple[float, float]:
+        """Wall seconds run and GPU-hours booked until ``now`` (the current run included)."""
+        if self.started_at is None or not self.state.holds_resources:
+            return self.wall_s, self.gpu_hours
+        run = max(0.0, now - self.started_at)
+        return self.wall_s + run, self.gpu_hours + run * self.gpu_total / 1000 / 3600
 
     @property
     def gpu_total(self) -> int:

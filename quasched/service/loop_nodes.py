@@ -85,10 +85,12 @@ class NodeChanges(LoopState):
                     self._fresh.add(job.id)
                     self._emit(job.submitted_at, "requeued", job, error=problem)
                     continue
-                if job.state == JobState.PREEMPTING and job.preempt_at is not None:
-                    heapq.heappush(self._timers, (job.preempt_at, job.id, "preempt"))
-                if job.spec.duration_s is not None and job.started_at is not None:
-                    heapq.heappush(self._timers, (job.started_at + job.spec.duration_s, job.id, "finish"))
+                if job.state in (JobState.PREEMPTING, JobState.STOPPING) and job.preempt_at is not None:
+                    heapq.heappush(self._timers, (job.preempt_at, job.id,
+                                                  "preempt" if job.state == JobState.PREEMPTING else "stop"))
+                for seconds, what in ((job.spec.duration_s, "finish"), (job.spec.time_limit_s, "limit")):
+                    if seconds is not None and job.started_at is not None:
+                        heapq.heappush(self._timers, (job.started_at + seconds, job.id, what))
         self._full = self._dirty = True
 
     def _restore_placement(self, job: Job) -> str:

@@ -70,7 +70,8 @@ class MakingRoom(LoopState):
         promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
         reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
                                             for m in self.cluster.models if m and accessible(m, pod.gpu_model))
-        running = (v for v in self.jobs.values() if v.state.holds_resources and v.id not in self._claimed)
+        running = (v for v in self.jobs.values() if v.state in (JobState.RUNNING, JobState.PREEMPTING)
+                   and v.id not in self._claimed)
         victims = victim_order(self.quota, running, job, reclaim)
         best = cheapest_node(self.cluster, pod, victims) if victims else None
         if best is None:

@@ -22,6 +22,10 @@ from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
 
+#: how a stopping job ends, by its reason (a failed one keeps the reason)
+STOP_OUTCOME = {Reason.CANCELLING: JobState.CANCELLED, Reason.TIME_LIMIT: JobState.FAILED}
+
+
 class SpecError(ValueError):
     """A submission the service refuses; ``field`` names the offending input."""
 
@@ -42,6 +46,8 @@ class LoopOptions:
     decay_alpha: float | None = None
     preemption: bool = True
     grace_s: float = 30.0
+    #: the node whose jobs' commands this service runs (None: none; jobs elsewhere are bookkeeping only)
+    local_node: str | None = None
     defrag_per_hour: int = 0
     #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
     #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
@@ -99,7 +105,27 @@ class LoopState:
                    gpu_model="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
                    max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
 
-    def _release(self, job: Job) -> None:
+    def _end(self, job_id: int, now: float, state: JobState, reason: PendingReason | None = None) -> Job:
+        job = self.job(job_id)
+        if job.state.finished:
+            raise ValueError(f"job {job_id} already {job.state}")
+        if job.state.holds_resources:
+            self._release(job, now)
+        job.state, job.finished_at, job.reason = state, now, reason
+        self.position.pop(job_id, None)
+        self._nominated.pop(job_id, None)
+        self._emit(now, state.value, job)
+        self._dirty = True
+        return job
+
+    def _end_stopping(self, job: Job, now: float) -> Job:
+        """End a stopping job as its reason says (cancelled, or failed past its time limit)."""
+        state = STOP_OUTCOME[job.reason.code] if job.reason is not None else JobState.CANCELLED
+        return self._end(job.id, now, state, job.reason if state == JobState.FAILED else None)
+
+    def _release(self, job: Job, now: float) -> None:
+        """Free the job's pods and book the run's usage."""
+        job.wall_s, job.gpu_hours = job.usage(now)
         self._claimed.discard(job.id)
         c = self.cluster
         for k in range(job.spec.pods):
@@ -113,7 +139,10 @@ class LoopState:
         return [self.jobs[i] for i in sorted(ids)]
 
     def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
-        self._release(job)
+        if job.state == JobState.STOPPING:  # cancelled or past its limit: it ends rather than runs again
+            self._end_stopping(job, now)
+            return
+        self._release(job, now)
         job.state, job.started_at, job.preempt_at = JobState.PENDING, None, None
         job.restarts += 1
         job.reason = PendingReason(Reason.QUEUED, f"requeued ({kind})")

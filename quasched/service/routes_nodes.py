@@ -98,14 +98,7 @@ def add_node_routes(app: FastAPI, service: Service) -> None:
             record = record_of(name)
             if device >= record.num_gpus:
                 raise not_found(f"GPU device {device} on node {name!r} (it has {record.num_gpus})")
-
-            def change(ctl: Controller, now: float) -> None:
-                ctl.set_device_health(name, device, body.healthy, now)
-                unhealthy = set(record.unhealthy) - {device} | (set() if body.healthy else {device})
-                service.records[name] = updated = replace(record, unhealthy=tuple(sorted(unhealthy)))
-                service.store.put_node(updated)
-
-            service.mutate(change)
+            service.set_device_health(name, device, body.healthy)
             return service.nodes_out({name})[0]
 
     @app.delete(f"{API}/nodes/{{name}}", status_code=204, tags=["nodes"])

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -18,6 +19,8 @@ from fastapi import HTTPException, status
 
 from quasched.model.nodes import NodeSpec
 from quasched.service.controller import Controller, records_of
+from quasched.service.executor import Executor
+from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import ServiceMetrics
@@ -52,10 +55,13 @@ class Service:
     """Store + controller + one lock, and the timer thread (module docstring)."""
 
     def __init__(self, store: Any, cluster: NodeSpec | None, options: LoopOptions,
-                 clock: Callable[[], float] = time.time, token_file: Path | None = None) -> None:
+                 clock: Callable[[], float] = time.time, token_file: Path | None = None,
+                 state_dir: Path = Path("quasched-state")) -> None:
         self.store = store
         self.clock = clock
         self.options = options
+        self.state_dir = state_dir
+        self.executor: Executor | None = None
         self.lock = threading.RLock()
         self.metrics = ServiceMetrics()
         self.broker = Broker()
@@ -67,6 +73,10 @@ class Service:
         with self.lock:
             self.records, self.ctl = self._restore(cluster)
             self._ensure_admin_token()
+            if self.options.local_node is not None:
+                record = self.records[self.options.local_node]
+                self.executor = Executor(record.name, state_dir, self.mutate, local_gpus(record))
+                self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
 
     # ------------------------------------------------------------ start
     def _restore(self, cluster: NodeSpec | None) -> tuple[dict[str, NodeRecord], Controller]:
@@ -79,6 +89,9 @@ class Service:
         if not queues:
             queues = [QueueSpec(DEFAULT_QUEUE)]
             self.store.put_queue(queues[0])
+        if self.options.local_node is not None:
+            self.options = replace(self.options, local_node=this_node([r.name for r in records],
+                                                                     self.options.local_node))
         ctl = Controller.rebuilt(records, queues, jobs, self.options)
         self._teams.update((job.id, job.spec.team) for job in jobs)
         now = self.clock()
@@ -104,14 +117,23 @@ class Service:
 
     # ------------------------------------------------------------ timer thread
     def start(self) -> None:
-        """Start the timer thread (completions by duration, grace periods) if it is not running."""
+        """Re-attach to the jobs running here and start the executor, then the timer thread (completions by
+        duration, grace periods), if they are not running."""
+        if self.executor is not None and self._thread is None:
+            with self.lock:
+                self.executor.recover(list(self.ctl.jobs.values()))
+            self.executor.start()
+            self.health.start()
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run_timers, name="quasched-timers", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop the timer thread and close the live streams."""
+        """Stop the timer thread and the executor (the jobs' processes run on) and close the live streams."""
+        if self.executor is not None:
+            self.health.stop()
+            self.executor.stop()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -147,6 +169,8 @@ class Service:
                 self.ctl = Controller.rebuilt(records, queues, unfinished, self.options)
                 raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                                     f"the database refused the change, nothing was applied: {err}") from err
+            if self.executor is not None:
+                self.executor.sync(jobs)
             self._teams.update((job.id, job.spec.team) for job in jobs)
             self.metrics.count(events, self._teams)
             for job in jobs:
@@ -163,6 +187,17 @@ class Service:
         self.broker.publish(list(events))
         return result
 
+    def set_device_health(self, name: str, device: int, healthy: bool) -> None:
+        """Mark GPU ``device`` of node ``name`` healthy or failed, in the loop and the store (a mutation)."""
+        def change(ctl: Controller, now: float) -> None:
+            record = self.records[name]
+            ctl.set_device_health(name, device, healthy, now)
+            unhealthy = set(record.unhealthy) - {device} | (set() if healthy else {device})
+            self.records[name] = updated = replace(record, unhealthy=tuple(sorted(unhealthy)))
+            self.store.put_node(updated)
+
+        self.mutate(change)
+
     def _cycle(self, now: float) -> list[Event]:
         """A timed scheduling cycle and its persisted changes (caller holds the lock)."""
         start = time.perf_counter()
@@ -174,7 +209,7 @@ class Service:
     def job_out(self, job: Job) -> JobOut:
         """The API view of ``job`` (its live state when unfinished, with its queue position)."""
         live = self.ctl.jobs.get(job.id)
-        return JobOut.of(live if live is not None else job, self.ctl.position.get(job.id))
+        return JobOut.of(live if live is not None else job, self.ctl.position.get(job.id), self.clock())
 
     def node_out(self, raw: dict[str, Any]) -> NodeOut:
         """The API view of one node of the controller's snapshot."""

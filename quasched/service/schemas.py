@@ -15,7 +15,7 @@ import math
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from quasched.model.nodes import MAX_NODE_GPUS, MODEL_NAME, MODEL_NAME_HINT
 from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, QueueSpec,
@@ -31,6 +31,13 @@ MAX_ID = 2**53
 NAME_MAX = 200
 #: team, GPU model and node names: letters, digits, '_', '.', '-' (and '|' between GPU models)
 TEAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: a command's arguments and environment: at most this many, each at most MAX_ARG characters
+MAX_ARGS = 4096
+MAX_ARG = 131072
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: variables the executor sets for a job (docs/service.md, "Running jobs")
+RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                          "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DURATION = re.compile(r"\s*(?:(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*)")
 DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -137,6 +144,18 @@ class JobSubmit(Strict):
         "omit when the job's runtime reports completion."), examples=["2h"])
     client_token: str | None = Field(None, min_length=1, max_length=128, description=(
         "Idempotency key: resubmitting with the same key returns the first job."))
+    command: list[Annotated[str, Field(max_length=MAX_ARG)]] = Field(
+        default_factory=list, max_length=MAX_ARGS, examples=[["python", "train.py", "--lr", "3e-4"]], description=(
+            "What runs when the job is placed on this machine's node: argv (no shell). Empty: no command; the "
+            "job ends after `duration` or when its runtime calls complete."))
+    env: dict[Annotated[str, Field(pattern=ENV_NAME, max_length=256)], Annotated[str, Field(max_length=MAX_ARG)]] = \
+        Field(default_factory=dict, max_length=MAX_ARGS, description="Environment variables for the command.")
+    workdir: str = Field("", max_length=4096, description=(
+        "Absolute working directory of the command (default: the job's directory under the service's state "
+        "directory)."))
+    time_limit: str | float | None = Field(None, description=(
+        "Longest run: past it the job is stopped (SIGTERM, SIGKILL after the grace period) and fails."),
+        examples=["12h"])
 
     @field_validator("name", "user", "app", "client_token")
     @classmethod
@@ -148,7 +167,43 @@ class JobSubmit(Strict):
     def _model(cls, value: str) -> str:
         return _models(value, single=False)
 
-    @field_validator("cpu", "memory", "gpus", "pods", "duration", mode="before")
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, value: list[str]) -> list[str]:
+        if value and not value[0]:
+            raise ValueError("the program (first word) is empty")
+        if any("\x00" in arg for arg in value):
+            raise ValueError("arguments must not contain NUL characters")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        taken = sorted(k for k in value if k in RESERVED_ENV or k.startswith("QUASCHED_"))
+        if taken:
+            raise ValueError(f"{taken[0]} is set by the service (the devices it chose)")
+        if any("\x00" in v for v in value.values()):
+            raise ValueError("values must not contain NUL characters")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if value and not value.startswith("/"):
+            raise ValueError("give an absolute path")
+        return _printable(value)
+
+    @model_validator(mode="after")
+    def _command_fits(self) -> JobSubmit:
+        if self.command and self.duration is not None:
+            raise ValueError("command: a job with a command ends when it exits; give time_limit, not duration")
+        if self.command and self.pods > 1:
+            raise ValueError("command: a command runs as one process; a gang of pods runs in Kubernetes mode")
+        if (self.env or self.workdir) and not self.command:
+            raise ValueError("command: env and workdir need a command")
+        return self
+
+    @field_validator("cpu", "memory", "gpus", "pods", "duration", "time_limit", mode="before")
     @classmethod
     def _no_bool(cls, value: Any) -> Any:
         if isinstance(value, bool):
@@ -169,7 +224,7 @@ class JobSubmit(Strict):
         parse_gpu(value)  # a share of one device or whole GPUs, not 1.5
         return value
 
-    @field_validator("duration")
+    @field_validator("duration", "time_limit")
     @classmethod
     def _duration(cls, value: str | float | None) -> str | float | None:
         if value is not None:
@@ -184,7 +239,8 @@ class JobSubmit(Strict):
             gpu_model=self.gpu_model, pods=self.pods, user=self.user, app=self.app,
             priority_class=self.priority_class,
             duration_s=None if self.duration is None else parse_duration(self.duration),
-            client_token=self.client_token)
+            client_token=self.client_token, command=tuple(self.command), env=tuple(sorted(self.env.items())),
+            workdir=self.workdir, time_limit_s=None if self.time_limit is None else parse_duration(self.time_limit))
 
 
 class JobComplete(Strict):
@@ -300,10 +356,18 @@ class JobOut(BaseModel):
     gap: float | None
     restarts: int = 0
     client_token: str | None = None
+    command: list[str] = []
+    env: dict[str, str] = {}
+    workdir: str = ""
+    time_limit_s: float | None = None
+    exit_code: int | None = Field(None, description="The command's exit status (-N: killed by signal N).")
+    wall_s: float = Field(0.0, description="Seconds run, over all its runs until now.")
+    gpu_hours: float = Field(0.0, description="GPU-hours booked (GPUs held x hours), over all its runs until now.")
 
     @classmethod
-    def of(cls, job: Job, position: int | None = None) -> JobOut:
+    def of(cls, job: Job, position: int | None = None, now: float | None = None) -> JobOut:
         s = job.spec
+        wall_s, gpu_hours = job.usage(now) if now is not None else (job.wall_s, job.gpu_hours)
         return cls(
             id=job.id, name=s.name, team=s.team, user=s.user, app=s.app, state=job.state,
             priority_class=s.priority_class, priority=job.priority, cpu=s.cpu_milli / 1000, memory_mib=s.memory_mib,
@@ -313,7 +377,9 @@ class JobOut(BaseModel):
             reason=None if job.reason is None else ReasonOut(code=job.reason.code, message=job.reason.message,
                                                              evidence=_jsonable(job.reason.evidence)),
             position=position if job.state == JobState.PENDING else None, solver=job.solver,
-            gap=job.gap, restarts=job.restarts, client_token=s.client_token)
+            gap=job.gap, restarts=job.restarts, client_token=s.client_token, command=list(s.command),
+            env=dict(s.env), workdir=s.workdir, time_limit_s=s.time_limit_s, exit_code=job.exit_code,
+            wall_s=wall_s, gpu_hours=gpu_hours)
 
 
 class EventOut(BaseModel):
@@ -349,6 +415,15 @@ class QueueOut(BaseModel):
     share: float
     pending: int
     running: int
+
+
+class UsageOut(BaseModel):
+    """A team's use: jobs submitted, running now, wall seconds run and GPU-hours booked (runs so far)."""
+    team: str
+    jobs: int
+    running: int
+    wall_s: float
+    gpu_hours: float
 
 
 class NodeOut(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, cast
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, Table, bindparam,
-                        create_engine, event, insert, make_url, select, update)
+                        create_engine, event, func, insert, make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -26,7 +26,7 @@ from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, Qu
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: jobs that :meth:`Store.load` hands back to the controller
-UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
+UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
 
 
 class Base(DeclarativeBase):
@@ -61,6 +61,10 @@ class JobRow(Base):
     priority_class: Mapped[str] = mapped_column(String(64))
     duration_s: Mapped[float | None] = mapped_column(Double)
     client_token: Mapped[str | None] = mapped_column(String(256), unique=True)
+    command: Mapped[list[str]] = mapped_column(JSON)
+    env: Mapped[dict[str, str]] = mapped_column(JSON)
+    workdir: Mapped[str] = mapped_column(String)
+    time_limit_s: Mapped[float | None] = mapped_column(Double)
     # state
     priority: Mapped[int]
     submitted_at: Mapped[float] = mapped_column(Double)
@@ -77,6 +81,9 @@ class JobRow(Base):
     solver: Mapped[str] = mapped_column(String(64))
     gap: Mapped[float | None] = mapped_column(Double)
     restarts: Mapped[int]
+    exit_code: Mapped[int | None]
+    wall_s: Mapped[float] = mapped_column(Double)
+    gpu_hours: Mapped[float] = mapped_column(Double)
 
 
 class EventRow(Base):
@@ -135,6 +142,14 @@ class TokenRow(Base):
     admin: Mapped[bool] = mapped_column(Boolean)
 
 
+class TeamUsage(NamedTuple):
+    """A team's jobs, wall seconds run and GPU-hours booked."""
+    team: str
+    jobs: int
+    wall_s: float
+    gpu_hours: float
+
+
 class TokenInfo(NamedTuple):
     """A stored token's name, team and admin flag (never the secret)."""
     name: str
@@ -145,16 +160,16 @@ class TokenInfo(NamedTuple):
 # -- rows <-> domain (the only place each way) --------------------------------------------------
 
 SPEC_COLUMNS = ("name", "team", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_model", "pods", "user",
-                "app", "max_per_node", "priority_class", "duration_s", "client_token")
+                "app", "max_per_node", "priority_class", "duration_s", "client_token", "workdir", "time_limit_s")
 JOB_COLUMNS = ("id", "seq", "priority", "submitted_at", "started_at", "finished_at", "quota_model", "preempt_at",
-               "solver", "gap", "restarts")
+               "solver", "gap", "restarts", "exit_code", "wall_s", "gpu_hours")
 
 
 def job_values(job: Job) -> dict[str, Any]:
     """The column values of ``job``'s row."""
     reason = job.reason
     return {**{c: getattr(job.spec, c) for c in SPEC_COLUMNS}, **{c: getattr(job, c) for c in JOB_COLUMNS},
-            "state": job.state.value,
+            "command": list(job.spec.command), "env": dict(job.spec.env), "state": job.state.value,
             "placement": [{"node": node, "devices": list(devices)} for node, devices in job.placement],
             "reason_code": reason and reason.code.value, "reason_message": reason and reason.message,
             "reason_evidence": reason and reason.evidence}
@@ -164,7 +179,9 @@ def to_job(row: JobRow) -> Job:
     """The domain :class:`Job` of a row."""
     reason = None if row.reason_code is None else PendingReason(
         Reason(row.reason_code), row.reason_message or "", row.reason_evidence or {})
-    return Job(spec=JobSpec(**{c: getattr(row, c) for c in SPEC_COLUMNS}), **{c: getattr(row, c) for c in JOB_COLUMNS},
+    spec = JobSpec(**{c: getattr(row, c) for c in SPEC_COLUMNS}, command=tuple(row.command),
+                   env=tuple(sorted(row.env.items())))
+    return Job(spec=spec, **{c: getattr(row, c) for c in JOB_COLUMNS},
                state=JobState(row.state), reason=reason,
                placement=[(p["node"], tuple(p["devices"])) for p in row.placement])
 
@@ -307,6 +324,15 @@ class Store:
             query = query.where(JobRow.team == team)
         with self._session() as session:
             return [to_job(row) for row in session.scalars(query)]
+
+    def usage(self, since: float | None = None) -> list[TeamUsage]:
+        """Per team: jobs submitted (since ``since``), wall seconds run and GPU-hours booked by runs that ended."""
+        query = select(JobRow.team, func.count(), func.sum(JobRow.wall_s), func.sum(JobRow.gpu_hours)) \
+            .group_by(JobRow.team).order_by(JobRow.team)
+        if since is not None:
+            query = query.where(JobRow.submitted_at >= since)
+        with self._session() as session:
+            return [TeamUsage(team, n, wall or 0.0, gpu or 0.0) for team, n, wall, gpu in session.execute(query)]
 
     def load(self) -> tuple[list[NodeRecord], list[QueueSpec], list[Job]]:
         """What the controller is rebuilt from: nodes (in registration order), queues, unfinished jobs by seq."""

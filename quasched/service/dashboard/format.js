@@ -19,6 +19,18 @@ export function fmtTime(t) {
   return d.toDateString() === today.toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
 }
 
+/** Hours (or GPU-hours) with 3 significant digits below 100: "0.00222", "1.50", "12.5", "340". */
+export function fmtHours(h) {
+  if (h == null || !Number.isFinite(h)) return '–';
+  if (h === 0) return '0';
+  return h >= 100 ? String(Math.round(h)) : Number(h.toPrecision(3)).toString();
+}
+
+/** Argv as a shell would need it typed: words with spaces or quotes in single quotes. */
+export function shellJoin(argv) {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
 /** Seconds as "45s", "12m", "2h 5m", "3d 4h". */
 export function fmtDuration(s) {
   if (s == null || !Number.isFinite(s)) return '–';

@@ -1,0 +1,310 @@
+"""Runs the commands of jobs placed on this machine's node (docs/service.md, "Running jobs").
+
+The scheduling loop decides; the :class:`Executor` follows in its own thread, so starting and
+watching processes never blocks a cycle. After every persisted change the service hands it the
+jobs that changed (:meth:`Executor.sync`); the thread then
+
+- starts a running job's command that has no process yet, under :mod:`.run_wrapper` in its own
+  session and process group, with the devices quasched chose in its environment (:func:`job_env`),
+  stdout and stderr appended to ``STATE_DIR/jobs/<id>.log``;
+- sends SIGTERM to the group of a job that is preempting or stopping, and SIGKILL to the group of
+  a job that no longer holds its resources (the grace period is the loop's: it ends that state);
+- reports each process's end to the loop (:meth:`~.loop_runs.JobRuns.exited`), with the exit
+  status the wrapper recorded and the log's last lines.
+
+Each run leaves ``<id>.run.json`` (run number, pid and the pid's start time in /proc) and the
+wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Executor.recover` re-attaches
+to the runs still alive (same pid *and* start time: a reused pid is not the job's), reports those
+that ended meanwhile with their recorded status, and reports as lost (failed, ``Lost``) those that
+died without one; a job the store says runs but that never started is started.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from quasched.service.domain import Job, JobState
+from quasched.traces.units import parse_memory
+
+#: seconds between checks of the running processes
+POLL_S = 0.1
+#: lines and characters of a log's end kept in a failed job's reason
+TAIL_LINES = 20
+TAIL_CHARS = 4000
+#: node label giving the memory of one GPU device (e.g. 80Gi) when NVML does not
+GPU_MEMORY_LABEL = "gpu-memory"
+
+Report = Callable[[Callable[[Any, float], Any]], Any]
+
+
+@dataclass(frozen=True)
+class LocalGpus:
+    """What is known of this machine's GPU devices: UUIDs (NVML; None: use indices) and memory per device."""
+    uuids: tuple[str, ...] | None = None
+    memory_mib: int | None = None
+
+
+def start_ticks(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (/proc), None if it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime field 22
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def job_env(job: Job, gpus: LocalGpus, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of ``job``'s command: the service's (``base``), the job's, then the devices chosen:
+    ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` (UUIDs when NVML gave them, else indices in PCI
+    bus order), and for a share of one device ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``QUASCHED_GPU_SHARE``
+    and, when the device memory is known, ``QUASCHED_GPU_MEMORY_MIB`` and ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``."""
+    env = dict(os.environ if base is None else base)
+    env.update(job.spec.env)
+    devices = [d for _, ds in job.placement[:1] for d in ds]
+    names = [gpus.uuids[d] if gpus.uuids is not None else str(d) for d in devices]
+    env.update(CUDA_VISIBLE_DEVICES=",".join(names), NVIDIA_VISIBLE_DEVICES=",".join(names) or "void",
+               CUDA_DEVICE_ORDER="PCI_BUS_ID", QUASCHED_JOB_ID=str(job.id), QUASCHED_JOB_NAME=job.spec.name)
+    milli = job.spec.gpu_milli
+    if devices and milli < 1000:
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(math.ceil(milli / 10))
+        env["QUASCHED_GPU_SHARE"] = f"{milli / 1000:g}"
+        if gpus.memory_mib:
+            mib = gpus.memory_mib * milli // 1000
+            env["QUASCHED_GPU_MEMORY_MIB"] = str(mib)
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={mib}M"
+    return env
+
+
+def gpus_of_labels(labels: dict[str, str]) -> LocalGpus:
+    """Device memory from a node's ``gpu-memory`` label (no UUIDs)."""
+    text = labels.get(GPU_MEMORY_LABEL)
+    return LocalGpus(memory_mib=parse_memory(text) if text else None)
+
+
+def log_tail(path: Path) -> str:
+    """The last lines of a log (at most :data:`TAIL_LINES` lines and :data:`TAIL_CHARS` characters)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4 * TAIL_CHARS))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-TAIL_LINES:])[-TAIL_CHARS:]
+
+
+@dataclass
+class Run:
+    """One run of a job's command: the wrapper's pid (its group and session), its start ticks, its Popen when
+    this service started it (None after re-attaching), and whether it was sent SIGTERM or SIGKILL."""
+    job_id: int
+    run: int
+    pid: int
+    ticks: int | None
+    popen: subprocess.Popen[bytes] | None = None
+    signalled: set[int] = field(default_factory=set)
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return self.ticks is not None and start_ticks(self.pid) == self.ticks
+
+    def signal(self, sig: int) -> None:
+        if sig not in self.signalled:
+            self.signalled.add(sig)
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+class Executor:
+    """Starts, signals and watches the commands of jobs on node ``node`` (module docstring); ``report(change)``
+    applies ``change(controller, now)`` as a service mutation."""
+
+    def __init__(self, node: str, state_dir: Path, report: Report, gpus: LocalGpus = LocalGpus()) -> None:
+        self.node = node
+        self.dir = state_dir.resolve() / "jobs"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.report = report
+        self.gpus = gpus
+        self.runs: dict[int, Run] = {}
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------ files
+    def log_path(self, job_id: int) -> Path:
+        return self.dir / f"{job_id}.log"
+
+    def _record(self, job_id: int) -> Path:
+        return self.dir / f"{job_id}.run.json"
+
+    def _exit_file(self, job_id: int, run: int) -> Path:
+        return self.dir / f"{job_id}.{run}.exit"
+
+    def _read_record(self, job_id: int) -> dict[str, Any] | None:
+        try:
+            record = json.loads(self._record(job_id).read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def _status(self, job_id: int, run: int) -> int | None:
+        try:
+            return int(self._exit_file(job_id, run).read_text())
+        except (OSError, ValueError):
+            return None
+
+    # ------------------------------------------------------------ the service's side
+    def here(self, job: Job) -> bool:
+        """Whether ``job`` has a command and a pod on this node."""
+        return bool(job.spec.command) and any(node == self.node for node, _ in job.placement)
+
+    def sync(self, jobs: Iterable[Job]) -> None:
+        """Jobs that changed (called under the service's lock; only queues them for the thread)."""
+        for job in jobs:
+            if job.spec.command:
+                self._inbox.put(_copy(job))
+
+    def recover(self, jobs: Sequence[Job]) -> None:
+        """At start: re-attach to the runs of ``jobs`` (the unfinished ones) still alive, report the others, and
+        kill any run alive whose job no longer holds its resources here (the service died before it could)."""
+        now_ended: list[tuple[int, int | None]] = []
+        here = {job.id: job for job in jobs if job.state.holds_resources and self.here(job)}
+        for path in self.dir.glob("*.run.json"):
+            job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
+            record = self._read_record(job_id)
+            stale = job_id not in here or record is not None and record.get("run") != here[job_id].restarts
+            if stale and record and record.get("pid") and start_ticks(record["pid"]) == record.get("ticks"):
+                Run(job_id, record.get("run", 0), record["pid"], record["ticks"]).signal(signal.SIGKILL)
+        for job in here.values():
+            record = self._read_record(job.id)
+            if record is None or record.get("run") != job.restarts:
+                self._inbox.put(_copy(job))  # committed as running, never started: start it now
+                continue
+            status = self._status(job.id, job.restarts)
+            ticks = record.get("ticks")
+            if status is None and record.get("pid") and ticks is not None and start_ticks(record["pid"]) == ticks:
+                self.runs[job.id] = Run(job.id, job.restarts, record["pid"], ticks)
+                self._inbox.put(_copy(job))  # preempting or stopping: signal it again
+            else:
+                now_ended.append((job.id, status))
+        for job_id, status in now_ended:
+            self._ended(job_id, status, lost="its process ended while the service was down and left no exit status")
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="quasched-executor", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (the processes run on; a restart re-attaches to them)."""
+        self._stop.set()
+        self._inbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # ------------------------------------------------------------ the thread
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._apply(self._inbox.get(timeout=POLL_S))
+                while True:
+                    self._apply(self._inbox.get_nowait())
+            except queue.Empty:
+                pass
+            try:
+                self._watch()
+            except Exception as err:  # keep watching; the next round retries
+                print(f"quasched: executor: {err!r}", file=sys.stderr)
+
+    def _apply(self, job: Job | None) -> None:
+        if job is None:
+            return
+        run = self.runs.get(job.id)
+        wanted = job.state.holds_resources and self.here(job)
+        if run is not None and (not wanted or run.run != job.restarts):
+            run.signal(signal.SIGKILL)  # its resources are gone (or it was placed anew)
+        elif run is not None and job.state in (JobState.PREEMPTING, JobState.STOPPING):
+            run.signal(signal.SIGTERM)
+        if wanted and job.state == JobState.RUNNING and (run is None or run.run != job.restarts):
+            if run is not None:
+                self._reap(run)
+            try:
+                self.runs[job.id] = self._launch(job)
+            except OSError as err:
+                message = f"quasched: cannot start the command: {err}"
+                with open(self.log_path(job.id), "a") as log:
+                    log.write(message + "\n")
+                self.report(lambda ctl, now: ctl.exited(job.id, now, 127, message))
+
+    def _launch(self, job: Job) -> Run:
+        record, exit_file = self._record(job.id), self._exit_file(job.id, job.restarts)
+        exit_file.unlink(missing_ok=True)
+        _write_json(record, {"run": job.restarts, "pid": None, "ticks": None})  # a crash now: lost, never doubled
+        workdir = Path(job.spec.workdir) if job.spec.workdir else self.dir
+        with open(self.log_path(job.id), "ab") as log:
+            log.write(f"--- quasched: run {job.restarts + 1} of job {job.id} on {self.node} "
+                      f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
+            log.flush()
+            popen = subprocess.Popen([sys.executable, "-m", "quasched.service.run_wrapper", str(exit_file), "--",
+                                      *job.spec.command], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     cwd=workdir, env=job_env(job, self.gpus), start_new_session=True)
+        ticks = start_ticks(popen.pid)
+        _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks})
+        return Run(job.id, job.restarts, popen.pid, ticks, popen)
+
+    def _watch(self) -> None:
+        for run in list(self.runs.values()):
+            if run.alive():
+                continue
+            self._reap(run)
+            if signal.SIGKILL in run.signalled:
+                continue  # killed because its job moved on: nothing to report
+            status = self._status(run.job_id, run.run)
+            if status is None and run.popen is not None:
+                status = run.popen.returncode  # the wrapper itself was killed
+            self._ended(run.job_id, status, lost="its process group ended without an exit status")
+
+    def _reap(self, run: Run) -> None:
+        if run.popen is not None:
+            try:
+                run.popen.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.runs.get(run.job_id) is run:
+            del self.runs[run.job_id]
+
+    def _ended(self, job_id: int, status: int | None, lost: str) -> None:
+        if status is None:
+            self.report(lambda ctl, now: ctl.lost(job_id, now, lost))
+        else:
+            tail = log_tail(self.log_path(job_id)) if status != 0 else ""
+            self.report(lambda ctl, now: ctl.exited(job_id, now, status, tail))
+
+
+def _copy(job: Job) -> Job:
+    """What the thread needs of a job, frozen at this change (the loop goes on changing the original)."""
+    return Job(job.id, job.spec, job.priority, job.submitted_at, job.seq, job.state, job.started_at,
+               placement=list(job.placement), restarts=job.restarts)
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)

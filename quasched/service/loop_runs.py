@@ -1,0 +1,67 @@
+"""The runs of commands under the service's loop: time limits, stopping within the grace period
+(a cancel, a time limit), and how a process's end or loss ends its job (exit code 0: succeeded;
+other: failed with the code and the log's last lines; no exit code after a restart: failed, ``Lost``).
+
+Only jobs with a command placed on :attr:`LoopOptions.local_node` have a process; the executor
+(:mod:`.executor`) starts and signals it and reports its end here."""
+
+from __future__ import annotations
+
+import heapq
+
+from quasched.service.domain import Job, JobState, PendingReason, Reason
+from quasched.service.loop_state import LoopState
+
+
+class JobRuns(LoopState):
+    """Stopping and ending jobs that run a command (mixed into :class:`~.controller.Controller`)."""
+
+    def runs_here(self, job: Job) -> bool:
+        """Whether ``job`` runs a process on this machine: it has a command and holds its local node."""
+        local = self.options.local_node
+        return bool(job.spec.command) and local is not None and job.state.holds_resources \
+            and any(node == local for node, _ in job.placement)
+
+    def _stop(self, job: Job, now: float, code: Reason, message: str) -> None:
+        """Give a running job the grace period to stop, then end it as ``code`` says."""
+        job.state, job.preempt_at = JobState.STOPPING, now + self.options.grace_s
+        job.reason = PendingReason(code, message)
+        heapq.heappush(self._timers, (job.preempt_at, job.id, "stop"))
+        self._emit(now, "stopping", job, reason=code.value, grace_s=self.options.grace_s)
+
+    def _fire_run_timer(self, job: Job, t: float, what: str) -> None:
+        """A time limit reached or a stopping job's grace period over."""
+        if what == "stop" and job.state == JobState.STOPPING and job.preempt_at == t:
+            self._end_stopping(job, t)
+        elif what == "limit" and job.state == JobState.RUNNING and job.started_at is not None \
+                and job.spec.time_limit_s is not None and job.started_at + job.spec.time_limit_s == t:
+            message = f"stopped: it exceeded its time limit of {job.spec.time_limit_s:g} s"
+            if self.runs_here(job):
+                self._stop(job, t, Reason.TIME_LIMIT, message)
+            else:
+                self._end(job.id, t, JobState.FAILED, PendingReason(Reason.TIME_LIMIT, message))
+
+    def exited(self, job_id: int, now: float, exit_code: int, log_tail: str = "") -> Job | None:
+        """The job's process ended with ``exit_code``: succeeded (0) or failed; a stopping job ends as its
+        stop says, a preempting one is requeued at once. None if the job no longer holds resources."""
+        job = self.jobs.get(job_id)
+        if job is None or not job.state.holds_resources:
+            return None
+        job.exit_code = exit_code
+        if job.state == JobState.STOPPING:
+            return self._end_stopping(job, now)
+        if job.state == JobState.PREEMPTING:
+            self._requeue(job, now, "preempted", exit_code=exit_code)
+            return job
+        if exit_code == 0:
+            return self._end(job_id, now, JobState.SUCCEEDED)
+        how = f"killed by signal {-exit_code}" if exit_code < 0 else f"exited with code {exit_code}"
+        return self._end(job_id, now, JobState.FAILED, PendingReason(
+            Reason.EXIT_CODE, f"the command {how}", {"exit_code": exit_code, "log_tail": log_tail}))
+
+    def lost(self, job_id: int, now: float, why: str) -> Job | None:
+        """The job's process ended while nobody watched and left no exit code: failed, ``Lost``."""
+        job = self.jobs.get(job_id)
+        if job is None or not job.state.holds_resources:
+            return None
+        return self._end(job_id, now, JobState.FAILED, PendingReason(Reason.LOST, why))

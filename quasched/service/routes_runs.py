@@ -1,0 +1,115 @@
+"""Routes of what jobs run here: a job's log (whole, its last lines, or followed while it runs) and
+each team's usage (jobs, wall time, GPU-hours booked)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, AsyncIterator
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from quasched.service.auth import Reader
+from quasched.service.routing import API, JobId, not_found
+from quasched.service.schemas import UsageOut
+from quasched.service.store import TeamUsage
+
+if TYPE_CHECKING:
+    from quasched.service.runtime import Service
+
+#: most bytes of a log sent without ``follow`` (its end); seconds between reads when following
+MAX_LOG_BYTES = 8 << 20
+FOLLOW_S = 0.2
+CHUNK = 64 << 10
+
+
+def tail_text(path: Path, lines: int | None) -> tuple[bytes, int]:
+    """The log's end: its last ``lines`` lines (all when None), at most :data:`MAX_LOG_BYTES`; and where it ends."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - MAX_LOG_BYTES))
+            data = f.read(size)
+    except FileNotFoundError:
+        return b"", 0
+    if lines is not None:
+        data = b"".join(data.splitlines(keepends=True)[-lines:]) if lines else b""
+    return data, size
+
+
+def add_run_routes(app: FastAPI, service: Service) -> None:
+    """Register the log and usage routes of ``service`` on ``app``."""
+    lock = service.lock
+
+    def log_of(job_id: int, who: Reader) -> Path:
+        with lock:
+            job = service.store.job(job_id)
+        if job is None:
+            raise not_found(f"job {job_id}")
+        who.require_team(job.spec.team)
+        if service.executor is None or not job.spec.command:
+            raise not_found(f"log of job {job_id}: it runs no command on this machine")
+        return service.executor.log_path(job_id)
+
+    def finished(job_id: int) -> bool:
+        with lock:
+            return job_id not in service.ctl.jobs
+
+    @app.get(f"{API}/jobs/{{job_id}}/logs", tags=["jobs"], response_class=PlainTextResponse,
+             responses={404: {"description": "No such job, or it runs no command here."}})
+    async def logs(job_id: JobId, who: Reader, request: Request,
+                   follow: Annotated[bool, Query(description="Send what the job writes until it ends.")] = False,
+                   tail: Annotated[int | None, Query(ge=0, le=1_000_000, description="Only the last lines.")] = None,
+                   ) -> StreamingResponse:
+        """The job's stdout and stderr (its team or an admin): whole, its last lines, or followed while it runs."""
+        path = log_of(job_id, who)
+        first, offset = tail_text(path, tail)
+
+        async def body() -> AsyncIterator[bytes]:
+            nonlocal offset
+            yield first
+            if not follow:
+                return
+            while not await request.is_disconnected():
+                done = finished(job_id)  # read after: what was written before it ended is sent
+                chunk = _read(path, offset)
+                offset += len(chunk)
+                if chunk:
+                    yield chunk
+                elif done:
+                    return
+                else:
+                    await asyncio.sleep(FOLLOW_S)
+
+        return StreamingResponse(body(), media_type="text/plain; charset=utf-8",
+                                 headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+    @app.get(f"{API}/usage", response_model=list[UsageOut], tags=["jobs"])
+    def usage(who: Reader, since: Annotated[float | None, Query(ge=0, le=1e11, description=(
+            "Only jobs submitted at or after this time (seconds since the epoch)."))] = None) -> list[UsageOut]:
+        """Per team: jobs, running now, wall seconds run and GPU-hours booked (the runs so far, the current
+        included)."""
+        with lock:
+            now = service.clock()
+            stored = {u.team: u for u in service.store.usage(since)}
+            live = [j for j in service.ctl.jobs.values() if j.state.holds_resources
+                    and (since is None or j.submitted_at >= since)]
+            teams = sorted(set(stored) | set(service.ctl.quota.queues))
+        out = []
+        for team in teams:
+            mine = [j for j in live if j.spec.team == team]
+            row = stored.get(team) or TeamUsage(team, 0, 0.0, 0.0)
+            wall = row.wall_s + sum(j.usage(now)[0] - j.wall_s for j in mine)
+            gpu = row.gpu_hours + sum(j.usage(now)[1] - j.gpu_hours for j in mine)
+            out.append(UsageOut(team=team, jobs=row.jobs, running=len(mine), wall_s=wall, gpu_hours=gpu))
+        return out
+
+
+def _read(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(CHUNK)
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,100 @@
+"""``kill -9`` of ``quasched serve`` while its jobs run: the processes survive in their own sessions;
+the restarted service re-attaches to the one still running, records the exit status of the one that
+ended meanwhile, and marks lost the one that died without a status (whose pid now names another
+process); the GPUs of the dead ones are free again, and nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from quasched.service.executor import start_ticks
+from test_service_runs import wait
+
+PY = sys.executable
+WAIT_FOR = "import os, sys, time\nwhile not os.path.exists({path!r}): time.sleep(0.05)\nsys.exit({code})"
+
+
+def start_server(tmp: Path, port: int) -> subprocess.Popen[str]:
+    cmd = [PY, "-m", "quasched.cli", "serve", "--port", str(port), "--cluster", "cluster.yaml", "--grace", "1"]
+    proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.1)
+
+
+def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
+    (tmp_path / "cluster.yaml").write_text(
+        "pools:\n  - {name: box, count: 1, cpu: 8, memory: 32Gi, gpu: {model: T4, count: 4}}\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(tmp_path, port)
+    pids: list[int] = []
+    try:
+        headers = {"Authorization": f"Bearer {(tmp_path / 'quasched.token').read_text().strip()}"}
+        ids = {}
+        for name, path, code in (("survivor", "release", 0), ("ends", "b-go", 7), ("dies", "never", 0)):
+            body = {"name": name, "team": "default", "cpu": 1, "memory": "1GiB", "gpus": 1,
+                    "command": [PY, "-c", WAIT_FOR.format(path=str(tmp_path / path), code=code)]}
+            job = httpx.post(f"{base}/api/v1/jobs", json=body, headers=headers).json()
+            assert job["state"] == "running" and job["placement"][0]["node"] == "box-0"  # the only node: this machine
+            ids[name] = job["id"]
+        records = tmp_path / "quasched-state" / "jobs"
+        runs = {}
+        for name, job_id in ids.items():
+            deadline = time.monotonic() + 20
+            while not (records / f"{job_id}.run.json").exists() or \
+                    json.loads((records / f"{job_id}.run.json").read_text())["pid"] is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            runs[name] = json.loads((records / f"{job_id}.run.json").read_text())
+            pids.append(runs[name]["pid"])
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        # while the service is down: one job ends with code 7, one dies without a status (its pid reused)
+        (tmp_path / "b-go").touch()
+        os.killpg(runs["dies"]["pid"], signal.SIGKILL)
+        me = os.getpid()
+        (records / f"{ids['dies']}.run.json").write_text(json.dumps({**runs["dies"], "pid": me,
+                                                                     "ticks": (start_ticks(me) or 0) + 1}))
+        deadline = time.monotonic() + 20
+        while start_ticks(runs["ends"]["pid"]) is not None:
+            assert time.monotonic() < deadline, "job 'ends' did not end"
+            time.sleep(0.05)
+        assert start_ticks(runs["survivor"]["pid"]) == runs["survivor"]["ticks"]  # survived in its own session
+
+        server = start_server(tmp_path, port)
+        ended = wait(base, headers, ids["ends"], "failed")
+        assert ended["exit_code"] == 7 and ended["reason"]["code"] == "NonZeroExit"
+        lost = wait(base, headers, ids["dies"], "failed")
+        assert lost["reason"]["code"] == "Lost" and lost["exit_code"] is None
+        survivor = httpx.get(f"{base}/api/v1/jobs/{ids['survivor']}", headers=headers).json()
+        assert survivor["state"] == "running" and survivor["restarts"] == 0
+        node = httpx.get(f"{base}/api/v1/nodes", headers=headers).json()[0]
+        assert sum(node["gpu_used_milli"]) == 1000 and node["jobs"] == [ids["survivor"]]
+        (tmp_path / "release").touch()
+        done = wait(base, headers, ids["survivor"], "succeeded")
+        assert done["exit_code"] == 0
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+        left = [pid for pid in pids if start_ticks(pid) is not None]
+        for pid in left:
+            os.killpg(pid, signal.SIGKILL)
+    assert not left, f"processes left running: {left}"
