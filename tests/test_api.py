@@ -62,7 +62,7 @@ def test_submit_get_list_filter(env):
     # a gang that cannot fit now waits with a reason
     c = submit(client, nlp, team="nlp", name="big", gpus=8, gpu_model="A100")
     assert c["state"] == "pending" and c["reason"]["code"] in ("InsufficientResources", "Fragmented")
-    assert c["position"] == 0
+    assert c["position"] == 1
     got = client.get(f"{API}/jobs/{a['id']}", headers=nlp).json()  # any token reads
     assert got["name"] == "resnet-ft" and [e["kind"] for e in got["events"]] == ["submitted", "started"]
     assert [j["id"] for j in client.get(f"{API}/jobs", headers=admin).json()] == [c["id"], b["id"], a["id"]]

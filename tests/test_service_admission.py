@@ -105,3 +105,35 @@ def test_a_model_the_quota_does_not_name_is_not_admissible():
     assert third.reason.code == Reason.WAITING_FOR_QUOTA and third.state == JobState.PENDING  # n1 (V100) is free
     assert "A100: uses 2 of 2" in third.reason.message
     assert submit(ctl, 4, job("b", 2, gpu_model=B)).state == JobState.RUNNING  # a queue without quota: any model
+
+
+def test_queue_positions_are_one_based_and_dense():
+    ctl = make(cluster((1, A)))
+    submit(ctl, 1, job("a", 1))
+    for i in range(2, 6):
+        submit(ctl, i, job("a", 1), now=i)
+    assert {i: ctl.position[i] for i in range(2, 6)} == {2: 1, 3: 2, 4: 3, 5: 4}
+    ctl.cancel(3, 6.0)
+    ctl.cycle(6.0)  # a pass that tries nothing new still closes the gap
+    assert {i: ctl.position[i] for i in (2, 4, 5)} == {2: 1, 4: 2, 5: 3}
+    ctl.finish(1, 7.0)
+    ctl.cycle(7.0)  # job 2 starts: the others move up
+    assert 2 not in ctl.position and {i: ctl.position[i] for i in (4, 5)} == {4: 1, 5: 2}
+
+
+def test_a_preempted_jobs_reason_says_by_whom_and_when():
+    queues = [QueueSpec("a", {"*": 2}, cohort="c"), QueueSpec("b", {"*": 2}, cohort="c")]
+    ctl = make(cluster((4, A)), queues, grace_s=30)
+    submit(ctl, 1, job("a", 2))
+    victim = submit(ctl, 2, job("a", 2), now=1)
+    submit(ctl, 3, job("b", 2), now=2)
+    assert victim.state == JobState.PREEMPTING and victim.reason.code == Reason.PREEMPTED
+    assert victim.reason.message == ("preempted by job 3 (b, normal) at 1970-01-01 00:00:02 UTC; "
+                                     "stops within 30 s")
+    ctl.cycle(32)
+    assert victim.state == JobState.PENDING and victim.reason.code == Reason.WAITING_FOR_QUOTA
+    assert victim.reason.message.endswith("(preempted by job 3 at 1970-01-01 00:00:02 UTC)")
+    assert victim.reason.evidence["preempted_by"] == 3 and victim.reason.evidence["preempted_at"] == 2
+    ctl.finish(1, 40.0)
+    ctl.cycle(40.0)
+    assert victim.state == JobState.RUNNING and victim.reason is None

@@ -248,6 +248,7 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         fresh, self._fresh, self._full = self._fresh, set(), False
         order = self._order(None if full else fresh)
         if not order:
+            self._number([], full)
             return
         if self._nominated:  # jobs that preempted go first: the room their victims leave is theirs
             order = [j for j in order if j.id in self._nominated] + [j for j in order if j.id not in self._nominated]
@@ -261,9 +262,7 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         fits = FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
         blocked: list[Job] = []
-        base = 0 if full else len(self.position)
-        for position, job in enumerate(order):
-            self.position[job.id] = base + position
+        for job in order:
             pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
             if pod is None:
                 self._set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
@@ -284,6 +283,15 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
                     self._defragment_for(job, now)
+        self._number([job.id for job in order], full)
+
+    def _number(self, tried: list[int], full: bool) -> None:
+        """Queue positions 1, 2, ... of the pending jobs: those this pass tried in its order, after the earlier
+        ones when it tried only newcomers."""
+        seen = set(tried)
+        earlier = [] if full else sorted((i for i in self.position if i not in seen), key=self.position.__getitem__)
+        pending = [i for i in earlier + tried if i in self.jobs and self.jobs[i].state == JobState.PENDING]
+        self.position = {job_id: k for k, job_id in enumerate(pending, 1)}
 
     def _batch(self, order: list[Job], now: float) -> list[Job]:
         """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""

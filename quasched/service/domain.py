@@ -60,6 +60,9 @@ class Reason(StrEnum):
     PREEMPTION_PENDING = "PreemptionPending"
     #: the job can never run on the cluster as it is or under its queue's quota (it waits for nodes or quota)
     UNSCHEDULABLE = "Unschedulable"
+    #: preempting: chosen as a victim, stopping within its grace period; evidence: ``preempted_by``, ``preempted_at``
+    #: (carried into the reasons of the job while it waits again)
+    PREEMPTED = "Preempted"
     #: stopping: cancelled while its process runs (it gets the grace period)
     CANCELLING = "Cancelling"
     #: stopping, then failed: it ran longer than its ``time_limit_s``

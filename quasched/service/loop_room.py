@@ -31,7 +31,7 @@ from quasched.model.workload import Pod
 from quasched.service.defrag import try_moves
 from quasched.policies.devices import best_fit
 from quasched.service.domain import MAX_GANG, Job, JobState, PendingReason, Reason
-from quasched.service.loop_state import LoopState
+from quasched.service.loop_state import LoopState, utc
 from quasched.service.preemption import cheapest_node, first_fit, put_back, victim_order
 
 HOUR = 3600.0
@@ -83,6 +83,9 @@ class MakingRoom(LoopState):
             if victim.state == JobState.RUNNING:
                 victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
                 heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
+                victim.reason = PendingReason(
+                    Reason.PREEMPTED, f"preempted by job {job.id} ({job.spec.team}, {job.spec.priority_class}) at "
+                    f"{utc(now)}; stops within {self.options.grace_s:g} s", {"preempted_by": job.id, "preempted_at": now})
                 self._emit(now, "preempting", victim, by=job.id, grace_s=self.options.grace_s)
         self._set_reason(job, PendingReason(
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
