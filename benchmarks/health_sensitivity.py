@@ -1,4 +1,4 @@
-"""What the health goal needs from the failure model: a setup's saving against FGD as the warned share grows (issue 11).
+"""How a health setup's saving against FGD grows with the share of fatal failures a warning announces.
 
     cd benchmarks && python health_sensitivity.py --setup "$B" --out ../results/health-s14-sensitivity \
         --runs 0=../results/health-s14-precursor0.0 0.5=../results/health-health5 0.9=../results/health-s14-precursor0.9 ...

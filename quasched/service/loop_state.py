@@ -1,6 +1,6 @@
 """What every part of the service's scheduling loop shares: its options (:class:`LoopOptions`),
 the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the in-memory state of
-jobs, queues, timers and the live cluster with the helpers the loop, node changes, preemption and
+jobs, queues, timers and the live cluster with the functions the loop, node changes, preemption and
 views all use (a job's pods, releasing and requeueing a job, events, pending reasons, the GPU
 models a queue may use now). :class:`~.controller.Controller` assembles the loop from it."""
 
