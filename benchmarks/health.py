@@ -1,4 +1,4 @@
-"""GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD (issue 11).
+"""GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD.
 
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
     python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4

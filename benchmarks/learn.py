@@ -1,4 +1,4 @@
-"""The learned policy (issue 12): train its weights with CMA-ES, then evaluate it on held-out traces and seeds.
+"""The learned policy: train its weights with CMA-ES, then evaluate it on held-out traces and seeds.
 
     python benchmarks/learn.py train --data-dir ../shared/traces --checkpoint quasched/policies/data/learned.json
     python benchmarks/learn.py eval --data-dir ../shared/traces --seeds 42-46

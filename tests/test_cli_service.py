@@ -41,14 +41,14 @@ def cli(*args: str, env: dict[str, str] | None = None):
 def test_client_commands(server):
     base, token = server
     env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
-    r = cli("queue", "vision", "--quota", "A100=8", "--quota", "*=2", "--cohort", "research", env=env)
+    r = cli("queue", "vision", "--quota", "A100=16", "--quota", "*=2", "--cohort", "research", env=env)
     assert r.exit_code == 0, r.output
     assert "queue vision" in r.output and "research" in r.output
     r = cli("submit", "--team", "vision", "--gpus", "0.5", "--cpu", "4", "--memory", "16GiB", "--duration", "2h",
             "--name", "resnet-ft", env=env)
     assert r.exit_code == 0, r.output
     assert r.output.startswith("job 1 (resnet-ft) running on ")
-    r = cli("submit", "--team", "vision", "--gpus", "8", "--pods", "3", "--name", "huge", "--gpu-model", "A100",
+    r = cli("submit", "--team", "vision", "--gpus", "8", "--pods", "2", "--name", "huge", "--gpu-model", "A100",
             env=env)
     assert r.exit_code == 0 and "job 2 (huge) pending — " in r.output
     r = cli("jobs", env=env)
@@ -58,7 +58,7 @@ def test_client_commands(server):
     r = cli("jobs", "--team", "nobody", env=env)
     assert "0 jobs" in r.output
     r = cli("queues", env=env)
-    assert r.exit_code == 0 and "vision" in r.output and "A100=8" in r.output and "default" in r.output
+    assert r.exit_code == 0 and "vision" in r.output and "A100=16" in r.output and "default" in r.output
     r = cli("nodes", env=env)
     assert r.exit_code == 0 and "4 nodes" in r.output and "a0" in r.output and " 0.5/" in r.output
     r = cli("cancel", "2", "--server", base, env={"QUASCHED_TOKEN": token})
