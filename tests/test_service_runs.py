@@ -202,6 +202,14 @@ def test_logs_follow_in_the_api_and_the_cli(served):
     job2 = submit(base, headers, code, gpus=0)
     out = CliRunner().invoke(cli_app, ["logs", str(job2["id"]), "-f", "--server", base, "--token", token])
     assert out.exit_code == 0 and "line 4" in out.output
+    out = CliRunner().invoke(cli_app, ["submit", "--gpus", "1", "--cpu", "1", "--memory", "1GiB", "--env", "A=b=c",
+                                       "--time-limit", "1h", "--server", base, "--token", token, "--",
+                                       PY, "-c", "import os, sys; print(os.environ['A'], sys.argv[1:])", "--lr", "3e-4"])
+    assert out.exit_code == 0 and "running on box" in out.output, out.output
+    submitted = int(out.output.split()[1])
+    cli_job = wait(base, headers, submitted, "succeeded")
+    assert cli_job["time_limit_s"] == 3600 and cli_job["name"].startswith(Path(PY).name + " -c ")
+    assert "b=c ['--lr', '3e-4']" in log(base, headers, submitted)
     out = CliRunner().invoke(cli_app, ["usage", "--server", base, "--token", token])
     assert out.exit_code == 0 and "default" in out.output and "GPU-hours" in out.output
 
