@@ -1,4 +1,4 @@
-"""Power-aware placement on the FGD arrival experiment: ``power``, PWR and the PWR+FGD mixes against FGD.
+"""Power-aware placement on the FGD arrival experiment: PWR, the PWR+FGD mixes and ``power`` against FGD.
 
     python benchmarks/power.py --data-dir ../shared/traces --seeds 42-51
     python benchmarks/power.py --traces openb-default --seeds 42-43 --policies fgd pwr pwr:fgd=900
@@ -45,10 +45,10 @@ from placement import sweep_arguments  # benchmarks/ is on sys.path when run as 
 
 DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
 DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwr:fgd=950", "pwr:fgd=900", "pwr:fgd=800", "power")
-#: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
+#: arrived-load window of the saving (% of GPU capacity), as the PWR paper's 15..80 % claim
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
-#: issue 11's goal: at least this % less power than FGD over the window
+#: the saving a seed is counted against: at least this % less power than FGD over the window
 GOAL = 13.0
 #: the binned curves of every run (``power_curves.csv`` columns; FGD baselines of older runs lack ``reach_kw``)
 CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct", "reach_kw")
