@@ -1,10 +1,9 @@
 """``quasched serve`` in a subprocess on 127.0.0.1, for tests and benchmarks: start, SIGKILL, pause
-(SIGSTOP) and resume (SIGCONT), restart on the same database. The admin token comes from the banner or,
-for a server that did not create it (a restart, a standby), from ``quasched.token`` in its directory."""
+(SIGSTOP) and resume (SIGCONT), restart on the same database. The admin token is read from the file the
+first start writes (``quasched.token`` beside a SQLite database, else in the server's directory)."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -48,16 +47,14 @@ class ServeProcess:
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             self.output.append(line)
-            if match := re.search(r"admin token (\S+)", line):
-                self.token = match.group(1)
             if "dashboard" in line:
                 break
             if not line and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {''.join(self.output)}")
         threading.Thread(target=self._drain, daemon=True).start()
-        token_file = self.workdir / "quasched.token"
-        if not self.token and token_file.is_file():
-            self.token = token_file.read_text().strip()
+        sqlite = self.db.removeprefix("sqlite:///")
+        token_file = (Path(sqlite).parent if sqlite != self.db else self.workdir) / "quasched.token"
+        self.token = (self.workdir / token_file).read_text().strip()
         wait_for(lambda: self._get("/healthz") == 200, 60, "server healthy")
 
     def _drain(self) -> None:

@@ -11,10 +11,10 @@ from contextlib import ExitStack
 
 import httpx
 import pytest
+from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
 from fastapi.testclient import TestClient
 from serve_process import ServeProcess, wait_for
 from sqlalchemy import select
-from test_api_helpers import Clock, bearer, db_url, job_body, make_app, small_cluster
 from typer.testing import CliRunner
 
 from quasched.cli import app as cli
