@@ -124,7 +124,7 @@ def test_precursors_come_before_their_fatal_failures_and_leave_the_failures_unch
     num_gpus = np.array([8] * 50)
     base = FailureConfig(rate=2e-4, seed=5, flaky_share=0)
     warned = FailureConfig(rate=2e-4, seed=5, flaky_share=0, precursor_share=0.5, false_warnings=1.0,
-                           precursor_lead_h=12)
+                           precursor_ahead_h=12)
     take = lambda config, n: [e for e, _ in zip(failure_stream(config, num_gpus, 0.0), range(n))]  # noqa: E731
     events = take(warned, 3000)
     times = np.array([e.time for e in events])
@@ -179,7 +179,7 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
                                  kind == "warn") for t, n, d, kind, down in events)
     scope, rule, at = migrate
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=scope,
-                           migrate_rule=rule, migrate_at=at, precursor_lead_h=lead_h, evict=evict,
+                           migrate_rule=rule, migrate_at=at, precursor_ahead_h=lead_h, evict=evict,
                            checkpoint_cost_min=cost * 60, drain_flaky=flaky, drain_lift=lift[0],
                            drain_lift_run=lift[1])  # type: ignore[arg-type]
     r = run(cluster, pods, fails, policy=policy, config=config)

@@ -20,7 +20,7 @@ from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
 from quasched.service.executor import start_ticks
 from quasched.service.loop_state import LoopOptions
-from test_api_helpers import bearer, job_body, live_server, make_app
+from api_support import bearer, job_body, live_server, make_app
 
 PY = sys.executable
 #: seconds an HTTP call may take (several test runs share two cores)

@@ -93,7 +93,7 @@ def replay(
     precursor_share: float = _failures(0.5, "Share of fatal failures preceded by a non-fatal warning on the same "
                                        "GPU (e.g. a pending row remap): a property of your fleet, set it from "
                                        "your logs; 0 = none."),
-    precursor_lead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
+    precursor_ahead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
     false_warnings: float = _failures(1.0, "Warnings followed by nothing, per true warning."),
     drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
                                   "--drain-window-h (0 = never): no new pods, running ones finish."),
@@ -148,7 +148,7 @@ def replay(
             failures = FailureConfig(
                 rate=failure_rate, seed=failure_seed, checkpoint_min=checkpoint_min, restart_min=restart_min,
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
-                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
+                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_ahead_h=precursor_ahead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
                 drain_h=drain_h, drain_flaky=drain_flaky, drain_lift=drain_lift,
                 drain_lift_run=drain_lift_run, migrate=migrate,
