@@ -124,7 +124,7 @@ def test_serve_options(tmp_path, monkeypatch):
     token = (tmp_path / "quasched.token").read_text().strip()
     assert token not in r.output and f"admin token {token[:4]}…{token[-4:]} saved to quasched.token" in r.output
     assert "dashboard http://127.0.0.1:8080/#token=<the token in quasched.token>" in r.output
-    assert "120 nodes" in r.output and (tmp_path / "quasched.db").exists()
+    assert "120 nodes, policy guard" in r.output and (tmp_path / "quasched.db").exists()
     ran["app"].state.service.store.close()
     r = cli("serve", "--port", "9000", "--db", "quasched.db")  # a restart: same token, no new one
     assert r.exit_code == 0 and "admin token" not in r.output and ran["port"] == 9000

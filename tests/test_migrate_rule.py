@@ -127,7 +127,7 @@ def test_moves_that_pay_never_leave_a_pod_on_an_unhealthy_device_and_work_adds_u
                            precursor_ahead_h=lead_h, drain_errors=drain, migrate="device", migrate_rule=rule,
                            migrate_at=at)
     seen = len(monkeypatch_record)  # the fixture's list lives across hypothesis examples
-    r = run(cluster, pods, fails, policy="healthfgd", config=config)
+    r = run(cluster, pods, fails, policy="health", config=config)
     assert len(monkeypatch_record) > seen  # this run's events were checked by the fixture
     assert_work_adds_up(r, jobs)
 
@@ -158,7 +158,7 @@ def test_bad_rule_options_are_named(bad, field):
 
 
 def test_replay_cli_with_the_rule(tmp_path):
-    result = runner.invoke(app, ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1",
+    result = runner.invoke(app, ["replay", "--policy", "health", "--failure-rate", "5e-3", "--precursor-share", "1",
                                  "--restart-min", "5", "--migrate", "device", "--migrate-rule", "pays",
                                  "--migrate-at", "checkpoint", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -125,7 +125,7 @@ def replay(
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
     power, energy, (with --carbon-zone) carbon and (with --failure-rate) GPU failures, lost
-    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd; node drains and
+    GPU-hours and goodput over time. Health-aware placement: --policy health; node drains and
     proactive checkpoint-and-migrate: --drain-errors, --migrate."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
