@@ -27,7 +27,7 @@ def runs(lost_fgd: list[float], lost_ours: list[float], seeds: list[int]) -> pd.
 
 def test_one_share_pools_savings_and_splits_held_out_seeds() -> None:
     # FGD loses 10, 20 (tuning) and 30 (held out); ours 7, 16, 18: savings 30 %, 20 %, 40 % per seed
-    row = one_share(runs([10, 20, 30], [7, 16, 18], [42, 43, 47]), SETUP, heldout={47}, goal=30)
+    row = one_share(runs([10, 20, 30], [7, 16, 18], [42, 43, 47]), SETUP, heldout={47}, threshold=30)
     assert row["saving_pct"] == pytest.approx(100 * (1 - 41 / 60))
     assert row["saving_tuning_pct"] == pytest.approx(100 * (1 - 23 / 30))
     assert row["saving_heldout_pct"] == pytest.approx(40.0)
@@ -41,7 +41,7 @@ def test_one_share_pools_savings_and_splits_held_out_seeds() -> None:
 def test_one_share_names_seeds_fgd_did_not_run() -> None:
     table = runs([10, 20], [7, 16], [42, 43])
     with pytest.raises(SystemExit, match=r"seeds \[43\] that fgd did not"):
-        one_share(table[(table.policy != "fgd") | (table.seed == 42)], SETUP, heldout=set(), goal=30)
+        one_share(table[(table.policy != "fgd") | (table.seed == 42)], SETUP, heldout=set(), threshold=30)
 
 
 def test_the_failure_check_passes_equal_runs_and_names_the_folder_and_seed_that_differ() -> None:
@@ -62,12 +62,12 @@ def test_share_folder_names_a_malformed_item(item: str) -> None:
 
 def test_one_share_names_a_missing_setup_and_its_folder() -> None:
     with pytest.raises(SystemExit, match="share0.7: setup 'pwr' not among the policies"):
-        one_share(runs([10], [7], [42]), "pwr", heldout=set(), goal=30, where="share0.7")
+        one_share(runs([10], [7], [42]), "pwr", heldout=set(), threshold=30, where="share0.7")
 
 
 def test_the_saving_interval_resamples_seeds_in_pairs() -> None:
     # equal FGD losses, savings 20 % and 40 %: a resample is both seeds of one kind (a quarter each) or one of each (30 %)
-    row = one_share(runs([10, 10], [8, 6], [42, 43]), SETUP, heldout=set(), goal=30)
+    row = one_share(runs([10, 10], [8, 6], [42, 43]), SETUP, heldout=set(), threshold=30)
     assert (row["saving_2.5_pct"], row["saving_pct"], row["saving_97.5_pct"]) == pytest.approx((20.0, 30.0, 40.0))
-    one = one_share(runs([10], [7], [42]), SETUP, heldout=set(), goal=30)  # one seed: every resample is that seed
+    one = one_share(runs([10], [7], [42]), SETUP, heldout=set(), threshold=30)  # one seed: every resample is that seed
     assert one["saving_2.5_pct"] == one["saving_97.5_pct"] == pytest.approx(30.0)

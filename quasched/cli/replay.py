@@ -90,9 +90,10 @@ def replay(
     flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
     flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
                                     "--failure-rate)."),
-    precursor_share: float = _failures(0.0, "Share of fatal failures preceded by a non-fatal warning on the same "
-                                       "GPU (e.g. a pending row remap; an assumption, 0 = none)."),
-    precursor_lead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
+    precursor_share: float = _failures(0.5, "Share of fatal failures preceded by a non-fatal warning on the same "
+                                       "GPU (e.g. a pending row remap): a property of your fleet, set it from "
+                                       "your logs; 0 = none."),
+    precursor_ahead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
     false_warnings: float = _failures(1.0, "Warnings followed by nothing, per true warning."),
     drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
                                   "--drain-window-h (0 = never): no new pods, running ones finish."),
@@ -124,7 +125,7 @@ def replay(
     """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
     fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
     power, energy, (with --carbon-zone) carbon and (with --failure-rate) GPU failures, lost
-    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd; node drains and
+    GPU-hours and goodput over time. Health-aware placement: --policy health; node drains and
     proactive checkpoint-and-migrate: --drain-errors, --migrate."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
@@ -147,7 +148,7 @@ def replay(
             failures = FailureConfig(
                 rate=failure_rate, seed=failure_seed, checkpoint_min=checkpoint_min, restart_min=restart_min,
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
-                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
+                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_ahead_h=precursor_ahead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
                 drain_h=drain_h, drain_flaky=drain_flaky, drain_lift=drain_lift,
                 drain_lift_run=drain_lift_run, migrate=migrate,
