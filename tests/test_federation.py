@@ -350,13 +350,13 @@ def test_federation_cli(data_dir, carbon_dir, tmp_path):
         assert bad.exit_code == 2 and says in bad.output, bad.output
 
 
-def test_federation_list_names_every_dispatcher_its_parameters_and_the_oracles():
-    listed = CliRunner().invoke(app, ["federation", "--list"], env={"COLUMNS": "300"})
+def test_policies_lists_every_dispatcher_its_parameters_and_the_oracles():
+    listed = CliRunner().invoke(app, ["policies"], env={"COLUMNS": "300"})
     assert listed.exit_code == 0, listed.output
     for name in (*REGISTRY, "oracle-plan", "tau: float = 24.0", "perfect: bool = False", "protect: bool = True"):
         assert name in listed.output
     help_text = CliRunner().invoke(app, ["federation", "--help"], env={"COLUMNS": "160"}).output
-    assert len(help_text.splitlines()) <= 60 and "--list" in help_text
+    assert len(help_text.splitlines()) <= 60 and "`quasched policies` lists them" in help_text
 
 
 def test_federation_cli_says_when_the_trace_is_smaller_than_asked(carbon_dir):

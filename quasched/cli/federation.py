@@ -11,22 +11,9 @@ import typer
 from rich.console import Console
 
 from quasched.cli.common import DataDirOption, finite_option
-from quasched.federation.registry import DEFAULT_DISPATCHERS, RECOMMENDED, REGISTRY
+from quasched.federation.registry import DEFAULT_DISPATCHERS, RECOMMENDED
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-
-
-def list_dispatchers() -> None:
-    """Prints the dispatchers, their parameters and the oracles (``--list``)."""
-    from rich.table import Table
-
-    table = Table("dispatcher", "what it does", "parameters (name: type = default)", title="quasched federation",
-                  show_lines=True)
-    for name, summary, params in REGISTRY.describe():
-        table.add_row(name, summary, params or "-")
-    table.add_row("oracle-bound, oracle-plan, oracle", "offline (--oracle): the LP bound, its plan replayed, and the "
-                  "cheapest derated plan missing at most as many deadlines as the last dispatcher", "-")
-    console.print(table)
 
 
 def federation(
@@ -43,14 +30,13 @@ def federation(
                                    help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
-    dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated (see --list), parameters "
-                                    f"after a colon, e.g. 'greedy;{RECOMMENDED}:perfect=true'."),
+    dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, parameters after a colon, "
+                                    f"e.g. 'greedy;{RECOMMENDED}:perfect=true'; `quasched policies` lists them."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracles (HiGHS): the LP bound, its plan replayed, "
                                 "and the cheapest derated plan whose replay misses at most as many deadlines as the "
                                 "last dispatcher ('oracle')."),
     out: Optional[Path] = typer.Option(None, help="Write federation.csv, savings.png and allocation_seed*.png here."),
-    list_: bool = typer.Option(False, "--list", help="List the dispatchers and their parameters, then exit."),
 ) -> None:
     """Dispatch one job stream over clusters in different grid zones (with PUE) and compare dispatchers with offline
     HiGHS oracles: kg CO2e, kWh, deadline misses, waits and allocation per cluster.
@@ -58,7 +44,7 @@ def federation(
     Baselines: proportional, least-loaded, greenest, greedy. carbon-aware defers flexible jobs within their slack to
     forecast-green slots; carbon-defer (run last by default, the oracle is held to its misses) adds prices for the
     carbon a run takes from other jobs, node-level starts, re-decisions and nested bookings (docs/federation.md).
-    Oracles: the LP bound and executable plans. --list shows every dispatcher's parameters."""
+    Oracles: the LP bound and executable plans. `quasched policies` lists every dispatcher's parameters."""
     import numpy as np
 
     from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
@@ -69,9 +55,6 @@ def federation(
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
-    if list_:
-        list_dispatchers()
-        return
     names = [d.strip() for d in dispatchers.split(";") if d.strip()]
     try:
         for name in names or ["(none)"]:
