@@ -442,6 +442,7 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#drawer")).to_contain_text("succeeded")
         shot(page, "job-log")
         page.locator("#drawer-close").click()
+        expect(page.locator("#finished-table tr", has_text="crash")).to_contain_text("exit 3")
         page.locator("#finished-table").get_by_role("link", name=re.compile("crash")).click()
         drawer = page.locator("#drawer")
         expect(drawer).to_contain_text("Why it ended")

@@ -20,9 +20,8 @@ def policies() -> None:
     table = Table(show_lines=True)
     for column in ("name", "purpose", "what it does", "parameters (NAME: type = default)"):
         table.add_column(column, overflow="fold")
-    for info in REGISTRY.entries():
-        table.add_row(info.name, info.purpose, escape(info.summary),
-                      escape("\n".join(p.describe() for p in info.params)) or "-")
+    for name, summary, params in REGISTRY.describe():
+        table.add_row(name, REGISTRY.get(name).purpose, escape(summary), escape(params) or "-")
     console.print(table)
     dispatchers = Table(title="federation dispatchers (quasched federation --dispatchers)", show_lines=True)
     for column in ("name", "what it does", "parameters (NAME: type = default)"):
