@@ -90,7 +90,7 @@ def test_policies_lists_every_policy_with_purpose_and_typed_parameters():
     assert "ours" not in listing.lower().replace("hours", "")
 
 
-@pytest.mark.parametrize("command", ["serve", "simulate", "sweep"])
+@pytest.mark.parametrize("command", ["serve", "simulate", "replay", "sweep"])
 def test_help_points_to_the_policy_list_and_fits_a_screen(command):
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "160"})
     assert result.exit_code == 0

@@ -131,8 +131,14 @@ def test_serve_options(tmp_path, monkeypatch):
     ran["app"].state.service.store.close()
     (tmp_path / "c.yaml").write_text("pools:\n  - {name: a, count: 2, cpu: 8, memory: 32Gi}\n")
     r = cli("serve", "--db", str(tmp_path / "other.db"), "--cluster", str(tmp_path / "c.yaml"), "--policy", "bestfit")
-    assert r.exit_code == 0 and "2 nodes, policy bestfit" in r.output
+    assert r.exit_code == 0 and "2 nodes, policy bestfit" in r.output and "runs the commands" not in r.output
     ran["app"].state.service.store.close()
+    r = cli("serve", "--db", str(tmp_path / "other.db"), "--local-node", "a-1", "--state-dir", "st")
+    assert r.exit_code == 0 and "runs the commands of jobs placed on node a-1 (this machine)" in r.output
+    assert str(tmp_path / "st" / "jobs") in r.output.replace("\n", "")
+    ran["app"].state.service.store.close()
+    r = cli("serve", "--db", str(tmp_path / "other.db"), "--local-node", "b-9")
+    assert r.exit_code == 2 and "--local-node 'b-9': no such node" in r.output
     (tmp_path / "bad.yaml").write_text("pools: []\n")
     r = cli("serve", "--db", str(tmp_path / "third.db"), "--cluster", str(tmp_path / "bad.yaml"))
     assert r.exit_code == 2 and "pools" in r.output

@@ -3,7 +3,9 @@
 under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
 then published to the live stream. A background thread fires the controller's timers
 (completions by duration, grace-period ends) at :meth:`Controller.next_timer` or every half
-second. Also here: the built-in cluster, the first admin token and its file.
+second. With a local node, the :class:`~.executor.Executor` runs the commands of the jobs placed
+on it (fed the changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its
+GPUs. Also here: the built-in cluster, the first admin token and its file.
 
 Only the leader (:mod:`.leadership`) schedules and writes; a standby answers reads from a view of
 the store rebuilt at most every :data:`VIEW_S`, refuses writes naming the leader, and takes over
@@ -71,12 +73,12 @@ class Service:
         #: whether this server holds the lease and schedules (else a standby)
         self.leading = leading
         self.elector: Elector | None = None
-        self.health: HealthWatch | None = None
         self._viewed = -math.inf
+        self.state_dir = state_dir
         self.clock = clock
         self.options = options
-        self.state_dir = state_dir
-        self.executor: Executor | None = None
+        self.executor: Executor | None = None  # runs the commands of jobs on this machine's node, if any
+        self.health: HealthWatch | None = None
         self.lock = threading.RLock()
         self.metrics = ServiceMetrics()
         self.broker = Broker()
