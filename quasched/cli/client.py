@@ -171,7 +171,7 @@ def submit(
 
 def jobs(
     state: Optional[str] = typer.Option(None, help="Only jobs in this state: pending, running, preempting, "
-                                                   "succeeded, failed, cancelled."),
+                                                   "stopping, succeeded, failed, cancelled."),
     team: Optional[str] = typer.Option(None, help="Only this team's jobs."),
     limit: int = typer.Option(50, min=1, max=1000, help="At most this many (newest first)."),
     server: str = ServerOption,
