@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 import httpx
 import pytest
@@ -155,3 +156,18 @@ def test_kill_9_and_a_stall_of_the_leader_between_two_servers(postgres_url, tmp_
             if server.proc is not None and server.proc.poll() is None:
                 server.signal(signal.SIGCONT)
                 server.kill()
+
+
+def test_the_two_replica_manifest_routes_to_the_leader_only():
+    import yaml
+
+    docs = {d["kind"]: d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/service-ha.yaml").read_text())}
+    deployment, service = docs["Deployment"], docs["Service"]
+    assert deployment["spec"]["replicas"] == 2
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    args = container["args"]
+    assert args[args.index("--db") + 1] == "$(QUASCHED_DB)" and "--advertise-url" in args
+    assert "postgresql" in docs["Secret"]["stringData"]["url"]
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
