@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -177,12 +178,13 @@ def _runs_under(pid: int, workdir: Path) -> bool:
         return False
 
 
-def kill_leader(servers: list[Server]) -> float:
-    """SIGKILL the leader; with a standby, the seconds until it leads, then restart the killed one as standby."""
+def kill_leader(servers: list[Server]) -> tuple[float, float]:
+    """SIGKILL the leader; with a standby, the seconds until it leads and the seconds of its rebuild (as it
+    reports them), then restart the killed one as standby."""
     if len(servers) == 1:
         servers[0].kill()
         servers[0].start()
-        return 0.0
+        return 0.0, 0.0
     wait_for(lambda: any(s.ready() for s in servers), 60, "a leader")
     leader = next(s for s in servers if s.ready())
     killed = time.monotonic()
@@ -190,8 +192,9 @@ def kill_leader(servers: list[Server]) -> float:
     other = next(s for s in servers if s is not leader)
     wait_for(other.ready, 60, "the standby takes over")
     took = time.monotonic() - killed
+    rebuilt = [float(m.group(1)) for line in other.output if (m := re.search(r"rebuilt .* in ([0-9.]+) s", line))]
     leader.start()
-    return took
+    return took, rebuilt[-1] if rebuilt else float("nan")
 
 
 def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: bool = False,
@@ -214,7 +217,7 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
         servers = [Server(db, Path(tmp), port + i, extra) for i in range(2 if standby else 1)]
         for server in servers:
             server.start()
-        takeovers: list[float] = []
+        takeovers: list[tuple[float, float]] = []
         acked: dict[str, int] = {}
         errors: Counter = Counter()
         stop = threading.Event()
@@ -249,8 +252,10 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
     print(f"{db_kind}{' with a standby' if standby else ''}: {len(acked)} acknowledged of {jobs} in {elapsed:.1f} s "
           f"with {killed} SIGKILLs; retries: {dict(errors)}")
     if standby:
-        print(f"  take-over (SIGKILL of the leader to the standby's /readyz 200): p50 "
-              f"{statistics.median(takeovers):.1f} s, max {max(takeovers):.1f} s over {len(takeovers)}")
+        took, rebuilt = [t for t, _ in takeovers], [r for _, r in takeovers]
+        print(f"  take-over (SIGKILL of the leader to the standby's /readyz 200): p50 {statistics.median(took):.1f} s, "
+              f"max {max(took):.1f} s over {len(took)}; of which the rebuild from the store: p50 "
+              f"{statistics.median(rebuilt):.1f} s, max {max(rebuilt):.1f} s")
     print("  every acknowledged job present exactly once, none placed twice, no device or node over capacity, "
           "client order kept, no write of a stale leader: " + ("YES" if not problems else f"NO ({len(problems)} problems)"))
     if commands:

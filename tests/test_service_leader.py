@@ -97,7 +97,8 @@ def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
     with service_a.store.engine.begin() as conn:  # the leader stalls: its lease runs out unrenewed
         conn.exec_driver_sql("UPDATE lease SET expires_at = 0")
     service_b.elector.round()
-    assert service_b.leading and service_b.store.epoch == 2
+    wait_for(lambda: service_b.leading, 60, "the standby takes over")
+    assert service_b.store.epoch == 2
     before = stored_events(postgres_url)
     clock.advance(11)  # the stale leader wakes: two jobs end, the third would start on its devices
     with pytest.raises(Exception, match="standby"):
