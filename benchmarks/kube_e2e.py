@@ -122,10 +122,10 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                               "gpus_requested": round(sum(float((m["metadata"]["annotations"] or {}).get(
                                   "gpu-fraction", m["spec"]["containers"][0]["resources"]["limits"][GPU]))
                                   for m in manifests), 2)}
-    with KubeCluster(base / "k8s", q.url, in_tree_scores=args.in_tree_scores,
+    with KubeCluster(base / "k8s", q.verbs_url, in_tree_scores=args.in_tree_scores,
                      disable_admission=("Priority",)) as kc:
         result["startup_s"] = round(kc.startup_s, 2)
-        q.kubeconfig = kc.kubeconfig
+        q.attach(kc)
         kc.add_gpu_nodes(shapes)
         q.start()
         try:

@@ -54,8 +54,8 @@ def test_harness_scheduler_calls_a_stub_extender(tmp_path: Path) -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeCluster, Quasched]]:
     base = tmp_path_factory.mktemp("kube-e2e")
     q = Quasched(base / "quasched", None)
-    with KubeCluster(base / "k8s", q.url) as kc:
-        q.kubeconfig = kc.kubeconfig
+    with KubeCluster(base / "k8s", q.verbs_url) as kc:
+        q.attach(kc)
         kc.add_gpu_nodes(openb_nodes(NODES))
         q.start()
         try:
