@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -207,7 +208,7 @@ class KubeCluster:
     def __init__(self, workdir: str | Path, extender_url: str | None, scheduler_name: str = "quasched",
                  extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int | None = None,
                  in_tree_scores: bool = False, disable_admission: Sequence[str] = (),
-                 verbosity: int = 1) -> None:
+                 verbosity: int = 1, lone_scheduler: bool = True) -> None:
         reason = missing()
         if reason:
             raise RuntimeError(reason)
@@ -221,6 +222,7 @@ class KubeCluster:
         self.percentage = percentage_of_nodes_to_score
         self.in_tree_scores = in_tree_scores
         self.verbosity = verbosity
+        self.lone_scheduler = lone_scheduler
         # ServiceAccount: no controller manager creates the default account; TaintNodesByCondition: no
         # not-ready taint on fake nodes (no kubelet); Priority (optional): lets pods set spec.priority directly
         self.disabled_admission = ["ServiceAccount", "TaintNodesByCondition", *disable_admission]
@@ -249,14 +251,15 @@ class KubeCluster:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def start(self, scheduler: bool = True) -> None:
-        """etcd, kube-apiserver and (``scheduler``) the lone kube-scheduler; ``start_scheduler(replica)`` adds more."""
+    def start(self) -> None:
+        """etcd, kube-apiserver and (``lone_scheduler``) one kube-scheduler; ``start_scheduler(replica)`` adds
+        replicas that elect a leader."""
         t0 = time.monotonic()
         self._certs()
         self._start_etcd()
         self._start_apiserver()
         self._write_kubeconfig()
-        if scheduler:
+        if self.lone_scheduler:
             self.start_scheduler()
         self.startup_s = time.monotonic() - t0
 
@@ -562,8 +565,10 @@ class Quasched:
         """An HTTPS client of the verbs' listener (verifying quasched's certificate), with kube-scheduler's client
         certificate or (``client_cert=False``) without one."""
         assert self.certs is not None and self.tls_port is not None
-        return httpx.Client(base_url=self.verbs_url, verify=str(self.certs / "ca.crt"), timeout=30,
-                            cert=(str(self.certs / "client.crt"), str(self.certs / "client.key")) if client_cert else None)
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        if client_cert:
+            context.load_cert_chain(str(self.certs / "client.crt"), str(self.certs / "client.key"))
+        return httpx.Client(base_url=self.verbs_url, verify=context, timeout=30)
 
     def start(self, timeout_s: float = 60.0) -> None:
         out = open(self.log, "ab")
@@ -634,6 +639,46 @@ class Quasched:
 
     def metrics(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
+
+
+# ---------------------------------------------------------------- two replicas (deploy/quasched.yaml's set-up)
+class Pairs:
+    """Replicas of deploy/quasched.yaml on one control plane: each a kube-scheduler (leader election on the Lease
+    ``quasched/quasched-scheduler``, its own host name) with its own ``quasched serve`` sidecar, which binds only
+    while that kube-scheduler holds the Lease. ``kc`` must be started with ``lone_scheduler=False``."""
+
+    def __init__(self, kc: KubeCluster, workdir: Path, names: Sequence[str] = ("replica-a", "replica-b"),
+                 policy: str = "fgd") -> None:
+        self.kc = kc
+        self.quasched = {name: Quasched(workdir / name, None, policy=policy, extra_args=[
+            "--kube-lease", f"{LEASE_NAMESPACE}/{LEASE_NAME}", "--kube-scheduler-identity", name]) for name in names}
+
+    def start(self, nodes: int) -> None:
+        """Start every sidecar (each sees ``nodes`` nodes), then every kube-scheduler; wait for a leader."""
+        for q in self.quasched.values():
+            q.attach(self.kc)
+            q.start()
+            q.ensure_queue("default")
+        for q in self.quasched.values():
+            wait_for("quasched sees the nodes", lambda: len(q.nodes()) == nodes, 60, q.proc, q.log)
+        for name, q in self.quasched.items():
+            self.kc.start_scheduler(name, q.verbs_url)
+        wait_for("a leader", self.leader, 60)
+
+    def leader(self) -> str | None:
+        """The replica whose kube-scheduler holds the Lease (None: none yet)."""
+        holder = self.kc.lease_holder()
+        return next((name for name in self.quasched if holder.startswith(name + "_")), None)
+
+    def kill(self, name: str) -> None:
+        """``kill -9`` of the pair: its kube-scheduler first (so no extender call of it ever fails), then quasched."""
+        self.kc.stop_scheduler(name, signal.SIGKILL)
+        self.quasched[name].kill()
+
+    def stop(self) -> None:
+        for name, q in self.quasched.items():
+            self.kc.stop_scheduler(name)
+            q.stop()
 
 
 # ---------------------------------------------------------------- a minimal extender (harness self-check)
