@@ -5,7 +5,7 @@ Usage: python benchmarks/batch_table.py RUN/results.csv [RUN2/results.csv ...]
 Later files override earlier ones for the same (instance, machines, solver): pass the full
 run first, then e.g. a MILP-only run whose times were measured with nothing else running.
 Entries are jobs / distinct apps / weighted objective; percentages are the weighted
-objective over the MILP's proven upper bound.
+objective over the MILP's proven upper bound. The table is printed and written to ``results/batch/table.md``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 SOLVERS = ("greedy-qua", "greedy", "milp", "qubo-sa", "qaoa")
+#: where the table is also written
+OUT = Path("results/batch/table.md")
 
 
 def load(paths: list[Path]) -> dict[tuple[str, int, str], dict]:
@@ -64,4 +66,7 @@ def table(rows: dict[tuple[str, int, str], dict]) -> str:
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
-    print(table(load([Path(p) for p in sys.argv[1:]])))
+    text = table(load([Path(p) for p in sys.argv[1:]]))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text + "\n")
+    print(text)

@@ -11,7 +11,7 @@ objects with a Ready condition. Everything listens on 127.0.0.1 only.
 - :class:`Quasched` runs ``quasched serve`` as a child process (so it can be SIGKILLed);
 - :class:`StubExtender` is a minimal stdlib extender (passes every node, binds) to check the
   harness without quasched;
-- helpers: :func:`openb_nodes` (node shapes sampled from the openb trace), :meth:`KubeCluster.add_gpu_nodes`,
+- building blocks: :func:`openb_nodes` (node shapes sampled from the openb trace), :meth:`KubeCluster.add_gpu_nodes`,
   :meth:`KubeCluster.create_pod`, :meth:`KubeCluster.wait_bound`, :meth:`KubeCluster.events`.
 
 docs/kubernetes-e2e.md describes the set-up and the measured quirks.
@@ -427,7 +427,7 @@ class KubeCluster:
         r = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}")
         return str((self.check(r).get("spec") or {}).get("holderIdentity") or "") if r.status_code != 404 else ""
 
-    # ------------------------------------------------------------ API helpers
+    # ------------------------------------------------------------ API calls
     def check(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise RuntimeError(f"{response.request.method} {response.request.url.path}: "

@@ -414,3 +414,46 @@ def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#map-tip")).to_contain_text("unhealthy")
         shot(page, "map-1213")
         page.context.close()
+
+
+def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
+    """A job's command runs on this machine's node (v100-0): its drawer follows the log as it is written; the
+    Teams view sums usage per team."""
+    import sys
+
+    from quasched.service.loop_state import LoopOptions
+
+    options = LoopOptions(local_node="v100-0", grace_s=1.0)
+    with running_service(tmp_path, small_cluster(), options=options, state_dir=tmp_path / "state") as service:
+        writes = "import time\nfor i in range(8):\n    print('step', i, 'loss', 1 / (i + 1), flush=True); time.sleep(0.4)"
+        job = service.submit(name="train", team="default", cpu=2, memory="4GiB", gpus=2, gpu_model="V100",
+                             command=[sys.executable, "-c", writes])
+        bad = service.submit(name="crash", team="default", cpu=1, memory="1GiB", gpus=0.5, gpu_model="V100",
+                             command=[sys.executable, "-c", "import sys; print('CUDA error: out of memory'); sys.exit(3)"])
+        open_dashboard(page, service)
+        tab(page, "Jobs")
+        page.locator("#running-table").get_by_role("link", name=re.compile("train")).click()
+        log = page.locator("#job-log")
+        expect(log).to_contain_text("step 0")  # while it runs
+        expect(page.locator("#drawer")).to_contain_text("python")
+        assert "step 7" not in log.inner_text()
+        expect(log).to_contain_text("step 7", timeout=15_000)
+        expect(page.locator("#job-log-state")).to_have_text("complete", timeout=15_000)
+        expect(page.locator("#drawer")).to_contain_text("succeeded")
+        shot(page, "job-log")
+        page.locator("#drawer-close").click()
+        page.locator("#finished-table").get_by_role("link", name=re.compile("crash")).click()
+        drawer = page.locator("#drawer")
+        expect(drawer).to_contain_text("Why it ended")
+        expect(drawer).to_contain_text("exited with code 3")
+        expect(page.locator("#job-log")).to_contain_text("out of memory")
+        page.locator("#drawer-close").click()
+        tab(page, "Teams")
+        row = page.locator('#usage tr[data-team="default"]')
+        expect(row.locator("td").nth(1)).to_have_text("2")  # jobs
+        usage = service.http.get("/usage").json()[0]  # both ended: 2 GPUs x ~3 s + 0.5 GPU x a moment
+        done = [service.http.get(f"/jobs/{j['id']}").json() for j in (job, bad)]
+        assert usage["gpu_hours"] == pytest.approx(sum(d["gpu_hours"] for d in done)) and usage["gpu_hours"] > 0
+        assert float(row.locator("td.gpu-hours").inner_text()) == pytest.approx(usage["gpu_hours"], rel=0.01)
+        shot(page, "usage")
+        page.context.close()  # before the server stops (its live stream would hold the shutdown)

@@ -1,8 +1,8 @@
 """Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
-``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of ``--help``);
-the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``, ``federation``, ``serve``
-``client`` and ``runs``."""
+``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of
+``--help``); the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``,
+``federation``, ``serve``, ``client`` and ``runs``."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
 for function in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.cancel, runs.logs, runs.usage, client.token):
+                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token):
     app.command()(with_clean_errors(function))
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from quasched.service.auth import Reader
 from quasched.service.routing import API, JobId, not_found
 from quasched.service.schemas import UsageOut
+from quasched.service.store import TeamUsage
 
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
@@ -58,7 +59,7 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
     @app.get(f"{API}/jobs/{{job_id}}/logs", tags=["jobs"], response_class=PlainTextResponse,
              responses={404: {"description": "No such job, or it runs no command here."}})
     async def logs(job_id: JobId, who: Reader, request: Request,
-                   follow: Annotated[bool, Query(description="Keep sending what the job writes until it ends.")] = False,
+                   follow: Annotated[bool, Query(description="Send what the job writes until it ends.")] = False,
                    tail: Annotated[int | None, Query(ge=0, le=1_000_000, description="Only the last lines.")] = None,
                    ) -> StreamingResponse:
         """The job's stdout and stderr (its team or an admin): whole, its last lines, or followed while it runs."""
@@ -98,10 +99,10 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
         out = []
         for team in teams:
             mine = [j for j in live if j.spec.team == team]
-            wall, gpu = sum(j.usage(now)[0] - j.wall_s for j in mine), sum(j.usage(now)[1] - j.gpu_hours for j in mine)
-            row = stored.get(team)
-            out.append(UsageOut(team=team, jobs=row.jobs if row else 0, running=len(mine),
-                                wall_s=(row.wall_s if row else 0.0) + wall, gpu_hours=(row.gpu_hours if row else 0.0) + gpu))
+            row = stored.get(team) or TeamUsage(team, 0, 0.0, 0.0)
+            wall = row.wall_s + sum(j.usage(now)[0] - j.wall_s for j in mine)
+            gpu = row.gpu_hours + sum(j.usage(now)[1] - j.gpu_hours for j in mine)
+            out.append(UsageOut(team=team, jobs=row.jobs, running=len(mine), wall_s=wall, gpu_hours=gpu))
         return out
 
 

@@ -5,7 +5,7 @@ export const BASE = '/api/v1';
 
 /** Event kinds the stream sends (``event: <kind>``); EventSource only delivers named events we listen to. */
 export const EVENT_KINDS = [
-  'submitted', 'started', 'succeeded', 'failed', 'cancelled', 'preempting', 'preempted', 'evicted',
+  'submitted', 'started', 'stopping', 'succeeded', 'failed', 'cancelled', 'preempting', 'preempted', 'evicted',
   'migrated', 'requeued', 'node-added', 'node-removed', 'node-cordoned', 'node-uncordoned',
   'device-healthy', 'device-unhealthy',
 ];
@@ -74,6 +74,27 @@ export async function api(path, { method = 'GET', body } = {}) {
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   if (!res.ok) throw new ApiError(res.status, data && data.detail !== undefined ? data.detail : (data || res.statusText));
   return data;
+}
+
+/**
+ * Follow a job's log (``GET /jobs/{id}/logs?follow=true``): ``onText(chunk)`` for each piece as the job writes
+ * it; resolves with "ended" when the job has ended, "none" when it runs no command here. ``signal`` aborts.
+ */
+export async function followLog(id, tail, onText, signal) {
+  const headers = {};
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const res = await fetch(`${BASE}/jobs/${id}/logs?follow=true&tail=${tail}`, { headers, signal, cache: 'no-store' });
+  if (res.status === 404) return 'none';
+  if (!res.ok) throw new ApiError(res.status, res.statusText);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    onText(decoder.decode(value, { stream: true }));
+  }
+  return 'ended';
 }
 
 /**

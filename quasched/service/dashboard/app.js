@@ -1,13 +1,13 @@
 // The dashboard: token, tabs, throttled refresh driven by the live stream, and the wiring of the views.
 
-import { api, ApiError, clearToken, getToken, openStream, setToken, takeTokenFromUrl } from './api.js';
+import { api, ApiError, clearToken, followLog, getToken, openStream, setToken, takeTokenFromUrl } from './api.js';
 import { lineChart } from './charts.js';
 import { detailHtml } from './detail.js';
 import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, since } from './format.js';
 import { finishedRows, pendingRows, runningRows, stateBadge } from './jobs.js';
 import { ClusterMap, legendHtml } from './map.js';
 import { fillOptions, setupSubmit } from './submit.js';
-import { teamsHtml } from './teams.js';
+import { teamsHtml, usageHtml } from './teams.js';
 
 /** At most one refresh per this many ms (≤ 2/s however busy the stream is). */
 const MIN_REFRESH_MS = 500;
@@ -82,6 +82,7 @@ async function refresh(parts) {
   if (parts.has('snapshot')) tasks.push(loadSnapshot());
   if (parts.has('jobs')) tasks.push(loadJobs());
   if (parts.has('queues')) tasks.push(api('/queues').then((q) => { state.queues = q; }));
+  if (parts.has('queues')) tasks.push(api('/usage').then((u) => { state.usage = u; }));
   if (parts.has('trends')) tasks.push(loadTrends());
   if (parts.has('detail') && state.detailId != null) tasks.push(loadDetail());
   const results = await Promise.allSettled(tasks);
@@ -102,13 +103,13 @@ async function loadSnapshot() {
 }
 
 async function loadJobs() {
-  const [pending, running, preempting, recent] = await Promise.all([
+  const [pending, running, preempting, stopping, recent] = await Promise.all([
     api('/jobs?state=pending&limit=1000'), api('/jobs?state=running&limit=1000'),
-    api('/jobs?state=preempting&limit=1000'), api(`/jobs?limit=${RECENT}`),
+    api('/jobs?state=preempting&limit=1000'), api('/jobs?state=stopping&limit=1000'), api(`/jobs?limit=${RECENT}`),
   ]);
   const pos = (j) => (j.position == null ? Infinity : j.position);
   state.pending = pending.sort((a, b) => pos(a) - pos(b) || a.id - b.id);
-  state.running = [...preempting, ...running].sort((a, b) => b.id - a.id);
+  state.running = [...preempting, ...stopping, ...running].sort((a, b) => b.id - a.id);
   state.finished = recent.filter((j) => FINISHED.has(j.state));
   state.jobs = new Map([...state.pending, ...state.running].map((j) => [j.id, j]));
   for (const j of state.jobs.values()) { seeTime(j.submitted_at); seeTime(j.started_at); }
@@ -210,7 +211,9 @@ function tickClocks() {
 }
 
 function renderTeams() {
-  if (state.tab === 'teams') $('#teams').innerHTML = teamsHtml(state.queues);
+  if (state.tab !== 'teams') return;
+  $('#teams').innerHTML = teamsHtml(state.queues);
+  $('#usage').innerHTML = usageHtml(state.usage || []);
 }
 
 function renderOptions() {
@@ -243,8 +246,42 @@ function renderDetail() {
   }
   $('#drawer-title').innerHTML = `#${j.id} ${esc(j.name)} ${stateBadge(j.state)}`;
   $('#drawer-body').innerHTML = detailHtml(j);
+  if ((j.command || []).length && (!jobLog || jobLog.id !== j.id)) startLog(j.id);
+  renderLog();
   map.setHighlight(j.placement);
   applyArmed();
+}
+
+/** The open job's log, followed while the drawer shows it: {id, text, status, abort}. */
+let jobLog = null;
+const LOG_KEEP = 256 * 1024;
+
+function startLog(id) {
+  stopLog();
+  const abort = new AbortController();
+  const log = { id, text: '', status: 'following', abort };
+  jobLog = log;
+  followLog(id, 500, (chunk) => {
+    log.text = (log.text + chunk).slice(-LOG_KEEP);
+    renderLog();
+  }, abort.signal).then((end) => { log.status = end; }, (err) => {
+    log.status = err.name === 'AbortError' ? 'closed' : `error: ${err.message}`;
+  }).finally(renderLog);
+}
+
+function stopLog() {
+  if (jobLog) jobLog.abort.abort();
+  jobLog = null;
+}
+
+function renderLog() {
+  const el = $('#job-log');
+  if (!el || !jobLog || jobLog.id !== state.detailId) return;
+  const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
+  el.textContent = jobLog.text || (jobLog.status === 'none' ? 'It runs no command on this machine.' : 'No output yet.');
+  if (atEnd) el.scrollTop = el.scrollHeight;
+  const label = { following: 'following', ended: 'complete', none: '' }[jobLog.status];
+  $('#job-log-state').textContent = label ?? jobLog.status;
 }
 
 // ------------------------------------------------------------ actions
@@ -256,6 +293,7 @@ function openJob(id) {
 }
 
 function closeJob() {
+  stopLog();
   state.detailId = null;
   state.detail = null;
   map.setHighlight(null);

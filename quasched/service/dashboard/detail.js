@@ -1,6 +1,6 @@
 // The job detail drawer: fields, placement, pending reason, event history (GET /jobs/{id}).
 
-import { esc, fmtData, fmtDuration, fmtGpus, fmtMiB, fmtNum, fmtTime, FINISHED } from './format.js';
+import { esc, fmtData, fmtDuration, fmtGpus, fmtHours, fmtMiB, fmtNum, fmtTime, FINISHED, shellJoin } from './format.js';
 import { evidenceHtml, reasonBadge, stateBadge } from './jobs.js';
 
 export function detailHtml(j) {
@@ -14,24 +14,31 @@ export function detailHtml(j) {
     field('Pods', j.pods),
     field('Per pod', `${fmtNum(j.cpu)} cores · ${fmtMiB(j.memory_mib)} · ${fmtGpus(j.gpus)} GPU${j.gpus > 1 ? 's' : ''}`),
     field('GPU model', esc(j.gpu_model || 'any')),
-    field('Duration', j.duration_s == null ? 'until reported' : fmtDuration(j.duration_s)),
+    (j.command || []).length ? field('Command', `<code>${esc(shellJoin(j.command))}</code>`)
+      : field('Duration', j.duration_s == null ? 'until reported' : fmtDuration(j.duration_s)),
+    j.time_limit_s != null ? field('Time limit', fmtDuration(j.time_limit_s)) : '',
+    j.exit_code != null ? field('Exit code', `<b>${j.exit_code}</b>`) : '',
+    field('Usage', `${fmtDuration(j.wall_s)} run · ${fmtHours(j.gpu_hours)} GPU-hours`),
     field('Submitted', fmtTime(j.submitted_at)),
     field('Started', fmtTime(j.started_at)),
     field('Finished', fmtTime(j.finished_at)),
-    j.position != null ? field('Queue position', j.position + 1) : '',
+    j.position != null ? field('Queue position', j.position) : '',
     j.solver ? field('Placed by', esc(j.solver) + (j.gap != null ? ` <span class="muted">gap ${j.gap}</span>` : '')) : '',
     j.restarts ? field('Restarts', j.restarts) : '',
   ].join('');
   const placement = (j.placement || []).length ? `<h3>Placement</h3><ul class="placement-list">${j.placement.map((p, i) =>
     `<li><span class="muted">pod ${i}</span> <a href="#" data-action="node" data-node="${esc(p.node)}">${esc(p.node)}</a>
       GPU ${p.devices.length ? p.devices.join(', ') : '–'}</li>`).join('')}</ul>` : '';
-  const reason = j.reason ? `<h3>Why pending</h3><p>${reasonBadge(j.reason.code)} ${esc(j.reason.message)}</p>
+  const why = j.state === 'pending' ? 'Why pending' : j.state === 'stopping' ? 'Why stopping' : 'Why it ended';
+  const reason = j.reason ? `<h3>${why}</h3><p>${reasonBadge(j.reason.code)} ${esc(j.reason.message)}</p>
     ${evidenceHtml(j.reason.evidence)}` : '';
   const events = (j.events || []).map((e) => `<tr><td class="nowrap">${fmtTime(e.time)}</td><td><b>${esc(e.kind)}</b></td>
     <td>${esc(e.node || '')}</td><td class="data">${esc(fmtData(e.data))}</td></tr>`).join('');
   const cancel = FINISHED.has(j.state) ? '' :
     `<button type="button" class="btn btn-danger" data-action="cancel" data-id="${j.id}">Cancel job</button>`;
-  return `<dl class="fields">${fields}</dl>${cancel}${reason}${placement}
+  const log = (j.command || []).length ? `<h3>Log <span class="muted small" id="job-log-state"></span></h3>
+    <pre id="job-log" class="log" tabindex="0" aria-label="Output of job ${j.id}"></pre>` : '';
+  return `<dl class="fields">${fields}</dl>${cancel}${reason}${placement}${log}
     <h3>Events</h3>
     <table class="grid events"><thead><tr><th>Time</th><th>Event</th><th>Node</th><th>Data</th></tr></thead>
     <tbody>${events || '<tr><td colspan="4" class="empty">No events.</td></tr>'}</tbody></table>`;

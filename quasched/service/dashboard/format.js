@@ -1,4 +1,4 @@
-// Formatting helpers shared by the views (no DOM state here).
+// Formatting functions shared by the views (no DOM state here).
 
 const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -17,6 +17,18 @@ export function fmtTime(t) {
   const today = new Date();
   const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
   return d.toDateString() === today.toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
+}
+
+/** Hours (or GPU-hours) with 3 significant digits below 100: "0.00222", "1.50", "12.5", "340". */
+export function fmtHours(h) {
+  if (h == null || !Number.isFinite(h)) return '–';
+  if (h === 0) return '0';
+  return h >= 100 ? String(Math.round(h)) : Number(h.toPrecision(3)).toString();
+}
+
+/** Argv as a shell would need it typed: words with spaces or quotes in single quotes. */
+export function shellJoin(argv) {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
 }
 
 /** Seconds as "45s", "12m", "2h 5m", "3d 4h". */

@@ -1,6 +1,6 @@
 // The Teams view: per queue, GPUs used (within quota / borrowed) against quota and fair share.
 
-import { esc, fmtNum } from './format.js';
+import { esc, fmtHours, fmtNum } from './format.js';
 
 const quotaTotal = (q) => Object.values(q.quota || {}).reduce((a, b) => a + b, 0);
 
@@ -8,6 +8,18 @@ function quotaText(q) {
   const entries = Object.entries(q.quota || {});
   if (!entries.length) return 'no quota (not limited)';
   return entries.map(([m, v]) => `${m === '*' ? 'any model' : m}: ${fmtNum(v)}`).join(' · ');
+}
+
+/** Per team: jobs, running now, wall time run and GPU-hours booked (``GET /usage``). */
+export function usageHtml(rows) {
+  if (!rows.length) return '';
+  const body = rows.map((u) => `<tr data-team="${esc(u.team)}"><td>${esc(u.team)}</td><td class="num">${u.jobs}</td>
+    <td class="num">${u.running}</td><td class="num">${fmtHours(u.wall_s / 3600)}</td>
+    <td class="num gpu-hours"><b>${fmtHours(u.gpu_hours)}</b></td></tr>`).join('');
+  return `<h2>Usage</h2><table class="grid usage"><thead><tr><th>Team</th><th class="num">Jobs</th>
+    <th class="num">Running</th><th class="num">Wall hours</th><th class="num">GPU-hours</th></tr></thead>
+    <tbody>${body}</tbody></table>
+    <p class="muted small">GPU-hours: GPUs held × hours run, the runs so far (the current ones included).</p>`;
 }
 
 /** One row per queue; bars share one scale (the largest of quota, use and fair share). */
