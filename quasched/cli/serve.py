@@ -193,7 +193,7 @@ def serve(
     from quasched.service.api import create_app, sqlite_file
     from quasched.service.loop_state import LoopOptions
 
-    kube = verbs_tls = None
+    kube = verbs_tls = verbs_listener = None
     extensions = []
     if kube_extender:
         from quasched.kube.client import KubernetesClient
@@ -205,10 +205,9 @@ def serve(
             fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
         verbs_tls = kube_verbs_tls(kube_tls_cert, kube_tls_key, kube_client_ca, kube_tls_host, kube_tls_port,
                                    kube_plain_http)
+        verbs_listener = listen(verbs_tls.host, verbs_tls.port) if verbs_tls else None
         if kube_lease is not None and (kube_lease.count("/") != 1 or not all(kube_lease.split("/"))):
             raise typer.BadParameter("NAMESPACE/NAME", param_hint="--kube-lease")
-        import socket
-
         # Kubernetes owns evictions: no preemption, no swapping
         kube = KubeOptions(client=client, sync=kube_sync, scheduler_names=tuple(kube_scheduler_name),
                            lease=kube_lease, identity=kube_scheduler_identity or socket.gethostname(),
@@ -254,10 +253,10 @@ def serve(
         console.print(f"  dashboard {base}/#token=<the token in {service.token_file}>")
     else:
         console.print(f"  dashboard {base}/")
-    if verbs_tls is not None:
+    if verbs_tls is not None and verbs_listener is not None:
         from quasched.kube.tls import run
 
-        return run(service_app, host, port, verbs_tls)
+        return run(service_app, listener, verbs_listener, verbs_tls)
     from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
 
     config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)

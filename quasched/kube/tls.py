@@ -10,6 +10,7 @@ verbs answer on that listener only (:attr:`~.extender.KubeOptions.verbs_port`). 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,25 +36,25 @@ class VerbsTLS:
         context.load_cert_chain(str(self.cert), str(self.key))
 
 
-def configs(app: Any, host: str, port: int, tls: VerbsTLS) -> list[Any]:
-    """uvicorn configurations: the service on ``host:port``, the verbs' mutual-TLS listener (no lifespan)."""
+def configs(app: Any, tls: VerbsTLS) -> list[Any]:
+    """uvicorn configurations: the service's, then the verbs' mutual-TLS listener's (no lifespan)."""
     import uvicorn
 
     common: dict[str, Any] = dict(log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)
-    return [uvicorn.Config(app, host=host, port=port, **common),
-            uvicorn.Config(app, host=tls.host, port=tls.port, lifespan="off", ssl_certfile=str(tls.cert),
-                           ssl_keyfile=str(tls.key), ssl_ca_certs=str(tls.client_ca),
-                           ssl_cert_reqs=ssl.CERT_REQUIRED, **common)]
+    return [uvicorn.Config(app, **common),
+            uvicorn.Config(app, lifespan="off", ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
+                           ssl_ca_certs=str(tls.client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED, **common)]
 
 
-def run(app: Any, host: str, port: int, tls: VerbsTLS) -> None:
-    """Serve until a signal (or either server's failure) stops both."""
+def run(app: Any, service: socket.socket, verbs: socket.socket, tls: VerbsTLS) -> None:
+    """Serve the service on the listening socket ``service`` and the verbs on ``verbs`` until a signal (or either
+    server's failure) stops both."""
     import uvicorn
 
-    servers = [uvicorn.Server(config) for config in configs(app, host, port, tls)]
+    servers = [uvicorn.Server(config) for config in configs(app, tls)]
 
     async def both() -> None:
-        tasks = [asyncio.ensure_future(server.serve()) for server in servers]
+        tasks = [asyncio.ensure_future(server.serve(sockets=[sock])) for server, sock in zip(servers, (service, verbs))]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for server in servers:
             server.should_exit = True
