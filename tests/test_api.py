@@ -1,6 +1,6 @@
 """HTTP API contract (docs/service.md): jobs, queues, nodes, auth, bad input, snapshot/metrics/events, restart.
 
-FastAPI's TestClient on a tmp SQLite database and a 4-node cluster (tests/test_api_helpers.py);
+FastAPI's TestClient on a tmp SQLite database and a 4-node cluster (tests/api_support.py);
 the clock is moved by hand and timers fired with ``service.tick()``.
 """
 
@@ -16,7 +16,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from test_api_helpers import Clock, bearer, db_url, job_body, make_app, small_cluster
+from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
 
 API = "/api/v1"
 

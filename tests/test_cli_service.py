@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
-from test_api_helpers import live_server, make_app
+from api_support import live_server, make_app
 
 runner = CliRunner()
 

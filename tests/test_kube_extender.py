@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import pytest
 from fastapi.testclient import TestClient
-from test_api_helpers import Clock, bearer, make_app
+from api_support import Clock, bearer, make_app
 
 from quasched.kube.convention import DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_api_helpers import bearer, make_app
+from api_support import bearer, make_app
 from test_kube_extender import FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
 
 from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec, mebibytes, milli, node_record,

@@ -149,7 +149,7 @@ def submit(
     if name is None:
         if not argv:
             fail("give --name, or a command after --")
-        name = shlex.join(argv)[:60]
+        name = shlex.join([argv[0].rsplit("/", 1)[-1], *argv[1:]])[:60]
     variables = dict(item.partition("=")[::2] for item in env)
     if any("=" not in item for item in env):
         fail(f"--env {next(i for i in env if '=' not in i)!r}: write KEY=VALUE")

@@ -90,8 +90,9 @@ def replay(
     flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
     flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
                                     "--failure-rate)."),
-    precursor_share: float = _failures(0.0, "Share of fatal failures preceded by a non-fatal warning on the same "
-                                       "GPU (e.g. a pending row remap; an assumption, 0 = none)."),
+    precursor_share: float = _failures(0.5, "Share of fatal failures preceded by a non-fatal warning on the same "
+                                       "GPU (e.g. a pending row remap): a property of your fleet, set it from "
+                                       "your logs; 0 = none."),
     precursor_lead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
     false_warnings: float = _failures(1.0, "Warnings followed by nothing, per true warning."),
     drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
