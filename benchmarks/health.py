@@ -352,7 +352,7 @@ def main() -> None:
     parser.add_argument("--flaky-share", type=float, default=0.05)
     parser.add_argument("--flaky-factor", type=float, default=20.0)
     parser.add_argument("--precursor-share", type=float, default=0.0)
-    parser.add_argument("--precursor-lead-h", type=float, default=24.0)
+    parser.add_argument("--precursor-ahead-h", type=float, default=24.0)
     parser.add_argument("--false-warnings", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
     parser.add_argument("--reuse", type=Path, nargs="+", default=[],
@@ -365,7 +365,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     options = {"checkpoint_min": args.checkpoint_min, "restart_min": args.restart_min,
                "flaky_share": args.flaky_share, "flaky_factor": args.flaky_factor,
-               "precursor_share": args.precursor_share, "precursor_lead_h": args.precursor_lead_h,
+               "precursor_share": args.precursor_share, "precursor_ahead_h": args.precursor_ahead_h,
                "false_warnings": args.false_warnings}
     if args.from_csv:
         runs = pd.read_csv(args.out / "health_runs.csv")

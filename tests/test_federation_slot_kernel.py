@@ -32,7 +32,7 @@ def numpy_least_after(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray) -
 
 
 def numpy_displaced_each(sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """The vectorised NumPy water-filling the kernel replaced (``ours-displace`` before ``perf8``)."""
+    """The vectorised NumPy water-filling the kernel replaced (the displacement price's NumPy code)."""
     demand, power = sample[:, :2, None], sample[:, 2:]
     unit = power * expected
     order = np.argsort(unit, axis=1, kind="stable")

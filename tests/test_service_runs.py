@@ -46,8 +46,10 @@ def box_cluster() -> NodeSpec:
 
 
 @pytest.fixture
-def served(tmp_path):
-    """(base URL, admin headers, state dir) of a live server running the commands of jobs on ``box``."""
+def served(tmp_path, monkeypatch):
+    """(base URL, admin headers, state dir) of a live server running the commands of jobs on ``box`` (NVML hidden:
+    the same devices on a machine with GPUs)."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
     application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
                                   options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"))
     with live_server(application) as base:

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
 import typer
-from rich.markup import escape
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
+    DataDirOption, Rng, RngOption, console, fail, finite_number, load_inputs,
     native_seed,
 )
 
@@ -103,7 +102,7 @@ def serve(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
+    policy: str = typer.Option("guard", help="Placement policy spec; `quasched policies` lists them."),
     clock: Clock = typer.Option("wall", help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "

@@ -232,7 +232,7 @@ def _clip0(x: float) -> float:  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np.ndarray, lead: np.ndarray,
                expected: np.ndarray, past: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """What :meth:`~.displacement.DisplacementPriced.rate` prices: the busy slots (where some sample's demand ``most``
+    """What :meth:`~.displacement.Displacement.add` prices: the busy slots (where some sample's demand ``most``
     at the slot's ``lead`` exceeds the room after the job on the fullest cluster, :func:`least_after`), ``alike``, per
     busy slot the run of alike busy slots it belongs to (equal lead, room and ``expected``: priced once), and per run
     the room without and with the job (``(2, clusters, runs)``, ``max(0, top − ledger)`` and ``max(0, that − demand)``),
@@ -322,7 +322,7 @@ def crowded(expected: np.ndarray, gap: np.ndarray, scale: np.ndarray, price: flo
 @njit(cache=True, nogil=True)
 def protection_terms(load: np.ndarray, mu: np.ndarray, top: np.ndarray, used: np.ndarray,
                      intensity: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """The terms of :meth:`~.protection.ProtectionPriced.protection` per slot ``k``: ``g = load / mu`` (0 where ``mu``
+    """The terms of :meth:`~.protection.Protection.charge` per slot ``k``: ``g = load / mu`` (0 where ``mu``
     is 0; ``live``: ``g > 0``, elsewhere ``g`` is 1), the clusters by ``intensity`` (``order``, stable, greenest
     first), per rank the ``room`` ``floor(sum of the free GPU milli max(0, top − used) of it and the greener / g)``
     (infinite free counts 0) and the ``gap`` to the next dirtier one (0 for the dirtiest)."""

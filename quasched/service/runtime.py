@@ -3,7 +3,9 @@
 under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
 then published to the live stream. A background thread fires the controller's timers
 (completions by duration, grace-period ends) at :meth:`Controller.next_timer` or every half
-second. Also here: the built-in cluster, the first admin token and its file."""
+second. With a local node, the :class:`~.executor.Executor` runs the commands of the jobs placed
+on it (fed the changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its
+GPUs. Also here: the built-in cluster, the first admin token and its file."""
 
 from __future__ import annotations
 
@@ -61,8 +63,8 @@ class Service:
         self.store = store
         self.clock = clock
         self.options = options
-        self.state_dir = state_dir
-        self.executor: Executor | None = None
+        self.executor: Executor | None = None  # runs the commands of jobs on this machine's node, if any
+        self.health: HealthWatch | None = None
         self.lock = threading.RLock()
         self.metrics = ServiceMetrics()
         self.broker = Broker()
@@ -125,6 +127,7 @@ class Service:
             with self.lock:
                 self.executor.recover(list(self.ctl.jobs.values()))
             self.executor.start()
+        if self.health is not None and self._thread is None:
             self.health.start()
         if self._thread is None:
             self._stop.clear()
@@ -133,8 +136,9 @@ class Service:
 
     def stop(self) -> None:
         """Stop the timer thread and the executor (the jobs' processes run on) and close the live streams."""
-        if self.executor is not None:
+        if self.health is not None:
             self.health.stop()
+        if self.executor is not None:
             self.executor.stop()
         self._stop.set()
         if self._thread is not None:
