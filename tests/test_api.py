@@ -411,3 +411,16 @@ def test_default_queue_and_cluster_on_a_fresh_database(tmp_path):
     # a later start with another --cluster keeps the registered nodes
     app2 = create_app(db_url(tmp_path), small_cluster(), clock=Clock())
     assert len(TestClient(app2).get(f"{API}/nodes", headers=bearer(token)).json()) == 120
+
+
+@pytest.mark.parametrize("policy", ["guard", "power"])
+def test_recommended_policies_learn_the_typical_pods_from_submitted_jobs(tmp_path, policy):
+    """`serve`'s default (guard) and power know no workload up front: their terms follow the jobs submitted."""
+    app, token = make_app(tmp_path, Clock(), policy=policy)
+    client, admin = TestClient(app), bearer(token)
+    assert client.put(f"{API}/queues/vision", json={}, headers=admin).status_code == 200
+    jobs = [submit(client, admin, team="vision", gpus=g, cpu=4, memory="16GiB") for g in (0.5, 1, 2, 0.5)]
+    assert all(j["state"] == "running" and j["solver"] == f"policy:{policy}" for j in jobs)
+    service = app.state.service
+    assert service.ctl.window.current is not None  # the window learned the submitted shapes
+    service.store.close()

@@ -142,14 +142,13 @@ def submit(
 ) -> None:
     """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB -- python train.py."""
     import os
-    import shlex
     import uuid
 
     argv = list(command or [])
     if name is None:
         if not argv:
             fail("give --name, or a command after --")
-        name = shlex.join([argv[0].rsplit("/", 1)[-1], *argv[1:]])[:60]
+        name = " ".join([argv[0].rsplit("/", 1)[-1], *argv[1:]])[:60]
     variables = dict(item.partition("=")[::2] for item in env)
     if any("=" not in item for item in env):
         fail(f"--env {next(i for i in env if '=' not in i)!r}: write KEY=VALUE")
@@ -171,7 +170,7 @@ def submit(
 
 def jobs(
     state: Optional[str] = typer.Option(None, help="Only jobs in this state: pending, running, preempting, "
-                                                   "succeeded, failed, cancelled."),
+                                                   "stopping, succeeded, failed, cancelled."),
     team: Optional[str] = typer.Option(None, help="Only this team's jobs."),
     limit: int = typer.Option(50, min=1, max=1000, help="At most this many (newest first)."),
     server: str = ServerOption,
