@@ -254,6 +254,7 @@ def test_first_start_writes_an_admin_token_file(tmp_path):
     mode = stat.S_IMODE(os.stat(tmp_path / "quasched.token").st_mode)
     assert mode == 0o600
     assert app.state.service.new_admin_token == token
+    app.state.service.store.close()  # the first server is gone (it held the database's lock)
     app2, token2 = make_app(tmp_path)  # a restart keeps the token
     assert app2.state.service.new_admin_token is None and token2 == token
     assert TestClient(app2).get(f"{API}/whoami", headers=bearer(token)).json()["admin"] is True
@@ -362,7 +363,8 @@ def test_openapi_and_docs(env):
     schema = client.get("/openapi.json").json()
     assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}/cancel", "/api/v1/stream"} <= set(schema["paths"])
     assert client.get("/docs").status_code == 200
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "role": "leader"}
+    assert client.get("/readyz").json() == {"status": "ready", "role": "leader", "epoch": 1}
     page = client.get("/")  # the dashboard if it is installed, else the API docs
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 

@@ -30,9 +30,9 @@ def hand_view(kw_new: float) -> View:
 
 
 def test_displacement_price_by_hand():
-    """At 1 h the only sample (hour 0: job 0) expects, at lead L, 1 GPU × min(1 h, L) / 1 h of new load at
-    1 kW × min(1, L / 1 h). Slot 4 (lead 15 min): 0.25 GPU; with job 1 on A, A keeps 0.5 GPU: the load still
-    fits, no price. Slot 7 (lead 1 h): 1 GPU; with job 1 on A half of it goes to B: 0.5 × 1 kW × (300 − 100)
+    """At 1 h the only sample (hour 0: job 0) expects, L ahead, 1 GPU × min(1 h, L) / 1 h of new load at
+    1 kW × min(1, L / 1 h). Slot 4 (15 min ahead): 0.25 GPU; with job 1 on A, A keeps 0.5 GPU: the load still
+    fits, no price. Slot 7 (1 h ahead): 1 GPU; with job 1 on A half of it goes to B: 0.5 × 1 kW × (300 − 100)
     = 100 g/h displaced, / 0.5 kW = 200 g/kWh on A (which makes A cost what B does: the dual). Job 1 on B
     displaces nothing (the load stays on A)."""
     d = CarbonDefer(protect=False, price=0, perfect=True)
@@ -102,9 +102,9 @@ def plain_displacement(d: CarbonDefer, job: int, now: float, index: np.ndarray, 
     room = np.clip(d.fill * d.capacity - ledger, 0, None)
     out = np.zeros((v.clusters, len(index)))
     for k in range(len(index) if len(past) else 0):
-        lead = int(np.clip(np.round(((index[k] + 1) * 900.0 - now) / 900.0), 0, LEAD_SLOTS))
+        ahead = int(np.clip(np.round(((index[k] + 1) * 900.0 - now) / 900.0), 0, LEAD_SLOTS))
         for s in past:
-            demand, unit = s[:2, lead], s[2:, lead] * expected[:, k]
+            demand, unit = s[:2, ahead], s[2:, ahead] * expected[:, k]
 
             def carbon(free: np.ndarray) -> float:
                 left, total = 1.0, 0.0

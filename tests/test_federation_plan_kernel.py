@@ -151,17 +151,17 @@ def numpy_displacement(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, 
                        now: float, expected: np.ndarray, past: np.ndarray, rate: np.ndarray, hours: int,
                        kw: np.ndarray) -> np.ndarray:
     """The displacement term added to the rule's rate, in NumPy (the code the kernels replaced)."""
-    lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, most.shape[1] - 1)
+    ahead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, most.shape[1] - 1)
     least = least_after(ledger, demand, top[:, :, 0])
-    busy = np.flatnonzero((least < most[:, lead]).any(axis=0))
+    busy = np.flatnonzero((least < most[:, ahead]).any(axis=0))
     if not len(busy):
         return rate
     room = np.clip(top - ledger[:, :, busy], 0, None)
-    key = np.vstack([lead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
+    key = np.vstack([ahead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
     new = np.ones(len(busy), dtype=bool)
     new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
     pick, alike, room = busy[new], np.cumsum(new) - 1, room[:, :, new]
-    sample = loads_at(past, lead[pick], least[:, pick])
+    sample = loads_at(past, ahead[pick], least[:, pick])
     displaced = np.zeros(rate.shape)
     after = np.clip(room - demand[:, None, None], 0, None)
     displaced[:, busy] = displaced_each(sample, room, after, expected[:, pick]).sum(axis=1)[:, alike]
@@ -189,7 +189,7 @@ def test_leads_by_hand():
 
 def test_busy_slots_by_hand():
     """One cluster of 8 GPUs; a job of 2 GPUs; slots 0-3 with 0, 0, 6, 6 GPUs planned. One past sample of 4 GPUs at
-    every lead: room after the job 6, 6, 0, 0, so slots 2 and 3 are busy, alike (same lead, room, intensity): one run."""
+    every time ahead: room after the job 6, 6, 0, 0, so slots 2 and 3 are busy, alike (same time ahead, room, intensity): one run."""
     ledger = np.zeros((2, 1, 4))
     ledger[0, 0, 2:] = 6000.0
     past = np.zeros((1, 3, 3))

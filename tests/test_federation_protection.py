@@ -40,8 +40,8 @@ def protect(tau_h: float, cpu_jobs: int = 0, on: bool = True) -> CarbonDefer:
 
 @pytest.mark.parametrize("cpu_jobs", [0, 3])
 def test_protection_by_hand(cpu_jobs):
-    """After job 0: mu(L) = min(1 h, L) / tau, g = 1000. Job 1 on A in slot 0 (lead 15 min, A's room 1 GPU): R = 1,
-    charge 200 × P(D ≥ 1); in slot 4 (lead 1 h 15, A empty again): R = 2, charge (300 − 120) × P(D ≥ 2) with mu = 1 h / tau.
+    """After job 0: mu(L) = min(1 h, L) / tau, g = 1000. Job 1 on A in slot 0 (15 min ahead, A's room 1 GPU): R = 1,
+    charge 200 × P(D ≥ 1); in slot 4 (1 h 15 ahead, A empty again): R = 2, charge (300 − 120) × P(D ≥ 2) with mu = 1 h / tau.
     On B (the dirtiest) nothing. Inflexible jobs without GPUs take no GPU room: they change neither mu nor g."""
     d = protect(2.0, cpu_jobs)
     index = np.array([0, 4])
@@ -54,13 +54,13 @@ def test_protection_by_hand(cpu_jobs):
 @pytest.mark.parametrize("tau_h, waits", [(0.5, True), (1.0, True), (2.0, True), (8.0, False), (100.0, False)])
 def test_deferred_exactly_when_the_displaced_carbon_exceeds_the_saving(tau_h, waits):
     """Job 1 on A in slot k pays I_A + (300 − I_A) P(D ≥ R − 0), R = 1 while job 0 runs (slots 0-3), else 2, mu =
-    min(1 h, lead) / tau; on B 300. It starts at the cheapest slot boundary (hand costs below); it waits for A's
+    min(1 h, ahead) / tau; on B 300. It starts at the cheapest slot boundary (hand costs below); it waits for A's
     second GPU at 1 h, paying 120 instead of 100, exactly when the displaced carbon now exceeds that 20."""
     d = protect(tau_h)
     slots = np.arange(12)
-    lead = np.minimum((slots + 1) * 0.25, 1.0)
+    ahead = np.minimum((slots + 1) * 0.25, 1.0)
     price = np.where(slots < 4, 100.0, 120.0)
-    rate = price + (300 - price) * poisson.sf(np.where(slots < 4, 0, 1), lead / tau_h)
+    rate = price + (300 - price) * poisson.sf(np.where(slots < 4, 0, 1), ahead / tau_h)
     cost = [rate[s:s + 4].mean() for s in range(9)]  # starts 0, 15 min, ..., 2 h
     pick = d.dispatch(1, 0.0)
     assert pick == (0, 0.25 * H * int(np.argmin(cost)))

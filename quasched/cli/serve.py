@@ -112,6 +112,12 @@ def serve(
     state_dir: Optional[Path] = typer.Option(None, help=(
         "Directory of the jobs' logs and run records (default: quasched-state beside a SQLite database, else "
         "in the working directory)."), show_default=False),
+    advertise_url: str = typer.Option("", help=(
+        "This server's URL as the other replicas name it to clients when it leads (default: http://HOST:PORT, "
+        "the host name for 0.0.0.0)."), show_default=False),
+    lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
+        "PostgreSQL: seconds the leader's lease lasts unless renewed (renewed 5 times as often); a standby takes "
+        "over this long after the leader died, plus the rebuild.")),
     kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
         "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
         "and binds through the API server only).")),
@@ -169,13 +175,17 @@ def serve(
         cluster = this_machine(local_node)
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
+    if not advertise_url:
+        import socket
+
+        advertise_url = f"http://{socket.gethostname() if host in ('0.0.0.0', '::') else host}:{port}"
     try:
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
                               local_node=local_node if kube is None else None)
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
-                                 state_dir=state_dir)
+                                 state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     from quasched.service.auth import masked
@@ -184,6 +194,9 @@ def serve(
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+    if not service.leading:
+        console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
+                      f"{service.store.leader().describe()}")
     if service.executor is not None:
         console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
                       f"{service.executor.dir}")

@@ -31,7 +31,7 @@ from quasched.federation.carbon_aware import kernels
 from quasched.federation.dispatch import SLOT_S, SLOTS_PER_HOUR, View
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 
-#: longest lead of the expected load, in slots (later leads use it)
+#: the farthest the expected load looks ahead, in slots (later slots use it)
 LEAD_SLOTS = 48 * SLOTS_PER_HOUR
 
 
@@ -74,7 +74,7 @@ class Displacement:
         return kernels().with_displaced(rate, displaced, busy, alike, min(hour, self.memory), self.view.kw[job])
 
     def past(self, hour: int) -> tuple[np.ndarray, np.ndarray]:
-        """The samples of the whole hours of the past ``memory`` before ``hour`` and, per resource and lead, their
+        """The samples of the whole hours of the past ``memory`` before ``hour`` and, per resource and time ahead, their
         largest demand (cached for the hour: those samples no longer change)."""
         if self.cached != hour:
             valid = (self.sample_hour >= hour - self.memory) & (self.sample_hour < hour)

@@ -61,8 +61,8 @@ class Protection:
         q = float(self.view.demand[0, job])
         if self.view.latest_start[job] <= now or q <= 0:
             return rate
-        lead = kernels().leads(index, now, LEAD_SLOTS)
-        return rate + charge(self.top, q, self.jobs[lead], self.gpu[lead], intensity, used)
+        ahead = kernels().leads(index, now, LEAD_SLOTS)
+        return rate + charge(self.top, q, self.jobs[ahead], self.gpu[ahead], intensity, used)
 
 
 def charge(top: np.ndarray, q: float, mu: np.ndarray, load: np.ndarray, intensity: np.ndarray,

@@ -204,6 +204,11 @@ class Executor:
         for job_id, status in now_ended:
             self._ended(job_id, status, lost="its process ended while the service was down and left no exit status")
 
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs (between :meth:`start` and :meth:`stop`)."""
+        return self._thread is not None
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="quasched-executor", daemon=True)
