@@ -207,11 +207,11 @@ class Service:
 
     # ------------------------------------------------------------ leadership (called by the elector's thread)
     def take_over(self, epoch: int) -> None:
-        """This server won the lease at ``epoch``: rebuild the loop from the store, then lead."""
+        """This server won the lease at ``epoch``: rebuild the loop from the store and serve as the leader."""
         with self.lock:
             self._prepare_to_lead()
             self.leading = True
-        print(f"quasched: took the lead (epoch {epoch})", file=sys.stderr)
+        print(f"quasched: now the leader (epoch {epoch})", file=sys.stderr)
         self._start_executor()
 
     def step_down(self, reason: str) -> None:
