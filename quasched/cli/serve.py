@@ -229,8 +229,6 @@ def serve(
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     if not advertise_url:
-        import socket
-
         advertise_url = f"http://{socket.gethostname() if host in ('0.0.0.0', '::') else host}:{port}"
     try:
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
