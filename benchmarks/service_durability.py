@@ -179,7 +179,7 @@ def _runs_under(pid: int, workdir: Path) -> bool:
 
 
 def kill_leader(servers: list[Server]) -> tuple[float, float]:
-    """SIGKILL the leader; with a standby, the seconds until it leads and the seconds of its rebuild (as it
+    """SIGKILL the leader; with a standby, the seconds until it is the leader and the seconds of its rebuild (as it
     reports them), then restart the killed one as standby."""
     if len(servers) == 1:
         servers[0].kill()
@@ -240,7 +240,7 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
             server.kill()
         server = servers[0]
         server.start()  # the final state comes from a fresh rebuild (after the dead leader's lease ran out)
-        wait_for(server.ready, 60, "the last server leads")
+        wait_for(server.ready, 60, "the last server is the leader")
         problems = check(server, acked, clients) + stale_writes(db)
         ends: Counter = Counter()
         if commands:

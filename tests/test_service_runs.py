@@ -263,3 +263,31 @@ def test_what_a_command_leaves_behind_ends_with_it(served):
     while start_ticks(child) is not None:
         assert time.monotonic() < deadline, "the command's leftover process still runs"
         time.sleep(0.05)
+
+
+def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatch):
+    """The executor applies every change queued before it stops: a job that ended just before a shutdown
+    leaves no process behind."""
+    from dataclasses import replace
+
+    from quasched.service.domain import Job, JobSpec, JobState
+    from quasched.service.executor import Executor
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    executor = Executor("box", tmp_path, report=lambda change: None)
+    executor.start()
+    job = Job(7, JobSpec("j", "t", 1000, 1024, command=("sleep", "30")), 0, 0.0, 7, JobState.RUNNING,
+              placement=[("box", ())])
+    executor.sync([job])
+    record = tmp_path / "jobs" / "7.run.json"
+    deadline = time.monotonic() + 30
+    while not record.exists() or json.loads(record.read_text())["pid"] is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    pid = json.loads(record.read_text())["pid"]
+    executor.sync([replace(job, state=JobState.CANCELLED, placement=[])])
+    executor.stop()
+    deadline = time.monotonic() + 10  # SIGKILL was sent before stop returned; the kernel ends it
+    while start_ticks(pid) is not None:
+        assert time.monotonic() < deadline, "the ended job's process survived the shutdown"
+        time.sleep(0.02)

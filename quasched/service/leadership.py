@@ -103,7 +103,7 @@ class LeaseStore(Protocol):
 
 
 class Candidate(Protocol):
-    """The service's side: whether it leads, taking over and stepping down."""
+    """The service's side: whether it is the leader, taking over and stepping down."""
 
     leading: bool
 

@@ -208,7 +208,7 @@ class Service:
 
     # ------------------------------------------------------------ leadership (called by the elector's thread)
     def take_over(self, epoch: int) -> None:
-        """This server won the lease at ``epoch``: rebuild the loop from the store, then lead."""
+        """This server won the lease at ``epoch``: rebuild the loop from the store and serve as the leader."""
         started, self._taking_over = time.monotonic(), True
         try:
             with self.lock:
@@ -218,7 +218,7 @@ class Service:
             self._taking_over = False
             print(f"quasched: could not take over (epoch {epoch}): {err}", file=sys.stderr)
             return
-        print(f"quasched: took the lead (epoch {epoch}; rebuilt from the store in "
+        print(f"quasched: now the leader (epoch {epoch}; rebuilt from the store in "
               f"{time.monotonic() - started:.1f} s)", file=sys.stderr)
         self._start_executor()
 
