@@ -117,8 +117,9 @@ def main() -> None:
         started = time.perf_counter()
         latencies, status = asyncio.run(submit_all(url, token, jobs, args.clients))
         elapsed = time.perf_counter() - started
-        metrics = httpx.get(f"{url}/metrics", timeout=30).text
-        snapshot = httpx.get(f"{url}/api/v1/snapshot", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+        auth = {"Authorization": f"Bearer {token}"}
+        metrics = httpx.get(f"{url}/metrics", headers=auth, timeout=30).text
+        snapshot = httpx.get(f"{url}/api/v1/snapshot", headers=auth, timeout=30).json()
         proc.terminate()
         proc.wait()
     ms = np.array(latencies) * 1000
@@ -126,10 +127,12 @@ def main() -> None:
     print(f"{args.jobs} submissions from {args.clients} clients on {len(snapshot['nodes'])} nodes: "
           f"{errors} errors ({status}), {args.jobs / elapsed:.0f} submissions/s, {elapsed:.1f} s")
     print(f"request latency ms: p50 {np.percentile(ms, 50):.1f}  p99 {np.percentile(ms, 99):.1f}  max {ms.max():.0f}")
-    for name in ("quasched_scheduling_decision_seconds",):
-        q = histogram_quantiles(metrics, name)
-        if q:
-            print(f"server {name}: p50 <= {q[0.5] * 1000:g} ms, p99 <= {q[0.99] * 1000:g} ms (histogram bucket bounds)")
+    q = histogram_quantiles(metrics, "quasched_scheduling_decision_seconds")
+    if q:
+        print(f"server scheduling cycle: p50 <= {q[0.5] * 1000:g} ms, p99 <= {q[0.99] * 1000:g} ms (bucket bounds)")
+    q = histogram_quantiles(metrics, "quasched_submission_group_size")
+    if q:
+        print(f"submissions per group commit: p50 <= {q[0.5]:g}, p99 <= {q[0.99]:g} (bucket bounds)")
     print(f"end: {snapshot['running']} running, {snapshot['pending']} pending, "
           f"GPU allocation {snapshot['gpu_allocation_pct']:.1f} %")
     if errors:

@@ -41,6 +41,8 @@ class ServiceMetrics:
                                   registry=r)
         self.request = Histogram("quasched_http_request_duration_seconds", "HTTP request latency",
                                  ["method", "route", "status"], buckets=REQUEST_BUCKETS, registry=r)
+        self.submit_group = Histogram("quasched_submission_group_size", "Submissions stored and scheduled together "
+                                      "(one transaction, one cycle)", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.submitted = Counter("quasched_jobs_submitted", "Jobs submitted", ["team"], registry=r)
         self.started = Counter("quasched_jobs_started", "Job starts (a requeued job starts again)", ["team"],
                                registry=r)

@@ -31,22 +31,13 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
     def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
         """Submit a job to its team's queue; it is scheduled at once if it fits."""
         who.require_team(body.team)
-        spec = body.to_spec()
-        with lock:
-            try:
-                service.ctl.validate(spec)
-            except SpecError as err:
-                raise field_error(err.field, err.message) from None
-            now = service.clock()
-            job = service.store.insert_job(spec, service.options.priority_classes[spec.priority_class], now)
-            if job.id in service.ctl.jobs or job.state != JobState.PENDING:  # a repeated client_token
-                if job.spec != spec:
-                    raise HTTPException(status.HTTP_409_CONFLICT, f"client_token {spec.client_token!r} was "
-                                        f"used for job {job.id}, which asked for something else")
-                response.status_code = status.HTTP_200_OK
-                return service.job_out(job)
-            live = service.mutate(lambda ctl, now: ctl.submit(job.id, spec, now, seq=job.seq))
-            return service.job_out(live)
+        try:
+            view, new = service.submit(body.to_spec())  # grouped with concurrent submissions
+        except SpecError as err:
+            raise field_error(err.field, err.message) from None
+        if not new:  # an earlier job with this client_token
+            response.status_code = status.HTTP_200_OK
+        return view
 
     @app.get(f"{API}/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs(who: Reader, state: JobState | None = None,

@@ -30,11 +30,12 @@ from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
 from quasched.service.leadership import Elector, Fenced
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
-from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
-from quasched.service.loop_state import LoopOptions
+from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
+from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.metrics import ServiceMetrics
 from quasched.service.schemas import JobOut, NodeOut
 from quasched.service.broker import Broker
+from quasched.service.combiner import Combiner
 
 #: longest wait of the timer thread between ticks
 TICK_S = 0.5
@@ -88,6 +89,8 @@ class Service:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._teams: dict[int, str] = {}
+        #: submissions, in groups: one insert transaction and one cycle for every submission waiting
+        self.submit: Combiner[JobSpec, tuple[JobOut, bool]] = Combiner(self.lock, self._submit_group)
         with self.lock:
             if leading:
                 self._prepare_to_lead()
@@ -299,6 +302,39 @@ class Service:
             events = self._cycle(now)
         self.broker.publish(list(events))
         return result
+
+    def _submit_group(self, specs: list[JobSpec]) -> list[tuple[JobOut, bool] | Exception]:
+        """(Under the lock, from :attr:`submit`.) Validate ``specs``, store the valid ones in one transaction
+        (a repeated ``client_token`` gives its first job), add the new ones to the loop, run one cycle and
+        persist it. Per spec: (the job's view, whether it is new), or :class:`SpecError`, or a 409."""
+        if not self.leading:
+            raise self.refusal()
+        self.metrics.submit_group.observe(len(specs))
+        answers: list[tuple[JobOut, bool] | Exception | None] = [None] * len(specs)
+        valid: list[int] = []
+        for k, spec in enumerate(specs):
+            try:
+                self.ctl.validate(spec)
+                valid.append(k)
+            except SpecError as err:
+                answers[k] = err
+        now = self.clock()
+        stored = self.store.insert_jobs([(specs[k], self.options.priority_classes[specs[k].priority_class])
+                                         for k in valid], now)
+        new: dict[int, Job] = {}
+        for k, job in zip(valid, stored):
+            if job.id in self.ctl.jobs or job.state != JobState.PENDING or job.id in new:  # a repeated client_token
+                if job.spec != specs[k]:
+                    answers[k] = HTTPException(status.HTTP_409_CONFLICT, f"client_token {specs[k].client_token!r} "
+                                               f"was used for job {job.id}, which asked for something else")
+            else:
+                new[job.id] = self.ctl.submit(job.id, job.spec, now, seq=job.seq, validate=False)
+        events = self._cycle(now)
+        for k, job in zip(valid, stored):
+            if answers[k] is None:
+                answers[k] = (self.job_out(self.ctl.jobs.get(job.id, job)), new.pop(job.id, None) is not None)
+        self.broker.publish(list(events))
+        return [a for a in answers if a is not None]
 
     def _report(self, change: Callable[[Controller, float], Any]) -> None:
         """The executor's reports: mutations, dropped once this server stepped down (the leader re-attaches)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -373,21 +373,45 @@ class Store:
 
     def insert_job(self, spec: JobSpec, priority: int, now: float) -> Job:
         """Store a new pending job (its id and seq from the database), or the job of a repeated ``client_token``."""
-        job = Job(0, spec, priority, now, 0)
-        values = job_values(job)
-        del values["id"]
-        try:
-            with self.engine.begin() as conn:  # Core: one INSERT ... RETURNING, then seq = id
-                self.fence(conn)
-                job.id = job.seq = conn.execute(insert(JOBS).returning(JOBS.c.id), values).scalar_one()
-                conn.execute(update(JOBS).where(JOBS.c.id == job.id).values(seq=job.id))
-                return job
-        except IntegrityError:  # a concurrent or earlier insert of the same client_token won
-            with self._session() as session:
-                first = session.scalar(select(JobRow).where(JobRow.client_token == spec.client_token))
-                if spec.client_token is None or first is None:
+        return self.insert_jobs([(spec, priority)], now)[0]
+
+    def insert_jobs(self, specs: Sequence[tuple[JobSpec, int]], now: float) -> list[Job]:
+        """Store new pending jobs (spec, priority) in one transaction (ids and seqs from the database, in order);
+        a ``client_token`` already stored, or earlier in ``specs``, gives that first job instead."""
+        for retry in (False, True):
+            try:
+                with self.engine.begin() as conn:
+                    self.fence(conn)
+                    return self._insert(conn, specs, now)
+            except IntegrityError:  # a concurrent insert of the same client_token won: look again
+                if retry:
                     raise
-                return to_job(first)
+        raise AssertionError("unreachable")
+
+    def _insert(self, conn: Connection, specs: Sequence[tuple[JobSpec, int]], now: float) -> list[Job]:
+        tokens = {spec.client_token for spec, _ in specs if spec.client_token is not None}
+        first: dict[str | None, Job] = {}
+        if tokens:  # a Core row has the fields of a JobRow
+            first = {row.client_token: to_job(cast(JobRow, row))
+                     for row in conn.execute(select(JOBS).where(JOBS.c.client_token.in_(tokens)))}
+        new: list[Job] = []
+        out: list[Job] = []
+        for spec, priority in specs:
+            if spec.client_token in first:
+                out.append(first[spec.client_token])
+                continue
+            job = Job(0, spec, priority, now, 0)
+            new.append(job)
+            out.append(job)
+            if spec.client_token is not None:
+                first[spec.client_token] = job
+        if new:  # Core: one INSERT ... RETURNING for all, then seq = id
+            rows = [{k: v for k, v in job_values(job).items() if k != "id"} for job in new]
+            ids = conn.scalars(insert(JOBS).returning(JOBS.c.id, sort_by_parameter_order=True), rows).all()
+            for job, job_id in zip(new, ids):
+                job.id = job.seq = job_id
+            conn.execute(update(JOBS).where(JOBS.c.id.in_(ids)).values(seq=JOBS.c.id))
+        return out
 
     def save(self, jobs: Iterable[Job], events: Iterable[Event]) -> None:
         """Update ``jobs`` (made by :meth:`insert_job`) and append ``events``, in one transaction.
