@@ -69,7 +69,7 @@ class ServeProcess:
             return 0
 
     def ready(self) -> bool:
-        """Whether it leads (``/readyz`` is 200)."""
+        """Whether it is the leader (``/readyz`` is 200)."""
         return self._get("/readyz") == 200
 
     def signal(self, sig: int) -> None:

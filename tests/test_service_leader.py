@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 import httpx
 import pytest
@@ -96,7 +97,8 @@ def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
     with service_a.store.engine.begin() as conn:  # the leader stalls: its lease runs out unrenewed
         conn.exec_driver_sql("UPDATE lease SET expires_at = 0")
     service_b.elector.round()
-    assert service_b.leading and service_b.store.epoch == 2
+    wait_for(lambda: service_b.leading, 60, "the standby takes over")
+    assert service_b.store.epoch == 2
     before = stored_events(postgres_url)
     clock.advance(11)  # the stale leader wakes: two jobs end, the third would start on its devices
     with pytest.raises(Exception, match="standby"):
@@ -155,3 +157,18 @@ def test_kill_9_and_a_stall_of_the_leader_between_two_servers(postgres_url, tmp_
             if server.proc is not None and server.proc.poll() is None:
                 server.signal(signal.SIGCONT)
                 server.kill()
+
+
+def test_the_two_replica_manifest_routes_to_the_leader_only():
+    import yaml
+
+    docs = {d["kind"]: d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/service-ha.yaml").read_text())}
+    deployment, service = docs["Deployment"], docs["Service"]
+    assert deployment["spec"]["replicas"] == 2
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    args = container["args"]
+    assert args[args.index("--db") + 1] == "$(QUASCHED_DB)" and "--advertise-url" in args
+    assert "postgresql" in docs["Secret"]["stringData"]["url"]
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]

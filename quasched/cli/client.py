@@ -56,8 +56,8 @@ RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
 def call(server: str, token: str | None, method: str, path: str, retry: bool = False, **kwargs: Any) -> Any:
     """``method path`` on the server's API; a clean error (exit 2) when it cannot be reached or refuses.
-    With ``retry`` (an idempotent request), a lost connection or reply is tried again after each of
-    :data:`RETRY_DELAYS`."""
+    With ``retry`` (an idempotent request), a lost connection or reply, or a 503 (a standby, a fail-over under
+    way), is tried again after each of :data:`RETRY_DELAYS`."""
     import httpx
 
     secret = resolve_token(token)
@@ -67,7 +67,10 @@ def call(server: str, token: str | None, method: str, path: str, retry: bool = F
     while True:
         try:
             response = httpx.request(method, url, headers=headers, timeout=30.0, **kwargs)
-            break
+            if response.status_code != 503 or not delays:
+                break
+            console.print(f"[dim]{server}: 503, a standby or a take-over under way; trying again[/]")
+            time.sleep(delays.pop(0))
         except (httpx.TransportError, httpx.TimeoutException) as err:
             if not delays:
                 if isinstance(err, httpx.ConnectError):

@@ -138,7 +138,7 @@ def serve(
         "Directory of the jobs' logs and run records (default: quasched-state beside a SQLite database, else "
         "in the working directory)."), show_default=False),
     advertise_url: str = typer.Option("", help=(
-        "This server's URL as the other replicas name it to clients when it leads (default: http://HOST:PORT, "
+        "This server's URL as the other replicas name it to clients when it is the leader (default: http://HOST:PORT, "
         "the host name for 0.0.0.0)."), show_default=False),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
         "PostgreSQL: seconds the leader's lease lasts unless renewed (renewed 5 times as often); a standby takes "

@@ -103,7 +103,7 @@ class LeaseStore(Protocol):
 
 
 class Candidate(Protocol):
-    """The service's side: whether it leads, taking over and stepping down."""
+    """The service's side: whether it is the leader, taking over and stepping down."""
 
     leading: bool
 
@@ -116,13 +116,16 @@ class Candidate(Protocol):
 
 class Elector:
     """A thread that keeps the lease: the leader renews it every ``ttl_s / RENEWALS_PER_TTL`` and steps down when a
-    renewal is refused or none succeeded for ``ttl_s``; a standby (``standby=True``) tries to take it as often."""
+    renewal is refused or none succeeded for ``ttl_s``; a standby (``standby=True``) tries to take it as often.
+    A won lease is renewed from the start: the take-over (the rebuild from the store) runs in its own thread."""
 
     def __init__(self, store: LeaseStore, candidate: Candidate, url: str, ttl_s: float = LEASE_TTL_S,
                  standby: bool = True) -> None:
         self.store, self.candidate, self.url, self.ttl_s = store, candidate, url, ttl_s
         self.standby = standby
         self.interval = ttl_s / RENEWALS_PER_TTL
+        #: whether this server holds the lease (from the win, before the take-over has finished)
+        self.held = candidate.leading
         self._renewed = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -146,20 +149,23 @@ class Elector:
                 self.round()
             except Exception as err:  # the database is unreachable: the next round retries
                 print(f"quasched: lease: {err!r}", file=sys.stderr)
-                if self.candidate.leading and time.monotonic() - self._renewed > self.ttl_s:
+                if self.held and time.monotonic() - self._renewed > self.ttl_s:
+                    self.held = False
                     self.candidate.step_down(f"the lease could not be renewed for {self.ttl_s:g} s")
 
     def round(self) -> None:
         """One renewal (leader) or take-over attempt (standby); then let the service settle its role."""
-        if self.candidate.leading:
+        if self.held:
             started = time.monotonic()
             if self.store.renew_lease(self.ttl_s):
                 self._renewed = started
             else:
+                self.held = False
                 self.candidate.step_down("another server took the lease over")
         elif self.standby:
             epoch = self.store.acquire_lease(identity(), self.url, self.ttl_s)
             if epoch is not None:
-                self._renewed = time.monotonic()
-                self.candidate.take_over(epoch)
+                self.held, self._renewed = True, time.monotonic()
+                threading.Thread(target=self.candidate.take_over, args=(epoch,), name="quasched-take-over",
+                                 daemon=True).start()
         self.candidate.settle()

@@ -74,6 +74,7 @@ class Service:
         self.leading = leading
         self.elector: Elector | None = None
         self._viewed = -math.inf
+        self._taking_over = False  # between winning the lease and leading
         self.state_dir = state_dir
         self.clock = clock
         self.options = options
@@ -207,15 +208,23 @@ class Service:
 
     # ------------------------------------------------------------ leadership (called by the elector's thread)
     def take_over(self, epoch: int) -> None:
-        """This server won the lease at ``epoch``: rebuild the loop from the store, then lead."""
-        with self.lock:
-            self._prepare_to_lead()
-            self.leading = True
-        print(f"quasched: took the lead (epoch {epoch})", file=sys.stderr)
+        """This server won the lease at ``epoch``: rebuild the loop from the store and serve as the leader."""
+        started, self._taking_over = time.monotonic(), True
+        try:
+            with self.lock:
+                self._prepare_to_lead()
+                self.leading = self._taking_over  # not if it stepped down meanwhile
+        except Exception as err:  # fenced or the database failed: stay a standby, the lease runs out
+            self._taking_over = False
+            print(f"quasched: could not take over (epoch {epoch}): {err}", file=sys.stderr)
+            return
+        print(f"quasched: now the leader (epoch {epoch}; rebuilt from the store in "
+              f"{time.monotonic() - started:.1f} s)", file=sys.stderr)
         self._start_executor()
 
     def step_down(self, reason: str) -> None:
         """Stop scheduling at once (no lock: a write under way is fenced); :meth:`settle` stops the executor."""
+        self._taking_over = False
         if self.leading:
             self.leading = False
             self._viewed = -math.inf
@@ -223,7 +232,7 @@ class Service:
 
     def settle(self) -> None:
         """A standby runs no executor (outside the lock: the executor's thread reports under it)."""
-        if not self.leading and self.executor is not None:
+        if not self.leading and not self._taking_over and self.executor is not None:
             self._stop_executor()
             self.executor = self.health = None
 
