@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from quasched.cli import app as cli
 from quasched.service.api import create_app
-from quasched.service.leadership import LeaderHeld
+from quasched.service.domain import QueueSpec
+from quasched.service.leadership import Fenced, LeaderHeld
 from quasched.service.store import EVENTS, Store
 
 API = "/api/v1"
@@ -73,6 +74,8 @@ def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postg
             assert refused.status_code == 503 and "standby" in refused.json()["detail"]
             assert refused.headers["x-quasched-leader"] == "http://a.invalid:8080" and refused.headers["retry-after"] == "1"
             assert [j["id"] for j in b.get(f"{API}/jobs", headers=admin).json()] == [first["id"]]
+            with pytest.raises(Fenced):  # below the API too: a standby's store writes nothing
+                b.app.state.service.store.put_queue(QueueSpec("sneaky"))
             running_leader.close()  # the leader stops and gives the lease up
             wait_for(lambda: b.get("/readyz").status_code == 200, 60, "the standby takes over")
             assert b.get("/readyz").json()["epoch"] == 2

@@ -333,6 +333,8 @@ class Store:
             row = conn.execute(take.values(epoch=LEASE.c.epoch + 1, holder=holder, url=url, since=now,
                                            expires_at=expires).returning(LEASE.c.epoch, LEASE.c.since)).first()
             if row is None:
+                if self.epoch is None:
+                    self.epoch = 0  # a standby: fenced (no epoch is 0) until it wins one
                 return None
             conn.execute(insert(TERMS).values(epoch=row.epoch, holder=holder, url=url, since=row.since))
         self.epoch = int(row.epoch)
