@@ -88,6 +88,12 @@ class KubernetesClient:
         _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body,
                                 headers=self._headers()))
 
+    def node_pods(self, node: str) -> list[dict[str, Any]]:
+        """The pods bound to ``node`` (the device plugin's view)."""
+        reply = _checked(self.http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node}"},
+                                       headers=self._headers()))
+        return list(reply.get("items") or [])
+
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
         data = _json(self.api.list_node(_preload_content=False))
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
