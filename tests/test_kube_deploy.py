@@ -27,7 +27,9 @@ def test_scheduler_configurations(name, version):
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
     assert "preemptVerb" not in ext
     assert ext["nodeCacheCapable"] is True and ext["weight"] > 0 and ext["httpTimeout"] == "5s"
-    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
+    # the device plugin's resource, counted by kube-scheduler too; nvidia.com/gpu only reaches quasched to be refused
+    assert ext["managedResources"] == [{"name": "quasched.io/gpu-shares", "ignoredByScheduler": False},
+                                       {"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
 
 
 def test_manifests():
@@ -44,3 +46,20 @@ def test_manifests():
     url = yaml.safe_load((DEPLOY / "scheduler-config-v1.yaml").read_text())["extenders"][0]["urlPrefix"]
     assert url.startswith(f"http://{kinds['Service']['metadata']['name']}.{kinds['Service']['metadata']['namespace']}.svc:8080")
     assert [d["kind"] for d in yaml.safe_load_all((DEPLOY / "kube-scheduler.yaml").read_text()) if d]
+
+
+def test_device_plugin_daemonset():
+    """The node part: the kubelet's socket directory, the node's name from the downward API, and only the pod
+    verbs Allocate needs."""
+    docs = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "device-plugin.yaml").read_text()) if d}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["args"][0] == "device-plugin"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    [volume] = pod["volumes"]
+    assert volume["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    assert container["volumeMounts"][0]["mountPath"] == volume["hostPath"]["path"]
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    [rule] = docs["ClusterRole"]["rules"]
+    assert rule["resources"] == ["pods"] and sorted(rule["verbs"]) == ["get", "list", "patch"]
