@@ -175,18 +175,6 @@ def pod_key(pod: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
 
-@dataclass(frozen=True)
-class PodGpu:
-    """What a pod asks quasched for."""
-
-    num_gpu: int
-    gpu_milli: int
-    gpu_model: str
-    cpu_milli: int
-    memory_mib: int
-    queue: str
-
-
 def gpu_request(pod: Mapping[str, Any]) -> tuple[int, int]:
     """``(num_gpu, gpu_milli)`` of the pod's ``quasched.io/gpu-shares``; :class:`PodError` names what is wrong."""
     annotations = _annotations(pod)
