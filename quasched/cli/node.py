@@ -32,6 +32,10 @@ def device_plugin(
 ) -> None:
     """Kubelet device plugin: advertise this node's GPUs as quasched.io/gpu-shares (100 per GPU) and give each
     container exactly the GPUs quasched booked for its pod."""
+    from quasched.extras import require
+
+    require("grpc", "kube")
+    require("google.protobuf", "kube")
     from quasched.kube.client import KubernetesClient
     from quasched.kube.deviceplugin.gpus import discover
     from quasched.kube.deviceplugin.plugin import SharesPlugin, serve
