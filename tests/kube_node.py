@@ -278,6 +278,12 @@ exec {shutil.which("runc")} "$@"
         wait_for("gpu-shares on the node", lambda: self.shares() == 100 * self.gpus, 90, proc,
                  self.logs["device-plugin"], interval_s=0.5)
 
+    def gpu_uuids(self) -> tuple[str, ...]:
+        """The fake GPUs' UUIDs in device-index order (what the plugin advertises)."""
+        from quasched.kube.deviceplugin.gpus import fake_gpus
+
+        return fake_gpus(self.name, self.gpus, self.model).uuids
+
     def shares(self) -> int:
         node = self.cluster.check(self.cluster.api.get(f"/api/v1/nodes/{self.name}"))
         return int(((node.get("status") or {}).get("allocatable") or {}).get("quasched.io/gpu-shares", 0))
