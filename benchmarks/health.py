@@ -1,4 +1,4 @@
-"""GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD (issue 11).
+"""GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD.
 
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
     python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4
@@ -45,7 +45,7 @@ from quasched.sim.replay_result import ReplayConfig, ReplayResult
 from quasched.sim.work_ledger import Kill, stay_kills
 from quasched.traces import catalog
 
-from own_policy import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
+from placement import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
 DEFAULT_POLICIES = ("fgd", "healthfgd")

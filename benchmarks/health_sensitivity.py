@@ -1,14 +1,14 @@
-"""What the health goal needs from the failure model: a setup's saving against FGD as the warned share grows (issue 11).
+"""How a health setup's saving against FGD grows with the share of fatal failures a warning announces.
 
-    cd benchmarks && python health_sensitivity.py --setup "$B" --out ../results/health-s14-sensitivity \
-        --runs 0=../results/health-s14-precursor0.0 0.5=../results/health-health5 0.9=../results/health-s14-precursor0.9 ...
+    python benchmarks/health_sensitivity.py --setup "$B" --out results/health/sensitivity \
+        --runs 0=results/health/share0.0 0.5=results/health/share0.5 0.9=results/health/share0.9 ...
 
 Each ``--runs`` item is ``SHARE=FOLDER``: the folder's ``health_runs.csv`` comes from ``health.py`` with
 ``--precursor-share SHARE`` and otherwise the same options (the share of fatal failures that a warning announces; the
 failures themselves are the same draw at every share, so FGD's runs must agree to the last digit, and this is
 checked). Per share, for ``--setup`` against FGD on the same seeds: the saving ``1 − Σ lost / Σ lost_FGD`` pooled and
 per split (``--heldout`` seeds apart from the others) with a 95 % bootstrap interval of the pooled saving (seeds
-resampled with replacement, pairs kept; ``--bootstrap`` resamples, seeded), the seeds saving at least ``--goal`` %,
+resampled with replacement, pairs kept; ``--bootstrap`` resamples, seeded), the seeds saving at least ``--threshold`` %,
 the least and mean Δ allocation (points) and the mean wait against FGD's. Writes ``health_sensitivity.csv`` and ``.png`` to ``--out``.
 """
 
@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from own_policy import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from placement import seed_range  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def saving(lost: pd.Series, fgd: pd.Series) -> float:
@@ -39,7 +39,7 @@ def interval(lost: np.ndarray, fgd: np.ndarray, draws: int, seed: int = 0) -> tu
     return float(np.percentile(pooled, 2.5)), float(np.percentile(pooled, 97.5))
 
 
-def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float, draws: int = 5000,
+def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], threshold: float, draws: int = 5000,
               where: str = "the runs") -> dict[str, float]:
     """The row of one share: ``setup`` against FGD on the seeds both ran (``where`` names the runs in errors)."""
     fgd, ours = (runs[runs.policy == p].set_index("seed") for p in ("fgd", setup))
@@ -56,7 +56,7 @@ def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float, dr
             "saving_pct": saving(ours.lost_gpu_h, fgd.lost_gpu_h), "saving_2.5_pct": low, "saving_97.5_pct": high,
             "saving_tuning_pct": saving(ours.lost_gpu_h[~held], fgd.lost_gpu_h[~held]),
             "saving_heldout_pct": saving(ours.lost_gpu_h[held], fgd.lost_gpu_h[held]),
-            f"seeds_ge_{goal:g}": int((per_seed >= goal).sum()),
+            f"seeds_ge_{threshold:g}": int((per_seed >= threshold).sum()),
             "min_seed_saving_pct": float(per_seed.min()), "max_seed_saving_pct": float(per_seed.max()),
             "dalloc_min": float(alloc.min()), "dalloc_mean": float(alloc.mean()),
             "wait_vs_fgd_pct": float(100 * (ours.wait_mean_s.sum() / fgd.wait_mean_s.sum() - 1)),
@@ -66,14 +66,14 @@ def one_share(runs: pd.DataFrame, setup: str, heldout: set[int], goal: float, dr
 
 
 def share_folder(item: str) -> tuple[float, Path]:
-    """``"0.7=../results/x"`` -> ``(0.7, Path("../results/x"))``."""
+    """``"0.7=results/x"`` -> ``(0.7, Path("results/x"))``."""
     share, _, folder = item.partition("=")
     try:
         value = float(share)
     except ValueError:
         value = None
     if value is None or not folder:
-        raise SystemExit(f"--runs {item!r}: expected SHARE=FOLDER, e.g. 0.7=../results/health-s14-precursor0.7")
+        raise SystemExit(f"--runs {item!r}: expected SHARE=FOLDER, e.g. 0.7=results/health/share0.7")
     return value, Path(folder)
 
 
@@ -90,7 +90,7 @@ def check_same_failures(first: tuple[str, pd.Series], folder: str, lost: pd.Seri
                          "were the failure options and seeds the same?")
 
 
-def plot(path: Path, table: pd.DataFrame, goal: float) -> None:
+def plot(path: Path, table: pd.DataFrame) -> None:
     """Saving (pooled with its interval, per split, per-seed range) and Δ allocation against the warned share."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     share = table.index.to_numpy()
@@ -100,12 +100,10 @@ def plot(path: Path, table: pd.DataFrame, goal: float) -> None:
                   capsize=3, label="pooled (95 % interval)")
     for column, name in (("saving_tuning_pct", "tuning seeds"), ("saving_heldout_pct", "held-out seeds")):
         left.plot(share, table[column], marker="o", label=name)
-    left.axhline(goal, color="red", linestyle="--", label=f"goal {goal:g} %")
     left.set(xlabel="share of fatal failures announced by a warning", ylabel="fewer lost GPU-hours than FGD, %")
     left.legend(fontsize=8)
     right.plot(share, table.dalloc_mean, marker="o", label="mean")
     right.plot(share, table.dalloc_min, marker="v", label="least seed")
-    right.axhline(-1, color="red", linestyle="--", label="bound −1 point")
     right.set(xlabel="share of fatal failures announced by a warning", ylabel="Δ GPU allocation vs FGD, points")
     right.legend(fontsize=8)
     fig.suptitle("Health-aware setup vs FGD as the failure model gives more warning")
@@ -119,9 +117,9 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", required=True, help="SHARE=FOLDER items (folders holding health_runs.csv)")
     parser.add_argument("--setup", required=True, help="the setup compared with fgd, as in health.py's --policies")
     parser.add_argument("--heldout", type=seed_range, default=seed_range("47-51"))
-    parser.add_argument("--goal", type=float, default=30.0)
+    parser.add_argument("--threshold", type=float, default=30.0, help="count the seeds saving at least this %%")
     parser.add_argument("--bootstrap", type=int, default=5000, help="resamples of the seeds for the interval")
-    parser.add_argument("--out", type=Path, default=Path("results/health-sensitivity"))
+    parser.add_argument("--out", type=Path, default=Path("results/health/sensitivity"))
     args = parser.parse_args()
     rows: dict[float, dict[str, float]] = {}
     first: tuple[str, pd.Series] | None = None
@@ -134,11 +132,11 @@ def main() -> None:
         if first is None:
             first = (str(folder), lost)
         check_same_failures(first, str(folder), lost)
-        rows[share] = one_share(runs, args.setup, set(args.heldout), args.goal, args.bootstrap, str(folder))
+        rows[share] = one_share(runs, args.setup, set(args.heldout), args.threshold, args.bootstrap, str(folder))
     table = pd.DataFrame.from_dict(rows, orient="index").sort_index().rename_axis("precursor_share")
     args.out.mkdir(parents=True, exist_ok=True)
     table.round(3).to_csv(args.out / "health_sensitivity.csv")
-    plot(args.out / "health_sensitivity.png", table, args.goal)
+    plot(args.out / "health_sensitivity.png", table)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table.round(2).T.to_string())
 

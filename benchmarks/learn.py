@@ -1,4 +1,4 @@
-"""The learned policy (issue 12): train its weights with CMA-ES, then evaluate it on held-out traces and seeds.
+"""The learned policy: train its weights with CMA-ES, then evaluate it on held-out traces and seeds.
 
     python benchmarks/learn.py train --data-dir ../shared/traces --checkpoint quasched/policies/data/learned.json
     python benchmarks/learn.py eval --data-dir ../shared/traces --seeds 42-46
@@ -31,7 +31,7 @@ from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
-from own_policy import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
+from placement import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
 
 #: the packaged checkpoint's training traces (openb variants not in the FGD paper; the first run used the
 #: first three on every 4th node)

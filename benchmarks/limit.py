@@ -1,7 +1,7 @@
 """The limit: per trace, an upper bound on GPU allocation at 130 % arrivals and an offline packing.
 
-    python benchmarks/limit.py --data-dir ../shared/traces --seeds 42 --out results/issue12_limit
-    python benchmarks/limit.py --seeds 42 --bounds results/issue12_limit.csv --runs results/issue12_runs_*.json
+    python benchmarks/limit.py --data-dir ../shared/traces --seeds 42 --out results/limit/limit
+    python benchmarks/limit.py --seeds 42 --bounds results/limit/limit.csv --runs results/placement/runs.json
 
 For every trace and seed, the pods of the arrival experiment (tune 1.3, ``--rng go``) go to
 :func:`quasched.optimize.bound.gpu_bound` (aggregated LP with device- and node-packing rows,
@@ -9,7 +9,7 @@ HiGHS; the MILP over the same rows with ``--milp-seconds`` per instance, on the 
 and to :func:`quasched.sim.offline.ffd_packing` (largest first, most GPU per CPU first, or in arrival
 order; the best of those orders × the ``--offline`` policies placing them), then to
 :func:`quasched.optimize.patterns.pattern_packing` (column generation over node patterns from those
-packings, ``--pattern-seconds``; its Lagrangian bound, and its integer packing topped up by FFD). ``--runs`` are ``--json`` files of ``benchmarks/own_policy.py``: each policy's
+packings, ``--pattern-seconds``; its Lagrangian bound, and its integer packing topped up by FFD). ``--runs`` are ``--json`` files of ``benchmarks/placement.py``: each policy's
 alloc@130 on the same seeds and its distance to the bound; ``--bounds`` reuses solved rows.
 Writes ``<out>.csv`` (one row per trace and seed) and ``<out>.png``.
 """
@@ -27,8 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from issue12_report import save_trace_axes  # noqa: E402  (benchmarks/ is on sys.path)
-from own_policy import DEFAULT_TRACES, sweep_arguments  # noqa: E402
+from placement import DEFAULT_TRACES, save_trace_axes, sweep_arguments  # noqa: E402
 from quasched.model.cluster import Cluster  # noqa: E402
 from quasched.optimize.bound import gpu_bound  # noqa: E402
 from quasched.optimize.patterns import pattern_packing  # noqa: E402
@@ -38,14 +37,14 @@ from quasched.traces import catalog  # noqa: E402
 
 
 def main() -> None:
-    parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "ours"))
-    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="own_policy.py --json files (per-seed results)")
+    parser = sweep_arguments(__doc__, DEFAULT_TRACES, ("fgd", "guard"))
+    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="placement.py --json files (per-seed results)")
     parser.add_argument("--milp-seconds", type=float, default=10.0)
     parser.add_argument("--offline", nargs="+", default=["bestfit", "fgd"], help="policies placing the FFD order")
     parser.add_argument("--pattern-seconds", type=float, default=120.0,
                         help="column generation over node patterns per instance (0 = skip)")
     parser.add_argument("--bounds", type=Path, help="reuse the bound rows of an earlier <out>.csv instead of solving")
-    parser.add_argument("--out", type=Path, default=Path("results/issue12_limit"))
+    parser.add_argument("--out", type=Path, default=Path("results/limit/limit"))
     args = parser.parse_args()
     runs: dict[str, dict] = {}
     for path in args.runs:  # later files add policies to a trace's runs

@@ -1,4 +1,4 @@
-"""Power-aware placement on the FGD arrival experiment: PWR and the PWR+FGD mixes against FGD (issue 11).
+"""Power-aware placement on the FGD arrival experiment: PWR, the PWR+FGD mixes and ``power`` against FGD.
 
     python benchmarks/power.py --data-dir ../shared/traces --seeds 42-51
     python benchmarks/power.py --traces openb-default --seeds 42-43 --policies fgd pwr pwrfgd:pwr=100
@@ -41,14 +41,14 @@ from quasched.sim.records import EventRecords
 from quasched.sim.sweep import run_sweep
 from quasched.traces import catalog
 
-from own_policy import sweep_arguments  # benchmarks/ is on sys.path when run as a script
+from placement import sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
 DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", "pwrfgd:pwr=200")
-#: arrived-load window of the saving (% of GPU capacity), as the paper's 15..80 % claim and issue 11's goal
+#: arrived-load window of the saving (% of GPU capacity), as the PWR paper's 15..80 % claim
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
-#: issue 11's goal: at least this % less power than FGD over the window
+#: the saving a seed is counted against: at least this % less power than FGD over the window
 GOAL = 13.0
 #: the binned curves of every run (``power_curves.csv`` columns; FGD baselines of older runs lack ``reach_kw``)
 CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct", "reach_kw")

@@ -1,6 +1,7 @@
 """Durability of `quasched serve`: concurrent submissions while the server is SIGKILLed and restarted.
 
     python benchmarks/service_durability.py [--db sqlite|postgresql] [--jobs 2000] [--clients 8] [--kills 5]
+    python benchmarks/service_durability.py --commands --jobs 300 --kills 3
 
 A real server process (``quasched serve``, the built-in cluster) on 127.0.0.1;
 ``--clients`` threads submit ``--jobs`` jobs in all (0.5, 1 or 2 GPUs, no
@@ -15,6 +16,11 @@ the same database. Afterwards, on a freshly restarted server:
   with the server's own snapshot (the in-memory cluster rebuilt from the DB);
 * queue order is kept: each client's jobs have increasing ids in the order
   it submitted them.
+
+With ``--commands`` the cluster is this machine alone (8 fake GPUs) and every job runs a real
+command (``sh -c 'sleep S; exit K'``, K = its index mod 4) that outlives the kills; afterwards every
+acknowledged job has ended as its command chose (exit 0: succeeded, else failed with that exit code;
+none ``Lost``), and no process is left running.
 
 PostgreSQL runs on a throwaway Debian server (``tests/pg.py``).
 """
@@ -42,14 +48,14 @@ QUASCHED = Path(sys.executable).with_name("quasched")
 class Server:
     """``quasched serve`` in a subprocess; restartable on the same database."""
 
-    def __init__(self, db: str, workdir: Path, port: int) -> None:
-        self.db, self.workdir, self.port = db, workdir, port
+    def __init__(self, db: str, workdir: Path, port: int, extra: tuple[str, ...] = ()) -> None:
+        self.db, self.workdir, self.port, self.extra = db, workdir, port, extra
         self.token = ""
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{port}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db],
+        self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db, *self.extra],
                                      cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         assert self.proc.stdout is not None
@@ -76,13 +82,21 @@ class Server:
         self.proc.wait()
 
 
-def client(server: Server, index: int, count: int, acked: dict, errors: Counter, stop: threading.Event) -> None:
+def exit_code(key: str) -> int:
+    """The exit code the command of job ``key`` (``c<client>-<i>``) chooses: i mod 4."""
+    return int(key.rsplit("-", 1)[1]) % 4
+
+
+def client(server: Server, index: int, count: int, acked: dict, errors: Counter, stop: threading.Event,
+           commands: bool = False) -> None:
     sizes = (0.5, 1, 2)
     with httpx.Client(timeout=10) as http:
         for i in range(count):
             key = f"c{index}-{i:05d}"
             body = {"name": key, "team": "default", "cpu": 1, "memory": "4GiB", "gpus": sizes[(index + i) % 3],
                     "client_token": key}
+            if commands:
+                body["command"] = ["/bin/sh", "-c", f"sleep {0.2 + 0.3 * (i % 4)}; exit {exit_code(key)}"]
             while not stop.is_set():
                 try:
                     reply = http.post(f"{server.url}/api/v1/jobs", json=body,
@@ -141,7 +155,38 @@ def check(server: Server, acked: dict[str, int], clients: int) -> list[str]:
     return problems
 
 
-def run(db_kind: str, jobs: int, clients: int, kills: int, port: int) -> None:
+def check_commands(server: Server, acked: dict[str, int], workdir: Path) -> tuple[list[str], Counter]:
+    """Wait until every job has ended; the violations of ``--commands``' promises, and the jobs' end states."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    deadline = time.monotonic() + 900
+    while True:
+        jobs = {j["client_token"]: j for state in ("pending", "running", "stopping")
+                for j in httpx.get(f"{server.url}/api/v1/jobs", params={"state": state, "limit": 1000},
+                                   headers=headers, timeout=30).json()}
+        if not jobs or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    problems, ends = [], Counter()
+    for key, job_id in acked.items():
+        job = httpx.get(f"{server.url}/api/v1/jobs/{job_id}", headers=headers, timeout=30).json()
+        code = exit_code(key)
+        ends[job["state"] if job["reason"] is None else f"{job['state']} ({job['reason']['code']})"] += 1
+        if job["state"] != ("succeeded" if code == 0 else "failed") or job["exit_code"] != code:
+            problems.append(f"job {job_id} ({key}): {job['state']}, exit code {job['exit_code']}, expected {code}")
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _runs_under(int(pid), workdir)]
+    problems += [f"process {pid} still runs" for pid in left]
+    return problems, ends
+
+
+def _runs_under(pid: int, workdir: Path) -> bool:
+    try:
+        return "run_wrapper" in Path(f"/proc/{pid}/cmdline").read_text() and \
+            str(workdir) in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
+def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         pg = None
         if db_kind == "postgresql":
@@ -153,13 +198,18 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int) -> None:
             db = pg.create_database()
         else:
             db = f"sqlite:///{tmp}/quasched.db"
-        server = Server(db, Path(tmp), port)
+        extra: tuple[str, ...] = ()
+        if commands:
+            (Path(tmp) / "box.yaml").write_text(
+                "pools:\n  - {name: box, count: 1, cpu: 64, memory: 256Gi, gpu: {model: T4, count: 8}}\n")
+            extra = ("--cluster", "box.yaml", "--grace", "2")
+        server = Server(db, Path(tmp), port, extra)
         server.start()
         acked: dict[str, int] = {}
         errors: Counter = Counter()
         stop = threading.Event()
         started = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(server, c, jobs // clients, acked, errors, stop))
+        threads = [threading.Thread(target=client, args=(server, c, jobs // clients, acked, errors, stop, commands))
                    for c in range(clients)]
         for t in threads:
             t.start()
@@ -177,6 +227,10 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int) -> None:
         server.kill()
         server.start()  # the final state comes from a fresh rebuild
         problems = check(server, acked, clients)
+        ends: Counter = Counter()
+        if commands:
+            more, ends = check_commands(server, acked, Path(tmp).resolve())
+            problems += more
         server.kill()
         if pg is not None:
             pg.stop()
@@ -184,6 +238,9 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int) -> None:
           f"retries: {dict(errors)}")
     print("  every acknowledged job present exactly once, none placed twice, no device or node over capacity, "
           "client order kept: " + ("YES" if not problems else f"NO ({len(problems)} problems)"))
+    if commands:
+        print(f"  commands: every job ended as its command chose, none lost, none left running: "
+              f"{'YES' if not problems else 'NO'}; ends {dict(ends)}")
     for p in problems[:20]:
         print("   -", p)
     if problems:
@@ -197,9 +254,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--port", type=int, default=18080)
+    parser.add_argument("--commands", action="store_true", help="jobs run real commands on this machine's node")
     args = parser.parse_args()
     os.environ.setdefault("MPLBACKEND", "Agg")
-    run(args.db, args.jobs, args.clients, args.kills, args.port)
+    run(args.db, args.jobs, args.clients, args.kills, args.port, args.commands)
 
 
 if __name__ == "__main__":

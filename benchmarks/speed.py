@@ -58,7 +58,7 @@ def interleave(args: argparse.Namespace) -> None:
     write_interleaved(args.out, runs)
 
 
-#: issue 12's target for one FGD run on openb-default, CPU s
+#: the target for one FGD run on openb-default, CPU s
 GOAL_S = 1.5
 
 

@@ -1,7 +1,12 @@
-"""Shared fixtures: the read-only ``/work/shared`` folders beside the repository, a PostgreSQL server.
+"""Shared fixtures: where the tests find the public data they need, and a PostgreSQL server.
 
-Each folder fixture skips its tests with the reason when its folder is absent;
-the PostgreSQL fixtures fail when the server binaries are missing.
+The data are never copied into the repository. They are found from one place: ``$QUASCHED_DATA``, the folder
+holding the Alibaba traces (``alibaba-gpu-v2023/``, ``alibaba-gpu-v2025/``), else ``../shared/traces`` beside the
+repository. The FGD artifact's golden results (``golden/``), its specification's reference vectors (``docs/``), Go's
+random table (``data/``) and the grid carbon intensities (``carbon/``) sit beside that folder; ``QUASCHED_COMPAT_DATA``
+and ``QUASCHED_CARBON`` override the last two. A test that needs one of them takes its fixture, which skips the test
+with the reason and the variable to set when the folder is absent. The PostgreSQL fixtures fail when the server
+binaries are missing.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from quasched.model import NodeSpec, Workload
 from quasched.traces import load_openb_nodes, load_openb_pods
 from quasched.traces.catalog import OPENB_ALL_NODES, OPENB_DIR, OPENB_NODES
 
-SHARED = Path(__file__).parents[2] / "shared"
+TRACES = Path(os.environ.get("QUASCHED_DATA") or Path(__file__).parents[2] / "shared" / "traces")
+SHARED = TRACES.parent
 
 
-def _existing(path: Path, what: str, env: str) -> Path:
+def _existing(path: Path, what: str, env: str = "QUASCHED_DATA") -> Path:
     if not path.exists():
-        pytest.skip(f"{what} not found at {path} (set {env} to its folder)")
+        pytest.skip(f"{what} not found at {path}: set {env} (see tests/conftest.py)")
     return path
 
 
@@ -46,21 +52,26 @@ def postgres_url(postgres: PostgresServer) -> str:
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The trace folder: ``$QUASCHED_DATA``, else ``../shared/traces`` beside the repo."""
-    path = Path(os.environ.get("QUASCHED_DATA") or SHARED / "traces")
-    _existing(path / OPENB_DIR, "trace data", "QUASCHED_DATA")
-    return path
+    """The trace folder: ``$QUASCHED_DATA``, else ``../shared/traces`` beside the repository."""
+    _existing(TRACES / OPENB_DIR, "the Alibaba GPU traces")
+    return TRACES
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    """The FGD artifact's published curves and per-event logs on openb-default (``golden/kss-default``)."""
+    return _existing(SHARED / "golden" / "kss-default", "the FGD artifact's golden results")
 
 
 @pytest.fixture(scope="session")
 def shared_docs() -> Path:
-    """``../shared/docs`` (the FGD compatibility spec)."""
-    return _existing(SHARED / "docs", "shared docs", "nothing: it must sit beside the repo")
+    """The FGD artifact's specification, for its reference shuffle, tuning and rank vectors (``docs/``)."""
+    return _existing(SHARED / "docs" / "fgd-compatible-simulation.md", "the FGD artifact's specification").parent
 
 
 @pytest.fixture(scope="session")
 def compat_dir() -> Path:
-    """Folder of ``go_rng_cooked.txt``: ``$QUASCHED_COMPAT_DATA``, else ``../shared/data``."""
+    """Folder of ``go_rng_cooked.txt``: ``$QUASCHED_COMPAT_DATA``, else ``data/`` beside the traces."""
     path = Path(os.environ.get("QUASCHED_COMPAT_DATA") or SHARED / "data")
     _existing(path / "go_rng_cooked.txt", "go_rng_cooked.txt", "QUASCHED_COMPAT_DATA")
     return path
@@ -68,7 +79,7 @@ def compat_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def carbon_dir() -> Path:
-    """Folder of the hourly grid intensity: ``$QUASCHED_CARBON``, else ``../shared/carbon``."""
+    """Folder of the hourly grid intensity: ``$QUASCHED_CARBON``, else ``carbon/`` beside the traces."""
     path = Path(os.environ.get("QUASCHED_CARBON") or SHARED / "carbon")
     _existing(path / "carbon_intensity_2023_hourly.csv", "carbon_intensity_2023_hourly.csv", "QUASCHED_CARBON")
     return path

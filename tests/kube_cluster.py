@@ -11,7 +11,7 @@ objects with a Ready condition. Everything listens on 127.0.0.1 only.
 - :class:`Quasched` runs ``quasched serve`` as a child process (so it can be SIGKILLed);
 - :class:`StubExtender` is a minimal stdlib extender (passes every node, binds) to check the
   harness without quasched;
-- helpers: :func:`openb_nodes` (node shapes sampled from the openb trace), :meth:`KubeCluster.add_gpu_nodes`,
+- building blocks: :func:`openb_nodes` (node shapes sampled from the openb trace), :meth:`KubeCluster.add_gpu_nodes`,
   :meth:`KubeCluster.create_pod`, :meth:`KubeCluster.wait_bound`, :meth:`KubeCluster.events`.
 
 docs/kubernetes-e2e.md describes the set-up and the measured quirks.
@@ -363,7 +363,7 @@ class KubeCluster:
     def scheduler_metrics(self) -> str:
         return httpx.get(f"http://127.0.0.1:{self.sched_metrics}/metrics", timeout=10).text
 
-    # ------------------------------------------------------------ API helpers
+    # ------------------------------------------------------------ API calls
     def check(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise RuntimeError(f"{response.request.method} {response.request.url.path}: "

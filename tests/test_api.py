@@ -62,7 +62,7 @@ def test_submit_get_list_filter(env):
     # a gang that cannot fit now waits with a reason
     c = submit(client, nlp, team="nlp", name="big", gpus=8, gpu_model="A100")
     assert c["state"] == "pending" and c["reason"]["code"] in ("InsufficientResources", "Fragmented")
-    assert c["position"] == 0
+    assert c["position"] == 1
     got = client.get(f"{API}/jobs/{a['id']}", headers=nlp).json()  # any token reads
     assert got["name"] == "resnet-ft" and [e["kind"] for e in got["events"]] == ["submitted", "started"]
     assert [j["id"] for j in client.get(f"{API}/jobs", headers=admin).json()] == [c["id"], b["id"], a["id"]]
@@ -371,7 +371,7 @@ def test_openapi_and_docs(env):
 def test_restart_restores_running_jobs_on_their_devices(tmp_path, clock):
     app, token = make_app(tmp_path, clock)
     client, admin = TestClient(app), bearer(token)
-    client.put(f"{API}/queues/vision", json={"quota": {"A100": 4}}, headers=admin)
+    client.put(f"{API}/queues/vision", json={"quota": {"A100": 4, "T4": 1}}, headers=admin)
     jobs = [submit(client, admin, team="vision", gpus=g, gpu_model=m, duration=d)
             for g, m, d in ((0.5, "T4", "1h"), (2, "A100", None), (2, "A100", "2h"), (4, "A100", None))]
     assert [j["state"] for j in jobs] == ["running", "running", "running", "pending"]
@@ -390,7 +390,7 @@ def test_restart_restores_running_jobs_on_their_devices(tmp_path, clock):
         again = client2.get(f"{API}/jobs/{job['id']}", headers=admin).json()
         assert (again["state"], again["placement"]) == (job["state"], job["placement"])
     queue = next(q for q in client2.get(f"{API}/queues", headers=admin).json() if q["name"] == "vision")
-    assert queue["used_gpus"] == 4.5 and queue["quota"] == {"A100": 4} and queue["pending"] == 1
+    assert queue["used_gpus"] == 4.5 and queue["quota"] == {"A100": 4, "T4": 1} and queue["pending"] == 1
     # timers come back too: the 1 h job finishes after its hour
     clock.advance(3600)
     app2.state.service.tick()

@@ -183,7 +183,7 @@ def test_help_keeps_bracketed_text():
     from quasched.policies.registry import REGISTRY
 
     simulate = invoke_help("simulate")
-    for info in REGISTRY.values():
+    for info in REGISTRY.entries():
         for param in info.params:
             assert f"{param.name}={param.default}" in simulate, (info.name, param.name)
     assert "pip install 'quasched[ray]'" in invoke_help("sweep")

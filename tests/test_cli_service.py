@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
@@ -41,14 +42,14 @@ def cli(*args: str, env: dict[str, str] | None = None):
 def test_client_commands(server):
     base, token = server
     env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
-    r = cli("queue", "vision", "--quota", "A100=8", "--quota", "*=2", "--cohort", "research", env=env)
+    r = cli("queue", "vision", "--quota", "A100=16", "--quota", "*=2", "--cohort", "research", env=env)
     assert r.exit_code == 0, r.output
     assert "queue vision" in r.output and "research" in r.output
     r = cli("submit", "--team", "vision", "--gpus", "0.5", "--cpu", "4", "--memory", "16GiB", "--duration", "2h",
             "--name", "resnet-ft", env=env)
     assert r.exit_code == 0, r.output
     assert r.output.startswith("job 1 (resnet-ft) running on ")
-    r = cli("submit", "--team", "vision", "--gpus", "8", "--pods", "3", "--name", "huge", "--gpu-model", "A100",
+    r = cli("submit", "--team", "vision", "--gpus", "8", "--pods", "2", "--name", "huge", "--gpu-model", "A100",
             env=env)
     assert r.exit_code == 0 and "job 2 (huge) pending — " in r.output
     r = cli("jobs", env=env)
@@ -58,7 +59,7 @@ def test_client_commands(server):
     r = cli("jobs", "--team", "nobody", env=env)
     assert "0 jobs" in r.output
     r = cli("queues", env=env)
-    assert r.exit_code == 0 and "vision" in r.output and "A100=8" in r.output and "default" in r.output
+    assert r.exit_code == 0 and "vision" in r.output and "A100=16" in r.output and "default" in r.output
     r = cli("nodes", env=env)
     assert r.exit_code == 0 and "4 nodes" in r.output and "a0" in r.output and " 0.5/" in r.output
     r = cli("cancel", "2", "--server", base, env={"QUASCHED_TOKEN": token})
@@ -114,12 +115,15 @@ def test_serve_options(tmp_path, monkeypatch):
     """`quasched serve` with no arguments: ./quasched.db, the built-in cluster, a token file; uvicorn stubbed."""
     monkeypatch.chdir(tmp_path)
     ran = {}
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: ran.update(app=app, **kw))
+    serve_module = importlib.import_module("quasched.cli.serve")  # the package's `serve` is the command
+    monkeypatch.setattr(serve_module, "listen", lambda host, port: ran.update(host=host, port=port))
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app))
     r = cli("serve")
     assert r.exit_code == 0, r.output
     assert ran["host"] == "127.0.0.1" and ran["port"] == 8080
     token = (tmp_path / "quasched.token").read_text().strip()
-    assert f"dashboard http://127.0.0.1:8080/#token={token}" in r.output
+    assert token not in r.output and f"admin token {token[:4]}…{token[-4:]} saved to quasched.token" in r.output
+    assert "dashboard http://127.0.0.1:8080/#token=<the token in quasched.token>" in r.output
     assert "120 nodes" in r.output and (tmp_path / "quasched.db").exists()
     ran["app"].state.service.store.close()
     r = cli("serve", "--port", "9000", "--db", "quasched.db")  # a restart: same token, no new one
@@ -135,6 +139,16 @@ def test_serve_options(tmp_path, monkeypatch):
     assert cli("serve", "--policy", "nope").exit_code == 2
     assert cli("serve", "--clock", "sundial").exit_code == 2
     assert cli("serve", "--batch-solver", "magic").exit_code == 2 and "batch-solver" in cli("serve", "--batch-solver", "magic").output
+
+
+def test_a_port_in_use_fails_before_the_banner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        r = cli("serve", "--port", str(taken.getsockname()[1]))
+    assert r.exit_code == 2 and "cannot listen on 127.0.0.1:" in r.output and "in use" in r.output
+    assert "quasched serve:" not in r.output and not (tmp_path / "quasched.db").exists()
 
 
 def test_serve_process_end_to_end(tmp_path):
@@ -187,3 +201,45 @@ def test_serve_virtual_clock_matches_the_replay():
     assert result.exit_code == 0, result.output
     assert "1,000 of 1,000 jobs started" in result.output
     assert "identical to `quasched replay` (node and start time of every pod): yes" in result.output
+
+
+def test_submit_sends_a_client_token_and_a_retry_never_duplicates(server, monkeypatch):
+    base, token = server
+    env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
+    real, lost = httpx.request, []
+
+    def reply_lost_once(method, url, **kw):  # the server gets the submit, its reply never arrives
+        response = real(method, url, **kw)
+        if method == "POST" and url.endswith("/jobs") and not lost:
+            lost.append(kw["json"]["client_token"])
+            raise httpx.ReadTimeout("the reply was lost")
+        return response
+
+    monkeypatch.setattr(httpx, "request", reply_lost_once)
+    r = cli("submit", "--name", "once", "--gpus", "1", env=env)
+    assert r.exit_code == 0 and "job 1 (once) running" in r.output and "trying again" in r.output
+    monkeypatch.setattr(httpx, "request", real)
+    assert cli("submit", "--name", "twice", env=env).exit_code == 0
+    jobs = httpx.get(f"{base}/api/v1/jobs", headers={"Authorization": f"Bearer {token}"}).json()
+    assert [j["name"] for j in jobs] == ["twice", "once"]
+    assert jobs[1]["client_token"] == lost[0] and jobs[0]["client_token"] not in (None, lost[0])
+
+
+def test_job_complete_priority_class_and_positions_from_the_cli(server):
+    base, token = server
+    env = {"QUASCHED_SERVER": base, "QUASCHED_TOKEN": token}
+    for name in ("first", "second", "third"):
+        r = cli("submit", "--name", name, "--gpus", "8", "--gpu-model", "A100", "--priority-class", "high", env=env)
+        assert r.exit_code == 0, r.output
+    assert cli("submit", "--name", "x", "--priority", "high", env=env).exit_code == 2  # one name: --priority-class
+    r = cli("jobs", "--state", "pending", env=env)
+    assert "third" in r.output and "│   1 │" in r.output  # queue position 1
+    r = cli("job", "1", env=env)
+    assert r.exit_code == 0 and "job 1 (first) running, team default, high" in r.output
+    assert " submitted" in r.output and " started a" in r.output
+    r = cli("complete", "1", "--failed", env=env)
+    assert r.exit_code == 0 and "job 1 (first) failed" in r.output
+    r = cli("job", "3", env=env)
+    assert "job 3 (third) running" in r.output and "succeeded" not in r.output
+    r = cli("complete", "99", env=env)
+    assert r.exit_code == 2 and "404" in r.output

@@ -14,7 +14,6 @@ import pytest
 from quasched.model.gorand import COOKED_FILE, load_cooked
 
 PACKAGE = Path(__file__).parents[1] / "quasched"
-SHARED_TABLE = Path(__file__).parents[2] / "shared" / "data" / COOKED_FILE
 
 
 def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
@@ -37,13 +36,12 @@ def test_rng_go_works_on_a_fresh_install_without_shared_data(tmp_path):
     assert "rng go" in result.stdout
 
 
-def test_packaged_table_equals_the_shared_table():
-    if not SHARED_TABLE.is_file():
-        pytest.skip(f"{SHARED_TABLE} not found")
+def test_packaged_table_equals_the_shared_table(compat_dir):
+    shared_table = compat_dir / COOKED_FILE
     packaged = resources.files("quasched.model") / "data" / COOKED_FILE
-    assert packaged.read_text() == SHARED_TABLE.read_text()
+    assert packaged.read_text() == shared_table.read_text()
     assert (resources.files("quasched.model") / "data" / "LICENSE-go-rngCooked.txt").is_file()
-    assert load_cooked() == load_cooked(SHARED_TABLE.parent)
+    assert load_cooked() == load_cooked(compat_dir)
 
 
 @pytest.mark.parametrize("module", ["quasched.report.plots", "quasched.report.replay", "quasched.optimize.plots"])

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import poisson
@@ -15,9 +12,6 @@ from quasched.federation.forecast import HISTORY_H
 from quasched.federation.protection import ProtectionPriced
 from quasched.federation.registry import make_dispatcher
 from test_federation import H
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from federation_room import Erlang, implied_odds  # noqa: E402 (benchmarks/ is not a package)
 
 
 def protect(tau_h: float, cpu_jobs: int = 0, on: int = 1) -> ProtectionPriced:
@@ -83,11 +77,6 @@ def test_bad_tau_is_named():
         make_dispatcher("ours-protect:tau=0")
 
 
-def test_the_erlang_trial_odds_are_the_implied_cost_of_one_unit_of_room():
-    """``benchmarks/federation_room.py``'s ``erlang`` trial, by hand: ``B(0) = 1``, ``B(1, ½) = ⅓``, so one unit of room
-    under a load of ½ is worth ½ (1 − ⅓) = ⅓; ``B(3, 2) = 4/19``, ``B(4, 2) = 2/21``, so room 4 under load 2 is worth
-    2 (4/19 − 2/21); no room left: 1; no load: 0."""
-    odds = implied_odds(np.array([1, 4, 0, -2, 3]), np.array([0.5, 2.0, 2.0, 2.0, 0.0]))
-    assert odds == pytest.approx([1 / 3, 2 * (4 / 19 - 2 / 21), 1.0, 1.0, 0.0])
-    assert Erlang.odds is implied_odds and ProtectionPriced.odds(np.array([0, 2]), np.array([1.0, 1.0])) == \
-        pytest.approx([1.0, 1 - 2 * np.exp(-1)])
+def test_the_odds_of_needing_the_last_unit_of_room_are_poisson_tails():
+    """No room left: the next arrival is turned away for sure; room 2 under a load of 1: ``P(Poisson(1) ≥ 2) = 1 − 2/e``."""
+    assert ProtectionPriced.odds(np.array([0, 2]), np.array([1.0, 1.0])) == pytest.approx([1.0, 1 - 2 * np.exp(-1)])

@@ -89,7 +89,7 @@ def test_placement_deltas_equal_evaluating_the_states_after_the_placement(shapes
 
 
 def test_worked_example_deltas():
-    """§7.2: a (2 CPU, 0.2 GPU) pod on (6 CPU, [300, 1000]), F = 800; on device 1 F becomes 700."""
+    """The worked example of docs/simulator-spec.md: a (2 CPU, 0.2 GPU) pod on (6 CPU, [300, 1000]), F = 800; on device 1 F becomes 700."""
     toy = TypicalPods(((4000, 500, 1, ""), (8000, 1000, 1, ""), (2000, 0, 0, "")), (5, 3, 2), np.array([0.5, 0.3, 0.2]))
     model = FragmentationModel(toy, ("T4",))
     got = model.deltas(np.array([6000]), np.array([[300, 1000]]), np.array([0]), np.array([800.0]),

@@ -1,4 +1,4 @@
-"""Fragmentation measure: the spec's hand-computed worked example (§7.2) and typical pods (§7.1)."""
+"""Fragmentation measure: the hand-computed worked example of docs/simulator-spec.md and typical pods."""
 
 from __future__ import annotations
 

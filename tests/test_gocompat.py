@@ -1,4 +1,4 @@
-"""Go math/rand port: seeding, derived draws and the §12.3 shuffle/tuning/rank vectors."""
+"""Go math/rand port: seeding, derived draws and the FGD artifact specification's shuffle, tuning and rank vectors for every trace and seed."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_perm_is_a_permutation(cooked):
 
 
 def _vectors(shared_docs):
-    """Rows of the spec's §12.3 table: trace, seed, tuning, final milli, first pods, rank-0..2 nodes."""
+    """Rows of the artifact specification's table of reference vectors: trace, seed, tuning, final milli, first pods, rank-0..2 nodes."""
     text = (shared_docs / "fgd-compatible-simulation.md").read_text()
     section = text[text.index("### 12.3"):text.index("### 12.4")]
     pattern = r"^\| (\w+) \| (\d+) \| \d+ \| \d+ \| ([+-]\d+) \| (\d+) \| ([\d,]+) \| ([\d,]+) \|$"

@@ -6,8 +6,6 @@ The full 6 policies × 10 seeds comparison is ``benchmarks/reproduce_published.p
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from quasched.compat.curves import discrete_curves
@@ -15,14 +13,10 @@ from quasched.compat.golden import compare_curves, compare_events, published_cur
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.sim.sweep import summarize
 
-GOLDEN = Path(__file__).parents[2] / "shared" / "golden" / "kss-default"
-
 
 @pytest.fixture(scope="module")
-def published():
-    if not GOLDEN.exists():
-        pytest.skip(f"golden results not found at {GOLDEN}")
-    return published_curves(GOLDEN)
+def published(golden_dir):
+    return published_curves(golden_dir)
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +36,13 @@ def default_trace(openb):
     ],
 )
 def test_deterministic_policy_reproduces_published_run(policy, seed, golden_file, published,
-                                                       default_trace, compat_dir):
+                                                       default_trace, compat_dir, golden_dir):
     nodes, workload = default_trace
     result = run_experiment(nodes, workload, ExperimentConfig(policy=policy, seed=seed, rng="go", compat_data=compat_dir))
     run = summarize(result, keep_log=True, curves=discrete_curves)
     for diff in compare_curves(run, published):
         assert not diff.mismatches, f"{diff.curve}: {diff.mismatches[:5]}"
-    mismatches = compare_events(run, GOLDEN / golden_file, nodes.total_gpus)
+    mismatches = compare_events(run, golden_dir / golden_file, nodes.total_gpus)
     assert mismatches == dict.fromkeys(mismatches, 0)
 
 

@@ -16,19 +16,20 @@ ROOT = Path(__file__).parents[1] / "quasched"
 #: room -> rooms it may import at module level (besides itself)
 ALLOWED = {
     "extras": set(),
-    "model": {"extras"},
-    "metrics": {"extras", "model"},
-    "traces": {"extras", "model"},
-    "policies": {"extras", "model", "metrics"},
-    "optimize": {"extras", "model", "traces"},
-    "sim": {"extras", "model", "metrics", "policies", "traces"},
-    "compat": {"extras", "model", "metrics", "policies", "sim"},
-    "report": {"extras", "model", "metrics", "policies", "sim"},
-    "learn": {"extras", "model", "metrics", "policies", "sim", "traces"},
-    "service": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize"},
-    "federation": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize"},
-    "kube": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize", "service"},
-    "cli": {"extras", "model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
+    "params": set(),
+    "model": {"extras", "params"},
+    "metrics": {"extras", "params", "model"},
+    "traces": {"extras", "params", "model"},
+    "policies": {"extras", "params", "model", "metrics"},
+    "optimize": {"extras", "params", "model", "traces"},
+    "sim": {"extras", "params", "model", "metrics", "policies", "traces"},
+    "compat": {"extras", "params", "model", "metrics", "policies", "sim"},
+    "report": {"extras", "params", "model", "metrics", "policies", "sim"},
+    "learn": {"extras", "params", "model", "metrics", "policies", "sim", "traces"},
+    "service": {"extras", "params", "model", "metrics", "policies", "sim", "traces", "optimize"},
+    "federation": {"extras", "params", "model", "metrics", "policies", "sim", "traces", "optimize"},
+    "kube": {"extras", "params", "model", "metrics", "policies", "sim", "traces", "optimize", "service"},
+    "cli": {"extras", "params", "model", "metrics", "policies", "sim", "traces", "optimize", "report", "compat", "service", "kube", "federation"},
 }
 
 

@@ -1,4 +1,4 @@
-"""The learned policy (issue 12): checkpoints, the gymnasium environment, its equivalence to the registry policy, CMA-ES."""
+"""The learned policy: checkpoints, the gymnasium environment, its equivalence to the registry policy, CMA-ES."""
 
 from __future__ import annotations
 

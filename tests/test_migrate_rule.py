@@ -19,7 +19,7 @@ from test_replay import rows, workload
 
 runner = CliRunner()
 MIN = 60.0
-#: checkpoints every 30 min, 5 min to reload, 1 min to checkpoint on demand; warnings true with odds 1/2, lead 24 h
+#: checkpoints every 30 min, 5 min to reload, 1 min to checkpoint on demand; warnings true with odds 1/2, a mean 24 h ahead
 PAYS = FailureConfig(checkpoint_min=30, restart_min=5, checkpoint_cost_min=1, precursor_lead_h=24, false_warnings=1,
                      drain_errors=1, migrate="device", migrate_rule="pays")
 #: n0 with 2 GPUs takes both 1-GPU pods (best fit); n1 with 4 GPUs is where moved pods go
@@ -40,7 +40,7 @@ def test_the_rule_by_hand():
     at_checkpoint = FailureConfig(**{**PAYS.__dict__, "migrate_at": "checkpoint"})
     assert plan_migration(at_checkpoint, 48 * HOUR, 10 * MIN, 20 * MIN) == "checkpoint"
     assert plan_migration(at_checkpoint, 5 * MIN, 10 * MIN, 20 * MIN) == "stay"  # ends before that checkpoint
-    # every warning true (no false alarms) and a 1-hour lead: a 2-hour pod pays to move
+    # every warning true (no false alarms) and a 1-hour warning: a 2-hour pod pays to move
     sure = FailureConfig(**{**PAYS.__dict__, "false_warnings": 0, "precursor_lead_h": 1})
     assert plan_migration(sure, 2 * HOUR, 0, 0) == "now" and plan_migration(PAYS, 2 * HOUR, 0, 0) == "stay"
 

@@ -54,7 +54,7 @@ def test_cpu_sockets(vcpu, free, step, linear):
 
 def test_openb_cluster_spans_the_documented_range(openb):
     c = Cluster(openb.nodes())
-    assert cluster_power_w(c) == 230_100  # power-model.md: GPUs ≈ 174 kW + CPUs ≈ 56 kW idle
+    assert cluster_power_w(c) == 230_100  # docs/simulator-spec.md, Power: 230.1 kW idle
     c.gpu_alloc[:] = 1000 * c.device_exists
     c.free[:, 0] = 0
     assert cluster_power_w(c) == 1_474_110  # ≈ 1,029 kW + 445 kW all busy

@@ -138,10 +138,10 @@ def test_precursors_come_before_their_fatal_failures_and_leave_the_failures_unch
     assert all(not w.fatal and w.down_s == 0 for w in warnings)
     # half the warnings are followed by a fatal failure of their device within a week (a false one
     # by chance with odds 1e-4 × 168 h), a true one by 12 h on average
-    lead = [min([f.time - w.time for f in failures if f.fatal and (f.node, f.device) == (w.node, w.device)
+    ahead = [min([f.time - w.time for f in failures if f.fatal and (f.node, f.device) == (w.node, w.device)
                  and 0 < f.time - w.time <= 7 * 24 * HOUR], default=np.nan) for w in warnings]
-    assert 0.45 < np.mean(np.isfinite(lead)) < 0.58
-    assert 10 * HOUR < np.nanmean(lead) < 14 * HOUR
+    assert 0.45 < np.mean(np.isfinite(ahead)) < 0.58
+    assert 10 * HOUR < np.nanmean(ahead) < 14 * HOUR
 
 
 @pytest.mark.parametrize("bad, field", [

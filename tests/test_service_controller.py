@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quasched.service.controller import Controller, nodes_of
-from quasched.service.domain import JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
 from quasched.service.loop_state import LoopOptions, SpecError
 
 A, B = "A100", "V100"
@@ -87,10 +87,12 @@ def test_validate_rejects_what_never_fits_with_the_field():
 
 def test_gang_is_all_or_nothing():
     ctl = make(cluster((2, A), (2, A)))
-    gang = submit(ctl, 1, job(gpus=2, pods=3))
-    assert gang.state == JobState.PENDING and not ctl.cluster.placements
-    ok = submit(ctl, 2, job(gpus=2, pods=2))
-    assert ok.state == JobState.RUNNING and sorted(n for n, _ in ok.placement) == ["n0", "n1"]
+    one = submit(ctl, 1, job(gpus=1))
+    gang = submit(ctl, 2, job(gpus=2, pods=2))
+    assert gang.state == JobState.PENDING and list(ctl.cluster.placements) == [one.id * MAX_GANG]
+    ctl.finish(1, 1.0)
+    ctl.cycle(1.0)
+    assert gang.state == JobState.RUNNING and sorted(n for n, _ in gang.placement) == ["n0", "n1"]
 
 
 def test_quota_blocks_then_cohort_lends_unused_quota():

@@ -1,4 +1,4 @@
-"""Golden numbers from the real traces (docs/fgd-compatible-simulation.md §1)."""
+"""Golden numbers from the real traces of the FGD artifact (docs/simulator-spec.md, Inputs)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The service's client commands: ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``
-and ``token``, each one call of the HTTP API (server and token from options, the environment or the
+"""The service's client commands: ``submit``, ``jobs``, ``job``, ``queues``, ``queue``, ``nodes``,
+``cancel``, ``complete`` and ``token``, each one call of the HTTP API (server and token from options, the environment or the
 token file ``quasched serve`` wrote), printed as a line or a rich table."""
 
 from __future__ import annotations
@@ -50,21 +50,36 @@ def api_error(response: Any) -> str:
     return f"{response.status_code} {detail}{hint}"
 
 
-def call(server: str, token: str | None, method: str, path: str, **kwargs: Any) -> Any:
-    """``method path`` on the server's API; a clean error (exit 2) when it cannot be reached or refuses."""
+#: seconds between the attempts of a request that is safe to repeat (a submit with its client_token)
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+
+
+def call(server: str, token: str | None, method: str, path: str, retry: bool = False, **kwargs: Any) -> Any:
+    """``method path`` on the server's API; a clean error (exit 2) when it cannot be reached or refuses.
+    With ``retry`` (an idempotent request), a lost connection or reply is tried again after each of
+    :data:`RETRY_DELAYS`."""
     import httpx
 
     secret = resolve_token(token)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     url = server.rstrip("/") + "/api/v1" + path
-    try:
-        response = httpx.request(method, url, headers=headers, timeout=30.0, **kwargs)
-    except httpx.ConnectError:
-        fail(f"cannot connect to the quasched server at {server} (is `quasched serve` running? see --server)")
-    except httpx.TimeoutException:
-        fail(f"the quasched server at {server} did not answer in time")
-    except httpx.HTTPError as err:
-        fail(f"request to {server} failed: {err}")
+    delays = list(RETRY_DELAYS) if retry else []
+    while True:
+        try:
+            response = httpx.request(method, url, headers=headers, timeout=30.0, **kwargs)
+            break
+        except (httpx.TransportError, httpx.TimeoutException) as err:
+            if not delays:
+                if isinstance(err, httpx.ConnectError):
+                    fail(f"cannot connect to the quasched server at {server} (is `quasched serve` running? "
+                         "see --server)")
+                if isinstance(err, httpx.TimeoutException):
+                    fail(f"the quasched server at {server} did not answer in time")
+                fail(f"request to {server} failed: {err}")
+            console.print(f"[dim]{server}: {type(err).__name__}; trying again (a repeat is harmless)[/]")
+            time.sleep(delays.pop(0))
+        except httpx.HTTPError as err:
+            fail(f"request to {server} failed: {err}")
     if response.status_code >= 400:
         fail(api_error(response))
     return response.json() if response.content else None
@@ -113,10 +128,12 @@ def submit(
     duration: Optional[str] = typer.Option(None, help="Run time after which the service finishes it: 2h, 90m, 30s."),
     gpu_model: str = typer.Option("", help="GPU model (e.g. A100); empty = any."),
     pods: int = typer.Option(1, help="Gang size: pods placed all-or-nothing."),
-    priority: str = typer.Option("normal", "--priority", help="Priority class: low, normal, high."),
+    priority_class: str = typer.Option("normal", help="Priority class: low, normal, high."),
     user: Optional[str] = typer.Option(None, help="User (default: $USER)."),
     app_name: str = typer.Option("", "--app", help="Application name."),
-    client_token: Optional[str] = typer.Option(None, help="Idempotency key: resubmitting returns the first job."),
+    client_token: Optional[str] = typer.Option(None, help=(
+        "Idempotency key: resubmitting returns the first job (default: a new random key, kept across the "
+        "command's own retries)."), show_default=False),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the command's environment (repeatable)."),
     workdir: str = typer.Option("", help="Absolute working directory of the command."),
     time_limit: Optional[str] = typer.Option(None, help="Longest run (2h, 90m): past it the job is stopped and fails."),
@@ -126,6 +143,7 @@ def submit(
     """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB -- python train.py."""
     import os
     import shlex
+    import uuid
 
     argv = list(command or [])
     if name is None:
@@ -136,17 +154,16 @@ def submit(
     if any("=" not in item for item in env):
         fail(f"--env {next(i for i in env if '=' not in i)!r}: write KEY=VALUE")
     body: dict[str, Any] = {"name": name, "team": team, "gpus": gpus, "cpu": cpu, "memory": memory,
-                            "pods": pods, "priority_class": priority, "gpu_model": gpu_model, "app": app_name,
-                            "user": user if user is not None else os.environ.get("USER", "")}
+                            "pods": pods, "priority_class": priority_class, "gpu_model": gpu_model, "app": app_name,
+                            "user": user if user is not None else os.environ.get("USER", ""),
+                            "client_token": client_token or uuid.uuid4().hex}
     if duration is not None:
         body["duration"] = duration
-    if client_token is not None:
-        body["client_token"] = client_token
     if argv:
         body.update(command=argv, env=variables, workdir=workdir)
     if time_limit is not None:
         body["time_limit"] = time_limit
-    job = call(server, token, "POST", "/jobs", json=body)
+    job = call(server, token, "POST", "/jobs", retry=True, json=body)
     where = f" on {placement_text(job)}" if job["placement"] else ""
     reason = f" — {job['reason']['code']}: {job['reason']['message']}" if job.get("reason") else ""
     console.print(f"job {job['id']} ({job['name']}) {job['state']}{where}{reason}")
@@ -170,12 +187,13 @@ def jobs(
         params["team"] = team
     rows = call(server, token, "GET", "/jobs", params=params)
     table = Table(title=f"{len(rows)} jobs")
-    for column in ("id", "name", "team", "state", "gpus", "pods", "placement", "age", "reason"):
-        table.add_column(column, justify="right" if column in ("id", "gpus", "pods") else "left")
+    for column in ("id", "name", "team", "state", "pos", "gpus", "pods", "placement", "age", "reason"):
+        table.add_column(column, justify="right" if column in ("id", "pos", "gpus", "pods") else "left")
     for job in rows:
         reason = job["reason"]
         table.add_row(str(job["id"]), job["name"], job["team"],
-                      f"[{STATE_STYLE.get(job['state'], '')}]{job['state']}[/]", gpus_text(job["gpus"]),
+                      f"[{STATE_STYLE.get(job['state'], '')}]{job['state']}[/]",
+                      "" if job["position"] is None else str(job["position"]), gpus_text(job["gpus"]),
                       str(job["pods"]), placement_text(job), age(job["submitted_at"]),
                       f"{reason['code']}: {reason['message']}" if reason else "")
     console.print(table)
@@ -250,6 +268,41 @@ def cancel(
 ) -> None:
     """Cancel a pending or running job."""
     done = call(server, token, "POST", f"/jobs/{job}/cancel")
+    console.print(f"job {done['id']} ({done['name']}) {done['state']}")
+
+
+def job(
+    job_id: int = typer.Argument(..., metavar="JOB", help="Job id."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """A job in detail: request, state, placement, queue position, reason and its events."""
+    from datetime import datetime, timezone
+
+    j = call(server, token, "GET", f"/jobs/{job_id}")
+    console.print(f"[bold]job {j['id']}[/] ({j['name']}) {j['state']}, team {j['team']}, {j['priority_class']}")
+    console.print(f"  asks {j['pods']} x ({gpus_text(j['gpus'])} GPU {j['gpu_model'] or 'any model'}, "
+                  f"{j['cpu']:g} CPU, {j['memory_mib']} MiB)")
+    if j["placement"]:
+        console.print(f"  on {placement_text(j)}")
+    if j["position"] is not None:
+        console.print(f"  queue position {j['position']}")
+    if j["reason"]:
+        console.print(f"  {j['reason']['code']}: {j['reason']['message']}")
+    for ev in j["events"]:
+        when = datetime.fromtimestamp(ev["time"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        data = " ".join(f"{k}={v}" for k, v in ev["data"].items())
+        console.print(f"  {when} {ev['kind']}{' ' + ev['node'] if ev['node'] else ''} {data}".rstrip())
+
+
+def complete(
+    job_id: int = typer.Argument(..., metavar="JOB", help="Job id."),
+    failed: bool = typer.Option(False, "--failed", help="The job failed (default: it succeeded)."),
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """Report that a running job ended (for jobs without a command or duration)."""
+    done = call(server, token, "POST", f"/jobs/{job_id}/complete", json={"failed": failed})
     console.print(f"job {done['id']} ({done['name']}) {done['state']}")
 
 

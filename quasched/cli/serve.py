@@ -4,6 +4,7 @@ checked against ``quasched replay``."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
@@ -143,6 +144,7 @@ def serve(
             fail(str(err))
     import uvicorn
 
+    listener = listen(host, port)  # a port in use fails here, before anything is printed or stored
     from quasched.service.api import create_app, sqlite_file
     from quasched.service.loop_state import LoopOptions
 
@@ -177,6 +179,8 @@ def serve(
                                  state_dir=state_dir)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
+    from quasched.service.auth import masked
+
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
@@ -188,12 +192,24 @@ def serve(
         console.print(f"  kube-scheduler extender urlPrefix {base}/k8s/scheduler (filter, prioritize, bind)"
                       + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
     if service.new_admin_token:
-        where = f" (saved to {service.token_file})" if service.token_file else ""
-        console.print(f"  admin token {service.new_admin_token}{where}")
-        console.print(f"  dashboard {base}/#token={service.new_admin_token}")
+        console.print(f"  admin token {masked(service.new_admin_token)} saved to {service.token_file} (mode 0600)")
+        console.print(f"  dashboard {base}/#token=<the token in {service.token_file}>")
     else:
         console.print(f"  dashboard {base}/")
     from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
 
-    uvicorn.run(service_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
-                http=NoDelayH11Protocol)
+    config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``; a clean error when the address is in use or not this machine's."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as err:
+        fail(f"cannot listen on {host}:{port}: {err.strerror or err} (another `quasched serve`? see --port)")
+    return sock

@@ -1,3 +1,3 @@
-"""Learning a placement policy in the simulator (issue 12): a gymnasium environment over the
+"""Learning a placement policy in the simulator: a gymnasium environment over the
 arrival experiment (:mod:`quasched.learn.env`) and an evolution strategy over the weights of
 the ``learned`` policy (:mod:`quasched.learn.es`)."""

@@ -1,4 +1,4 @@
-"""CMA-ES over the weights of the ``learned`` policy, in the simulator (issue 12).
+"""CMA-ES over the weights of the ``learned`` policy, in the simulator.
 
 The search is over ``x ≥ 0`` in five dimensions, the weights of Headroom, BestFit,
 GpuPacking, DotProd and GpuClustering relative to FGD's (fixed at 1: the policy is

@@ -1,4 +1,4 @@
-"""Modelled electrical power of GPU nodes, energy and carbon (issue 11; ``../shared/docs/power-model.md``).
+"""Modelled electrical power of GPU nodes, energy and carbon (``docs/simulator-spec.md``, Power).
 
 Anchor: Lettich, Carlini, Nardini, Perego, Trani, *Power- and Fragmentation-aware Online
 Scheduling for GPU Datacenters*, IEEE CCGrid 2025 (arXiv 2412.17484), "PWR". Its simulator is
@@ -79,7 +79,7 @@ GPU_PROFILES: dict[str, DevicePower] = {
     "A100": DevicePower(50, 400, f"{_PWR_CONST}; NVIDIA Ampere architecture white paper (A100 400 W)"),
 }
 
-#: openb GPU model -> the profile it is modelled as (power-model.md's table: G2 as A10, G3 as A100)
+#: openb GPU model -> the profile it is modelled as (docs/simulator-spec.md, Power: G2 as A10, G3 as A100)
 OPENB_GPU_MODELS: dict[str, str] = {
     "T4": "T4", "A10": "A10", "G2": "A10", "P100": "P100", "V100M16": "V100", "V100M32": "V100",
     "G3": "A100", "A100": "A100", "V100": "V100",

@@ -1,4 +1,4 @@
-"""Health: avoid nodes with recent GPU errors (ours, issue 11).
+"""Health: avoid nodes with recent GPU errors.
 
 Each GPU error on a node (a failure or a warning, :class:`quasched.model.health.ErrorLog`)
 adds 1 to the node's level, which halves every ``half_life_h`` hours; the level estimates how often the node fails

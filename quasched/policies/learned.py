@@ -1,4 +1,4 @@
-"""Learned: a weighted sum of the other plugins' normalised scores, weights from a checkpoint (issue 12).
+"""Learned: a weighted sum of the other plugins' normalised scores, weights from a checkpoint.
 
     score(node, device) = Σ_i w_i · normalize_i(score_i(node, device)),   w_i ≥ 0, Σ_i w_i > 0
 

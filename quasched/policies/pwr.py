@@ -1,4 +1,4 @@
-"""PWR: power-aware placement (Lettich et al., CCGrid 2025; ``../shared/docs/power-model.md``).
+"""PWR: power-aware placement (Lettich et al., CCGrid 2025; ``docs/simulator-spec.md``, Power).
 
 A placement scores ``P(before) − P(after)`` on its node, i.e. minus the modelled power it
 adds (:mod:`quasched.metrics.power`; 0 when the pod lands on GPUs and CPU sockets that are

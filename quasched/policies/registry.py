@@ -13,53 +13,16 @@ identifiers used in configs, results and files; tables and plots show
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable
 
+from quasched.params import Param, Registry, defaults
 from quasched.policies import profiles
 
 if TYPE_CHECKING:  # the registry is read by ``--help``: no NumPy at import
     from quasched.metrics.typical import TypicalPods
     from quasched.policies.framework import Policy
-
-#: parsers for parameter kinds whose constructor does not parse text (``bool("false")`` is True)
-_PARSERS: dict[type, Callable[[str], Any]] = {bool: lambda t: {"true": True, "false": False}[t.lower()]}
-
-
-@dataclass(frozen=True)
-class Param:
-    """A typed policy parameter with a default, a check and a help text."""
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    choices: tuple[Any, ...] = ()
-    minimum: float | None = None
-    #: raises :class:`ValueError` (with the reason) for a value that parses but cannot be used
-    check: Callable[[Any], object] | None = None
-
-    def parse(self, text: str) -> Any:
-        """The value of ``text``; :class:`ValueError` naming the parameter when it is not valid."""
-        try:
-            value = _PARSERS.get(self.kind, self.kind)(text)
-        except (KeyError, ValueError):
-            raise ValueError(f"parameter {self.name}={text!r} is not a {self.kind.__name__}") from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"parameter {self.name}={text!r} must be a finite number")
-        if self.choices and value not in self.choices:
-            raise ValueError(f"parameter {self.name}={text!r}: choose from {', '.join(map(str, self.choices))}")
-        if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"parameter {self.name}={text!r} must be at least {self.minimum:g}")
-        if self.check is not None:
-            try:
-                self.check(value)
-            except ValueError as err:
-                raise ValueError(f"parameter {self.name}={text!r}: {err}") from None
-        return value
-
 
 @dataclass(frozen=True)
 class PolicyInfo:
@@ -83,7 +46,7 @@ class PolicySpec:
 
     @property
     def info(self) -> PolicyInfo:
-        return REGISTRY[self.name]
+        return REGISTRY.get(self.name)
 
     @property
     def label(self) -> str:
@@ -99,41 +62,19 @@ class PolicySpec:
         return self.info.build(typical, **self.params)
 
 
-REGISTRY: dict[str, PolicyInfo] = {}
-
-
-def register(info: PolicyInfo) -> PolicyInfo:
-    """Add a policy to :data:`REGISTRY` (a second one of the same name is an error)."""
-    if info.name in REGISTRY:
-        raise ValueError(f"policy {info.name!r} is already registered")
-    REGISTRY[info.name] = info
-    return info
+REGISTRY: Registry[PolicyInfo] = Registry("policy")
 
 
 def parse_spec(text: str) -> PolicySpec:
     """One spec ``name[:param=value[,param=value...]]`` → :class:`PolicySpec` (ValueError if invalid)."""
-    name, _, rest = text.strip().partition(":")
-    info = REGISTRY.get(name.strip())
-    if info is None:
-        raise ValueError(f"unknown policy {name.strip()!r}; choose from {', '.join(REGISTRY)}")
-    params = {p.name: p.default for p in info.params}
-    by_name = {p.name: p for p in info.params}
-    for item in filter(None, (i.strip() for i in rest.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or key.strip() not in by_name:
-            known = ", ".join(by_name) or "none"
-            raise ValueError(f"policy {info.name}: bad parameter {item!r} (parameters: {known})")
-        try:
-            params[key.strip()] = by_name[key.strip()].parse(value.strip())
-        except ValueError as err:
-            raise ValueError(f"policy {info.name}: {err}") from None
+    info, params = REGISTRY.parse(text)
     return PolicySpec(info.name, params)
 
 
 def parse_specs(text: str) -> list[PolicySpec]:
     """``all``, or comma-separated specs; a parameter list continues after ``:`` until the next name."""
     if text.strip() == "all":
-        return [PolicySpec(n, {p.name: p.default for p in REGISTRY[n].params}) for n in PAPER_POLICIES]
+        return [PolicySpec(n, defaults(REGISTRY.get(n).params)) for n in PAPER_POLICIES]
     specs: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -159,13 +100,13 @@ def display_label(spec: str) -> str:
 
 def policy_names() -> tuple[str, ...]:
     """Names of all registered policies, in registry order."""
-    return tuple(REGISTRY)
+    return REGISTRY.names()
 
 
 def describe() -> str:
     """One line per registered policy with its parameters (for ``--help``)."""
     lines = []
-    for info in REGISTRY.values():
+    for info in REGISTRY.entries():
         params = ", ".join(f"{p.name}={p.default}" for p in info.params)
         lines.append(f"{info.name}{f' [{params}]' if params else ''}: {info.summary}")
     return "; ".join(lines)
@@ -272,9 +213,9 @@ def _register_builtins() -> None:
                                       "devices x GPUs x P(flaky | the node's errors); 0 = off)", minimum=0.0)),
                    artifact_label="Health+FGD"),
     ):
-        register(info)
+        REGISTRY.register(info)
 
 
 _register_builtins()
 #: The six policies of the FGD paper, in its order.
-PAPER_POLICIES = tuple(name for name, info in REGISTRY.items() if info.paper)
+PAPER_POLICIES = tuple(info.name for info in REGISTRY.entries() if info.paper)

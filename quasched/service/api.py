@@ -30,6 +30,8 @@ from quasched.service.schemas import TokenCreate, TokenOut, WhoAmI
 from quasched.service.routes_cluster import add_cluster_routes
 
 DASHBOARD = Path(__file__).parent / "dashboard"
+#: largest request body (bytes); a larger one is 413 before it is read
+MAX_BODY = 1024 * 1024
 
 
 class Lifecycle(Protocol):
@@ -96,7 +98,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
             service.stop()
 
     app = FastAPI(
-        title="quasched", version="1", lifespan=lifespan,
+        title="quasched", version="1", lifespan=lifespan, max_body_size=MAX_BODY,
         description="GPU-cluster scheduler: submit jobs, watch queues and nodes (docs/service.md).",
         openapi_tags=[{"name": "jobs"}, {"name": "queues"}, {"name": "nodes"}, {"name": "cluster"},
                       {"name": "admin"}],

@@ -38,6 +38,11 @@ class Principal:
                                 f"token {self.name!r} acts for team {self.team!r}, not {team!r}")
 
 
+def masked(secret: str) -> str:
+    """A token as logs and banners show it: its first and last four characters."""
+    return f"{secret[:4]}…{secret[-4:]}"
+
+
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 

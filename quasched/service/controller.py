@@ -39,7 +39,8 @@ import numpy as np
 from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.service.batch import bind_on, solve_batch
-from quasched.service.domain import MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+from quasched.service.domain import ANY_MODEL, MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+from quasched.service.feasibility import accessible_models, most_pods, never_admitted, never_fits
 from quasched.service.loop_nodes import NodeChanges
 from quasched.service.loop_room import MakingRoom
 from quasched.service.loop_runs import JobRuns
@@ -104,15 +105,25 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
         if spec.gpu_milli < FULL_GPU_MILLI and spec.num_gpu > 1:
             raise SpecError("gpus", "a GPU share (less than one GPU) is for one device only")
-        if not self._fits_empty(self._pod(spec, 0, 0)):
+        pod = self._pod(spec, 0, 0)
+        if not most_pods(self.cluster, pod):
             raise SpecError("gpus" if spec.num_gpu else "cpu",
                             "no node of the cluster could host one pod of this job even when empty")
+        too_big = never_fits(self.cluster, pod, spec.pods)
+        if too_big:
+            raise SpecError("pods", too_big)
+        over_quota = never_admitted(self.quota, accessible_models(self.cluster, spec.gpu_model), spec.team,
+                                    spec.gpu_request * spec.pods)
+        if over_quota:
+            raise SpecError("gpus", over_quota)
 
-    def _fits_empty(self, pod: Pod) -> bool:
-        c = self.cluster
-        present = c.present & c.spec_mask(pod.gpu_model)
-        enough = (c.capacity >= pod.request).all(axis=1) & (c.gpu_healthy.sum(axis=1) >= pod.num_gpu)
-        return bool((present & enough).any())
+    def validate_queue(self, spec: QueueSpec) -> None:
+        """Raise :class:`SpecError` for a quota on a GPU model no node has."""
+        models = sorted({str(m) for m in self.cluster.models if m})
+        unknown = sorted(k for k in spec.quota if k != ANY_MODEL and k not in models)
+        if unknown:
+            raise SpecError("quota", f"no node has GPU model {unknown[0]!r}; models: {', '.join(models)} "
+                                     f"('{ANY_MODEL}' covers every model not named)")
 
     def submit(self, job_id: int, spec: JobSpec, now: float, seq: int | None = None, validate: bool = True) -> Job:
         """Accept a job (``job_id`` and ``seq`` from the store; ``seq`` defaults to ``job_id``).
@@ -237,6 +248,7 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         fresh, self._fresh, self._full = self._fresh, set(), False
         order = self._order(None if full else fresh)
         if not order:
+            self._number([], full)
             return
         if self._nominated:  # jobs that preempted go first: the room their victims leave is theirs
             order = [j for j in order if j.id in self._nominated] + [j for j in order if j.id not in self._nominated]
@@ -250,12 +262,10 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         fits = FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
         blocked: list[Job] = []
-        base = 0 if full else len(self.position)
-        for position, job in enumerate(order):
-            self.position[job.id] = base + position
+        for job in order:
             pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
             if pod is None:
-                self._set_reason(job, quota_reason(self.quota, job))
+                self._set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
                 continue
             if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
                 placed = self._place_gang(job, pod.gpu_model)
@@ -273,6 +283,15 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
                     self._defragment_for(job, now)
+        self._number([job.id for job in order], full)
+
+    def _number(self, tried: list[int], full: bool) -> None:
+        """Queue positions 1, 2, ... of the pending jobs: those this pass tried in its order, after the earlier
+        ones when it tried only newcomers."""
+        seen = set(tried)
+        earlier = [] if full else sorted((i for i in self.position if i not in seen), key=self.position.__getitem__)
+        pending = [i for i in earlier + tried if i in self.jobs and self.jobs[i].state == JobState.PENDING]
+        self.position = {job_id: k for k, job_id in enumerate(pending, 1)}
 
     def _batch(self, order: list[Job], now: float) -> list[Job]:
         """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""

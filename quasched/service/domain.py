@@ -58,6 +58,11 @@ class Reason(StrEnum):
     INSUFFICIENT = "InsufficientResources"
     #: victims were chosen and are stopping within their grace period
     PREEMPTION_PENDING = "PreemptionPending"
+    #: the job can never run on the cluster as it is or under its queue's quota (it waits for nodes or quota)
+    UNSCHEDULABLE = "Unschedulable"
+    #: preempting: chosen as a victim, stopping within its grace period; evidence: ``preempted_by``, ``preempted_at``
+    #: (carried into the reasons of the job while it waits again)
+    PREEMPTED = "Preempted"
     #: stopping: cancelled while its process runs (it gets the grace period)
     CANCELLING = "Cancelling"
     #: stopping, then failed: it ran longer than its ``time_limit_s``
@@ -159,7 +164,8 @@ class QueueSpec:
     """A team's queue (Kueue's ClusterQueue): quota per GPU model, borrowing within a cohort, weight.
 
     ``quota`` maps GPU model (or :data:`ANY_MODEL`) to a nominal number of
-    GPUs; a queue with no quota entry for a model is not limited on it.
+    GPUs; a queue with a quota admits only the models it names (all with
+    :data:`ANY_MODEL`), a queue with an empty quota is not limited.
     ``borrowing_limit`` caps GPUs used beyond nominal (None = unlimited,
     bounded by the cohort's unused quota); queues without a cohort never
     borrow. ``weight`` scales the queue's fair share.

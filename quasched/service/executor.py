@@ -155,6 +155,13 @@ class Executor:
     def _exit_file(self, job_id: int, run: int) -> Path:
         return self.dir / f"{job_id}.{run}.exit"
 
+    def _read_record(self, job_id: int) -> dict[str, Any] | None:
+        try:
+            record = json.loads(self._record(job_id).read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
     def _status(self, job_id: int, run: int) -> int | None:
         try:
             return int(self._exit_file(job_id, run).read_text())
@@ -173,15 +180,18 @@ class Executor:
                 self._inbox.put(_copy(job))
 
     def recover(self, jobs: Sequence[Job]) -> None:
-        """At start: re-attach to the runs of ``jobs`` (the unfinished ones) still alive, report the others."""
+        """At start: re-attach to the runs of ``jobs`` (the unfinished ones) still alive, report the others, and
+        kill any run alive whose job no longer holds its resources here (the service died before it could)."""
         now_ended: list[tuple[int, int | None]] = []
-        for job in jobs:
-            if not (job.state.holds_resources and self.here(job)):
-                continue
-            try:
-                record = json.loads(self._record(job.id).read_text())
-            except (OSError, ValueError):
-                record = None
+        here = {job.id: job for job in jobs if job.state.holds_resources and self.here(job)}
+        for path in self.dir.glob("*.run.json"):
+            job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
+            record = self._read_record(job_id)
+            stale = job_id not in here or record is not None and record.get("run") != here[job_id].restarts
+            if stale and record and record.get("pid") and start_ticks(record["pid"]) == record.get("ticks"):
+                Run(job_id, record.get("run", 0), record["pid"], record["ticks"]).signal(signal.SIGKILL)
+        for job in here.values():
+            record = self._read_record(job.id)
             if record is None or record.get("run") != job.restarts:
                 self._inbox.put(_copy(job))  # committed as running, never started: start it now
                 continue
@@ -238,7 +248,10 @@ class Executor:
             try:
                 self.runs[job.id] = self._launch(job)
             except OSError as err:
-                self.report(lambda ctl, now: ctl.exited(job.id, now, 127, f"cannot start the command: {err}"))
+                message = f"quasched: cannot start the command: {err}"
+                with open(self.log_path(job.id), "a") as log:
+                    log.write(message + "\n")
+                self.report(lambda ctl, now: ctl.exited(job.id, now, 127, message))
 
     def _launch(self, job: Job) -> Run:
         record, exit_file = self._record(job.id), self._exit_file(job.id, job.restarts)

@@ -10,6 +10,8 @@ Preemption (``preemption=True``)
     reprieve, as kube-scheduler does, and the node needing the fewest
     victims wins. Victims get ``grace_s`` seconds
     (state ``preempting``) and are then requeued with their original order.
+    A blocked job that the victims already stopping leave room for (after
+    the jobs that chose them take theirs) waits for them: no new victims.
 
 Defragmentation (``defrag_per_hour = K > 0``)
     When a multi-GPU job is pending as ``Fragmented``, up to K running jobs
@@ -27,9 +29,10 @@ import numpy as np
 from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.defrag import try_moves
-from quasched.service.domain import Job, JobState, PendingReason, Reason
-from quasched.service.loop_state import LoopState
-from quasched.service.preemption import cheapest_node, victim_order
+from quasched.policies.devices import best_fit
+from quasched.service.domain import MAX_GANG, Job, JobState, PendingReason, Reason
+from quasched.service.loop_state import LoopState, utc
+from quasched.service.preemption import cheapest_node, first_fit, put_back, victim_order
 
 HOUR = 3600.0
 
@@ -54,8 +57,16 @@ class MakingRoom(LoopState):
         return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
 
     def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
-        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none."""
+        """Start preempting the cheapest victim set that makes room for ``job``; False if there is none.
+        A job that the evictions already under way make room for waits for them instead."""
         self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
+        stopping = self._room_in_flight(pod)
+        if stopping:
+            self._nominated[job.id] = (job.spec.team, job.gpu_total, stopping)
+            self._set_reason(job, PendingReason(
+                Reason.PREEMPTION_PENDING, f"evictions under way (jobs {', '.join(map(str, stopping))}) free "
+                "enough room for it too", {"victims": list(stopping)}))
+            return True
         promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
         reclaim = job.gpu_total > 0 and any(self.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
                                             for m in self.cluster.models if m and accessible(m, pod.gpu_model))
@@ -72,12 +83,39 @@ class MakingRoom(LoopState):
             if victim.state == JobState.RUNNING:
                 victim.state, victim.preempt_at = JobState.PREEMPTING, now + self.options.grace_s
                 heapq.heappush(self._timers, (victim.preempt_at, victim.id, "preempt"))
+                victim.reason = PendingReason(
+                    Reason.PREEMPTED, f"preempted by job {job.id} ({job.spec.team}, {job.spec.priority_class}) at "
+                    f"{utc(now)}; stops within {self.options.grace_s:g} s", {"preempted_by": job.id, "preempted_at": now})
                 self._emit(now, "preempting", victim, by=job.id, grace_s=self.options.grace_s)
         self._set_reason(job, PendingReason(
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {self.cluster.names[node]} stop within "
             f"{self.options.grace_s:g} s to make room", {"node": str(self.cluster.names[node]),
                                                           "victims": [v.id for v in chosen]}))
         return True
+
+    def _room_in_flight(self, pod: Pod) -> tuple[int, ...]:
+        """The jobs stopping for earlier preemptions, if ``pod`` fits once they are gone and the jobs waiting for
+        them took their room (in nomination order); else (). The cluster is left exactly as it was."""
+        c = self.cluster
+        stopping = [v for v in self.jobs.values() if v.id in self._claimed and v.state.holds_resources]
+        if not stopping:
+            return ()
+        freed = [c.remove(v.id * MAX_GANG + k) for v in stopping for k in range(v.spec.pods)]
+        taken = []
+        try:
+            for waiting in [self.jobs[i] for i in self._nominated if i in self.jobs]:
+                if waiting.state == JobState.PENDING:
+                    claim = self._pod(waiting.spec, waiting.id, 0, self._admissible(waiting))
+                    node = first_fit(c, claim)
+                    if node is not None:
+                        taken.append(c.place(claim, node, best_fit(c.gpu_free[node], claim)))
+            fits = first_fit(c, pod) is not None
+        finally:
+            for placement in taken:
+                c.remove(placement.pod)
+            for placement in freed:
+                put_back(c, placement)
+        return tuple(sorted(v.id for v in stopping)) if fits else ()
 
     # ------------------------------------------------------------ defragmentation
     def _defragment_for(self, job: Job, now: float) -> None:

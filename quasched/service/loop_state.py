@@ -1,12 +1,13 @@
 """What every part of the service's scheduling loop shares: its options (:class:`LoopOptions`),
 the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the in-memory state of
-jobs, queues, timers and the live cluster with the helpers the loop, node changes, preemption and
+jobs, queues, timers and the live cluster with the functions the loop, node changes, preemption and
 views all use (a job's pods, releasing and requeueing a job, events, pending reasons, the GPU
 models a queue may use now). :class:`~.controller.Controller` assembles the loop from it."""
 
 from __future__ import annotations
 
 from collections import deque
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
@@ -73,7 +74,7 @@ class LoopState:
         self.quota = QuotaBook(queues)
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
-        self.position: dict[int, int] = {}  # pending job id -> place in the last cycle's order
+        self.position: dict[int, int] = {}  # pending job id -> place (1, 2, ...) in the last cycle's order
         self.classes = FitClasses()
         self._timers: list[tuple[float, int, str]] = []
         self._changed: dict[int, Job] = {}
@@ -145,7 +146,7 @@ class LoopState:
         self._release(job, now)
         job.state, job.started_at, job.preempt_at = JobState.PENDING, None, None
         job.restarts += 1
-        job.reason = PendingReason(Reason.QUEUED, f"requeued ({kind})")
+        job.reason = _carried(job.reason, PendingReason(Reason.QUEUED, f"requeued ({kind})"))
         self._fresh.add(job.id)
         self._emit(now, kind, job, **data)
         self._dirty = True
@@ -155,6 +156,7 @@ class LoopState:
         self._events.append(Event(now, kind, job.id, node, data))
 
     def _set_reason(self, job: Job, reason: PendingReason) -> None:
+        reason = _carried(job.reason, reason)
         if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
             job.reason = reason
             self._changed[job.id] = job
@@ -167,3 +169,17 @@ class LoopState:
         models = [m for m in self.cluster.models if m and accessible(m, job.spec.gpu_model)]
         ok = [m for m in models if self.quota.admits(team, m, need)]
         return None if len(ok) == len(models) else ok
+
+
+def _carried(old: PendingReason | None, new: PendingReason) -> PendingReason:
+    """``new``, saying when and by whom the job was preempted if ``old`` did (until the job runs again)."""
+    if old is None or "preempted_by" not in old.evidence or "preempted_by" in new.evidence:
+        return new
+    by, at = old.evidence["preempted_by"], old.evidence["preempted_at"]
+    return PendingReason(new.code, f"{new.message} (preempted by job {by} at {utc(at)})",
+                         {**new.evidence, "preempted_by": by, "preempted_at": at})
+
+
+def utc(t: float) -> str:
+    """``t`` (seconds since the epoch) as ``2026-11-28 09:15:02 UTC``."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

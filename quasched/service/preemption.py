@@ -28,6 +28,13 @@ def fits_on(cluster: Cluster, pod: Pod, node: int) -> bool:
     return bool(fit_matrix(cluster, Demand.of([pod]), np.array([node]))[0, 0])
 
 
+def first_fit(cluster: Cluster, pod: Pod) -> int | None:
+    """The first schedulable node ``pod`` fits on now (None if none)."""
+    nodes = np.flatnonzero(cluster.schedulable & cluster.spec_mask(pod.gpu_model))
+    fit = fit_matrix(cluster, Demand.of([pod]), nodes)[0] if len(nodes) else nodes
+    return int(nodes[np.argmax(fit)]) if fit.any() else None
+
+
 def victim_order(quota: QuotaBook, running: Iterable[Job], job: Job, reclaim: bool) -> list[Job]:
     """Running jobs ``job`` may stop (lower priority; with ``reclaim``, any job of a borrowing cohort
     queue), most preferred victim first."""

@@ -1,9 +1,10 @@
 """Quotas, borrowing and fair share of GPU queues (Kueue's ClusterQueue/cohort model).
 
 Each queue has a nominal GPU quota per GPU model; the key :data:`ANY_MODEL`
-covers every model the queue does not name, and a model with no applicable
-key is not limited. Usage is charged in milli-GPU to the key of the model the
-job runs on.
+covers every model the queue does not name. As in Kueue, a queue with a quota
+admits only the models it names (or all with :data:`ANY_MODEL`); a queue with
+no quota at all is not limited. Usage is charged in milli-GPU to the key of
+the model the job runs on.
 
 Admission of ``R`` milli on model ``m`` for queue ``q`` (key ``k``, nominal
 ``N``, usage ``U``):
@@ -50,9 +51,13 @@ class QuotaBook:
         self.queues[queue.name] = queue
 
     def key(self, queue: str, model: str) -> str | None:
-        """The quota key charged for ``model`` (None = not limited)."""
+        """The quota key charged for ``model`` (None: no key; see :meth:`limited`)."""
         quota = self.queues[queue].quota
         return model if model in quota else ANY_MODEL if ANY_MODEL in quota else None
+
+    def limited(self, queue: str) -> bool:
+        """Whether ``queue`` has a quota (then it admits only the models its keys cover)."""
+        return bool(self.queues[queue].quota)
 
     def nominal(self, queue: str, key: str) -> int:
         """The queue's nominal quota on ``key`` in GPU milli."""
@@ -71,20 +76,38 @@ class QuotaBook:
     def within_nominal(self, queue: str, model: str, milli: int) -> bool:
         """Whether ``milli`` more GPU on ``model`` keeps ``queue`` within its own quota (no borrowing)."""
         key = self.key(queue, model)
-        return key is None or self.usage[queue, key] + milli <= self.nominal(queue, key)
+        if key is None:
+            return not self.limited(queue)
+        return self.usage[queue, key] + milli <= self.nominal(queue, key)
 
     def admits(self, queue: str, model: str, milli: int) -> bool:
         """Whether ``queue`` may use ``milli`` more on ``model`` now (module docstring)."""
         if milli == 0 or self.within_nominal(queue, model, milli):
             return True
         spec, key = self.queues[queue], self.key(queue, model)
-        assert key is not None
+        if key is None:
+            return False
         over = self.usage[queue, key] + milli - self.nominal(queue, key)
         if not spec.cohort or (spec.borrowing_limit is not None and over > round(spec.borrowing_limit * MILLI)):
             return False
         members = self.cohort(queue)
         held = sum(min(self.pending.get(q, 0), max(0, self.unused(q, model))) for q in members if q != queue)
         return milli <= sum(self.unused(q, model) for q in members) - held
+
+    def ceiling(self, queue: str, model: str) -> float:
+        """Most milli-GPU ``queue`` could ever use on ``model``: nominal plus what its cohort could lend, at most its
+        borrowing limit (infinite for a queue without quota)."""
+        if not self.limited(queue):
+            return float("inf")
+        key = self.key(queue, model)
+        if key is None:
+            return 0.0
+        spec = self.queues[queue]
+        lendable = sum(self.nominal(q, k) for q in self.cohort(queue)
+                       if q != queue and (k := self.key(q, model)) is not None)
+        if spec.borrowing_limit is not None:
+            lendable = min(lendable, round(spec.borrowing_limit * MILLI))
+        return float(self.nominal(queue, key) + lendable)
 
     def charge(self, queue: str, model: str, milli: int) -> None:
         """Add (or with negative ``milli`` release) usage."""

@@ -8,6 +8,7 @@ guard of :class:`~quasched.policies.queue.PendingQueue`, in any order).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -18,25 +19,36 @@ from quasched.model.resources import CPU
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies.queue import FitClasses
 from quasched.service.domain import Job, PendingReason, Reason
+from quasched.service.feasibility import never_admitted, never_fits, unschedulable
 from quasched.service.quota import QuotaBook
 
 
-def quota_reason(quota: QuotaBook, job: Job) -> PendingReason:
-    """``WaitingForQuota``: the queue's usage and quota, the cohort, the need."""
+def quota_reason(quota: QuotaBook, job: Job, models: list[str]) -> PendingReason:
+    """``WaitingForQuota``: the queue's usage and quota per GPU model the job may use, the cohort, the need
+    (``Unschedulable`` if the queue could never admit it on any of ``models``)."""
     team = job.spec.team
+    never = never_admitted(quota, models, team, job.gpu_total)
+    if never:
+        return unschedulable(job, never)
     spec = quota.queues[team]
     usage = {k: quota.usage[team, k] / 1000 for k in spec.quota}
+    keys = sorted({k for m in models if (k := quota.key(team, m)) is not None})
+    per_model = ", ".join(f"{k}: uses {usage[k]:g} of {spec.quota[k]:g}" for k in keys)
     return PendingReason(
         Reason.WAITING_FOR_QUOTA,
-        f"queue {team} uses {sum(usage.values()):g} of {sum(spec.quota.values()):g} nominal GPUs; "
-        f"the job needs {job.gpu_total / 1000:g} and the cohort has no unused quota to lend",
+        f"queue {team} has no room in its quota ({per_model} nominal GPUs); the job needs "
+        f"{job.gpu_total / 1000:g} and the cohort has no unused quota to lend",
         {"queue": team, "usage_gpus": usage, "nominal_gpus": dict(spec.quota),
          "borrowing_limit": spec.borrowing_limit, "cohort": spec.cohort, "needed_gpus": job.gpu_total / 1000})
 
 
 def capacity_reason(cluster: Cluster, job: Job, pod: Pod) -> PendingReason:
-    """``Fragmented`` (enough free in total, no node fits) or ``InsufficientResources``, with per-check node counts."""
+    """``Fragmented`` (enough free in total, no node fits) or ``InsufficientResources``, with per-check node counts
+    (``Unschedulable`` if the present nodes could never host the job)."""
     c = cluster
+    never = never_fits(c, replace(pod, gpu_model=job.spec.gpu_model), job.spec.pods)
+    if never:
+        return unschedulable(job, never)
     usable = c.schedulable & c.spec_mask(pod.gpu_model)
     failing = fit_reasons(c, pod, np.flatnonzero(usable))
     evidence: dict[str, Any] = {"nodes_failing": failing, "pods": job.spec.pods}

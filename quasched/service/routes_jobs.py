@@ -108,9 +108,13 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
     @app.put(f"{API}/queues/{{name}}", response_model=QueueOut, tags=["queues"])
     def put_queue(name: Annotated[str, PathParam(min_length=1, max_length=63, pattern=TEAM_PATTERN)],
                   body: QueuePut, who: Admin) -> QueueOut:
-        """Create or change a team's queue (admin)."""
+        """Create or change a team's queue (admin); a quota names GPU models of the cluster (or '*')."""
         spec = body.to_spec(name)
         with lock:
+            try:
+                service.ctl.validate_queue(spec)
+            except SpecError as err:
+                raise field_error(err.field, err.message) from None
             service.store.put_queue(spec)
             service.mutate(lambda ctl, now: ctl.put_queue(spec))
             return next(QueueOut(**q) for q in service.ctl.queue_status() if q["name"] == name)

@@ -16,6 +16,9 @@ from quasched.service.schemas import MAX_ID
 
 API = "/api/v1"
 JobId = Annotated[int, PathParam(ge=0, le=MAX_ID, description="Job id.")]
+#: longest input or message an error echoes, and most errors in one reply
+ECHO_MAX = 200
+ERRORS_MAX = 20
 NodeName = Annotated[str, PathParam(min_length=1, max_length=253, description="Node name.")]
 
 
@@ -44,8 +47,22 @@ def _safe(value: Any) -> Any:
     return str(value)
 
 
+def _short(text: str) -> str:
+    """``text`` cut to :data:`ECHO_MAX` characters (an error never echoes a large input)."""
+    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "…"
+
+
+def _error(err: dict[str, Any]) -> dict[str, Any]:
+    """One validation error for the reply: the message without pydantic's "Value error, " prefix and cut short,
+    the input only when it is short."""
+    out = {k: _safe(v) for k, v in err.items() if k not in ("url", "input", "ctx")}
+    out["msg"] = _short(str(err.get("msg", "")).removeprefix("Value error, "))
+    if "input" in err and len(repr(err["input"])) <= ECHO_MAX:
+        out["input"] = _safe(err["input"])
+    return out
+
+
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422, safe for inputs JSON cannot encode (NaN, Infinity)."""
+    """FastAPI's 422, safe for inputs JSON cannot encode (NaN, Infinity), never echoing a large input."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    detail = [{k: _safe(v) for k, v in err.items() if k != "url"} for err in errors]
-    return JSONResponse(jsonable_encoder({"detail": detail}), status_code=422)
+    return JSONResponse(jsonable_encoder({"detail": [_error(err) for err in errors[:ERRORS_MAX]]}), status_code=422)

@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 from fastapi import HTTPException, status
 
 from quasched.model.nodes import NodeSpec
+from quasched.service.auth import masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
@@ -109,7 +110,8 @@ class Service:
         if self.token_file is not None:
             write_token_file(self.token_file, secret)
             where = f" (written to {self.token_file})"
-        print(f"quasched: created admin token {secret}{where}", file=sys.stderr)
+        shown = secret if self.token_file is None else masked(secret)  # with no file, this is the only copy
+        print(f"quasched: created admin token {shown}{where}", file=sys.stderr)
 
     def lookup_token(self, secret: str) -> Any:
         """Who holds the API token ``secret`` (None if unknown)."""

@@ -351,7 +351,7 @@ class JobOut(BaseModel):
     finished_at: float | None
     placement: list[PlacementOut]
     reason: ReasonOut | None
-    position: int | None = Field(None, description="Place in the queue order of the last cycle (pending jobs).")
+    position: int | None = Field(None, description="Place in the queue order of the last cycle, 1 first, no gaps (pending jobs).")
     solver: str
     gap: float | None
     restarts: int = 0

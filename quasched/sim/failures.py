@@ -22,7 +22,7 @@ failures, and NVIDIA's Xid catalog tells operators to drain or reset on them. He
 exponential ``precursor_lead_h`` hours earlier (at most ``chunk_days``; never before the
 trace starts), and ``false_warnings`` warnings per true one come before nothing (a Poisson
 process on every device, in proportion to its rate). A warning kills nothing: it goes to the
-error log. No published figure gives the share, lead or false-alarm ratio: all three are
+error log. No published figure gives the share, warning time or false-alarm ratio: all three are
 assumptions, and the default 0 turns precursors off. With neither flaky nodes nor precursors
 no placement can change a job's failure odds, and health-awareness cannot save anything.
 
@@ -58,7 +58,7 @@ re-enter the scheduler: they keep all progress but lose ``checkpoint_cost_min`` 
 Migrate only when it pays (``migrate_rule``, :func:`plan_migration`; ``migrate="device"``, on
 warnings). Per GPU, staying loses ``p(R) · (C/2 + r)`` in expectation: ``p(x)`` is the chance
 that the warned device fails fatally within ``x`` seconds, from the model's own parameters
-(a warning is true with odds ``1 / (1 + false_warnings)``, its lead is exponential with mean
+(a warning is true with odds ``1 / (1 + false_warnings)``, its time ahead of the failure is exponential with mean
 ``precursor_lead_h``); ``R`` the pod's remaining work; a kill lands on average half-way
 through the checkpoint interval ``C``; ``r`` the reload. Moving now costs ``k + r`` (``k``
 the on-demand checkpoint). With ``migrate_at="checkpoint"`` the pod may instead keep running
@@ -181,7 +181,7 @@ class FailureConfig:
         return self.drain_lift * excess * run_s * (self.checkpoint_min * 30 + self.restart_min * 60)
 
     def fatal_within(self, seconds: float) -> float:
-        """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and lead)."""
+        """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and warning time)."""
         lead_s = self.precursor_lead_h * SECONDS_PER_HOUR
         near = 1.0 - np.exp(-seconds / lead_s) if lead_s > 0 else float(seconds >= 0)
         return float(near) / (1.0 + self.false_warnings)
@@ -253,11 +253,11 @@ def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, star
     if config.precursor_share > 0:
         wrng = np.random.default_rng([config.seed, 2, k])
         warned = fatal & (wrng.random(len(dev)) < config.precursor_share)
-        lead = np.minimum(wrng.exponential(config.precursor_lead_h * SECONDS_PER_HOUR, len(dev)), window)
+        ahead = np.minimum(wrng.exponential(config.precursor_lead_h * SECONDS_PER_HOUR, len(dev)), window)
         false_rate = rates * window * (1 - config.transient_share) * config.precursor_share * config.false_warnings
         false_dev = np.repeat(np.arange(len(rates)), wrng.poisson(false_rate))
         w_dev = np.r_[dev[warned], false_dev]
-        w_time = np.r_[times[warned] - lead[warned], t0 + wrng.uniform(0, window, len(false_dev))]
+        w_time = np.r_[times[warned] - ahead[warned], t0 + wrng.uniform(0, window, len(false_dev))]
         events += [DeviceFailure(float(w_time[i]), int(node_of[w_dev[i]]), int(device_of[w_dev[i]]), False, 0.0,
                                  True) for i in np.argsort(w_time, kind="stable").tolist() if w_time[i] >= start]
     return events

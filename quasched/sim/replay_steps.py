@@ -81,7 +81,7 @@ class ReplaySteps:
                 self.cluster.cordon(node)  # for good, and not counted as a drain
                 self.cordon_until[node] = np.inf
 
-    # ---------------------------------------------------------------- helpers
+    # ---------------------------------------------------------------- small steps
     def pod(self, uid: int) -> Pod:
         pod = self._pods.get(uid)
         if pod is None:

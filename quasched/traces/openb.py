@@ -1,7 +1,7 @@
 """Loaders for the Alibaba GPU v2023 ``openb`` node and pod lists.
 
 Pods are converted exactly like the FGD peer's ``pod_csv_to_yaml.py``
-(docs/fgd-compatible-simulation.md §1.2): ``num_gpu == 0`` drops all GPU
+(docs/simulator-spec.md, Inputs): ``num_gpu == 0`` drops all GPU
 information; otherwise ``gpu_milli`` is clamped to 0..1000 and the ``gpu_spec`` column (the pod's ``gpu_model``) is
 split on ``|``, empty tokens dropped and re-joined (duplicates kept).
 """

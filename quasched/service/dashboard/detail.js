@@ -22,7 +22,7 @@ export function detailHtml(j) {
     field('Submitted', fmtTime(j.submitted_at)),
     field('Started', fmtTime(j.started_at)),
     field('Finished', fmtTime(j.finished_at)),
-    j.position != null ? field('Queue position', j.position + 1) : '',
+    j.position != null ? field('Queue position', j.position) : '',
     j.solver ? field('Placed by', esc(j.solver) + (j.gap != null ? ` <span class="muted">gap ${j.gap}</span>` : '')) : '',
     j.restarts ? field('Restarts', j.restarts) : '',
   ].join('');

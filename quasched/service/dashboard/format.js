@@ -1,4 +1,4 @@
-// Formatting helpers shared by the views (no DOM state here).
+// Formatting functions shared by the views (no DOM state here).
 
 const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 

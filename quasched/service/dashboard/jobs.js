@@ -35,7 +35,7 @@ export function pendingRows(jobs, now, expanded) {
       <button type="button" class="btn-link" data-action="expand" data-id="${j.id}" aria-expanded="${open}">
       ${open ? 'hide' : 'evidence'}</button>` : '<span class="muted">–</span>';
     const row = `<tr data-id="${j.id}" class="pending-row">
-      <td class="num">${j.position == null ? '–' : j.position + 1}</td>
+      <td class="num">${j.position == null ? '–' : j.position}</td>
       <td>${jobLink(j)}</td><td>${esc(j.team)}</td><td>${esc(fmtRequest(j))}</td>
       <td>${esc(j.priority_class)}</td><td class="nowrap" data-since="${j.submitted_at}">${since(j.submitted_at, now)}</td>
       <td class="reason-cell">${reason}</td><td>${cancelBtn(j)}</td></tr>`;
