@@ -260,10 +260,10 @@ def test_model_from_required_node_affinity(env):
 def test_unknown_queue_and_quota(env):
     client, _, token, _ = env
     assert post(client, "filter", args(gpu_pod(queue="nope")))["FailedNodes"] == dict.fromkeys(ALL, UNKNOWN_QUEUE)
-    r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1}}, headers=bearer(token))
+    r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1, "T4": 8}}, headers=bearer(token))
     assert r.status_code == 200, r.text
     reply = post(client, "filter", args(gpu_pod(gpus=2, queue="vision")))
-    assert reply["NodeNames"] == ["t0"]  # the quota limits A100 only
+    assert reply["NodeNames"] == ["t0"]  # 1 A100 allowed, 8 T4
     assert reply["FailedNodes"] == {"a0": OVER_QUOTA, "a1": OVER_QUOTA, "c0": NO_GPU}
     within = post(client, "filter", args(gpu_pod(gpus=1, queue="vision", model="A100")))
     assert within["NodeNames"] == ["a0", "a1"]
