@@ -37,8 +37,8 @@ SHARED = [("half", 50), ("quarter", 25)]
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeCluster, Quasched, kube_node.KubeletNode]]:
     base = tmp_path_factory.mktemp("kubelet-e2e")
     q = Quasched(base / "quasched", None)
-    with KubeCluster(base / "k8s", q.url) as kc:
-        q.kubeconfig = kc.kubeconfig
+    with KubeCluster(base / "k8s", q.verbs_url) as kc:
+        q.attach(kc)
         with kube_node.KubeletNode(kc, base / "node", NODE, GPUS, MODEL) as kn:
             q.start()
             try:
