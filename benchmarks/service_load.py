@@ -7,14 +7,18 @@ default) on 127.0.0.1 with the openb node list; ``--clients`` concurrent
 connections (asyncio + httpx in this process) submit ``--jobs`` jobs drawn
 from the openb-default pod shapes, each running 5-60 s of wall time, so
 completions and queue retries happen during the run. Reported: errors, API
-throughput, request latency p50/p99, and the server's own scheduling-cycle
-latency p50/p99 from its Prometheus histogram.
+throughput, request latency p50/p99, the server process's CPU time per
+submission with the machine's load average (on a shared machine the CPU cost
+is the stable figure), and from the server's Prometheus histograms the
+scheduling-cycle latency and the submissions per group commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +29,7 @@ import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
 SERVER = """
 import sys, uvicorn
@@ -79,6 +84,12 @@ async def submit_all(url: str, token: str, jobs: list[dict], clients: int) -> tu
     return latencies, status
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc): the server's cost, whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def histogram_quantiles(metrics: str, name: str, qs=(0.5, 0.99)) -> dict[float, float]:
     """Quantiles (upper bucket bounds) of a Prometheus histogram from its text exposition."""
     buckets = []
@@ -99,10 +110,19 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="postgresql: a throwaway server on 127.0.0.1 (tests/pg.py)")
     args = parser.parse_args()
     jobs = bodies(args.data_dir, args.jobs, args.seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         db = f"sqlite:///{tmp}/load.db"
+        if args.db == "postgresql":
+            from pg import PostgresServer
+
+            pg = PostgresServer()
+            pg.start()
+            stack.callback(pg.stop)
+            db = pg.create_database()
         proc = subprocess.Popen([sys.executable, "-c", SERVER, str(args.data_dir), db, str(args.port)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
@@ -114,9 +134,10 @@ def main() -> None:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(proc.pid)
         latencies, status = asyncio.run(submit_all(url, token, jobs, args.clients))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, cpu_seconds(proc.pid) - cpu
+        load = os.getloadavg()[0]
         auth = {"Authorization": f"Bearer {token}"}
         metrics = httpx.get(f"{url}/metrics", headers=auth, timeout=30).text
         snapshot = httpx.get(f"{url}/api/v1/snapshot", headers=auth, timeout=30).json()
@@ -124,8 +145,10 @@ def main() -> None:
         proc.wait()
     ms = np.array(latencies) * 1000
     errors = sum(v for k, v in status.items() if k not in (200, 201))
-    print(f"{args.jobs} submissions from {args.clients} clients on {len(snapshot['nodes'])} nodes: "
+    print(f"{args.db}: {args.jobs} submissions from {args.clients} clients on {len(snapshot['nodes'])} nodes: "
           f"{errors} errors ({status}), {args.jobs / elapsed:.0f} submissions/s, {elapsed:.1f} s")
+    print(f"server CPU {cpu / args.jobs * 1000:.1f} ms per submission ({args.jobs / cpu:.0f} submissions per "
+          f"CPU second); machine load average {load:.1f} on {os.cpu_count()} cores")
     print(f"request latency ms: p50 {np.percentile(ms, 50):.1f}  p99 {np.percentile(ms, 99):.1f}  max {ms.max():.0f}")
     q = histogram_quantiles(metrics, "quasched_scheduling_decision_seconds")
     if q:
