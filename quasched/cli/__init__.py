@@ -48,7 +48,8 @@ app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
 for function in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token):
+                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage,
+                client.token, client.tokens):
     app.command()(with_clean_errors(function))
 
 
