@@ -420,6 +420,8 @@ class QueueOut(BaseModel):
     quota: dict[str, float]
     borrowing_limit: float | None
     used_gpus: float
+    used_gpus_by_model: dict[str, float] = Field(default_factory=dict, description=(
+        "GPUs used per quota key: a GPU model, or '*' for the models the quota does not name."))
     borrowed_gpus: float
     fair_share_gpus: float
     share: float
