@@ -140,3 +140,12 @@ def test_the_new_admin_token_is_written_not_printed_in_full(tmp_path, capsys):
     _, token = make_app(tmp_path)
     err = capsys.readouterr().err
     assert token not in err and f"{token[:4]}…{token[-4:]}" in err
+
+
+def test_queue_usage_is_reported_per_gpu_model(env):
+    client, admin, _ = env
+    client.put(f"{API}/queues/vision", json={"quota": {"T4": 2, "A100": 8}}, headers=admin)
+    for model, gpus in (("T4", 1), ("A100", 2)):
+        client.post(f"{API}/jobs", json=job_body(team="vision", gpus=gpus, gpu_model=model), headers=admin)
+    vision = next(q for q in client.get(f"{API}/queues", headers=admin).json() if q["name"] == "vision")
+    assert vision["used_gpus_by_model"] == {"A100": 2, "T4": 1} and vision["used_gpus"] == 3
