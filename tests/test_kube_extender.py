@@ -223,10 +223,10 @@ def test_invalid_gpu_requests_fail_every_node_with_one_reason(env):
 def test_unknown_queue_and_quota(env):
     client, _, token, _ = env
     assert post(client, "filter", args(gpu_pod(queue="nope")))["FailedNodes"] == dict.fromkeys(ALL, UNKNOWN_QUEUE)
-    r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1}}, headers=bearer(token))
+    r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1, "T4": 2}}, headers=bearer(token))
     assert r.status_code == 200, r.text
     reply = post(client, "filter", args(gpu_pod(gpus=2, queue="vision")))
-    assert reply["NodeNames"] == ["t0"]  # the quota limits A100 only
+    assert reply["NodeNames"] == ["t0"]  # 2 A100 are over the A100 quota, 2 T4 within the T4 quota
     assert reply["FailedNodes"] == {"a0": OVER_QUOTA, "a1": OVER_QUOTA, "c0": NO_GPU}
     within = post(client, "filter", args(gpu_pod(gpus=1, queue="vision", model="A100")))
     assert within["NodeNames"] == ["a0", "a1"]
