@@ -1,50 +1,25 @@
-"""Carbon-aware federation vs the baselines and the HiGHS oracles, on 4-cluster scenarios (issue 11).
+"""Carbon-aware federation vs the baselines and the HiGHS oracles, on 4-cluster scenarios.
 
     python benchmarks/federation.py --data-dir ../shared/traces --carbon-dir ../shared/carbon --out results/federation
 
-Zones: a seeded draw (``--zone-seed``) holds 4 of the 12 zones out; parameters were chosen on
-scenarios from the other 8 with seeds 1-5 only (``tune``). Reported separately:
+Zones: a seeded draw (``--zone-seed``) holds 4 of the 12 zones out; the dispatchers' defaults were chosen on
+scenarios from the other 8 with seeds 1-5 only (``tune``). Sets (``--sets``, comma-separated):
 
-- ``tune``: the 8 tuning zones, seeds 1-5 (what the parameters were chosen on);
-- ``held-out seeds``: the 8 tuning zones, seeds 6-10;
-- ``held-out zones``: the 4 held-out zones, seeds 1-10;
-- ``synthetic``: 4 synthetic zones per seed (random daily/seasonal shape, AR(1) noise), seeds 1-10;
-- ``fresh seeds``, ``fresh zones``, ``fresh synthetic``: the same with seeds never run before the
-  ``ours-displace`` branch (11-15, 11-15, 11-20), for sets the earlier branches had looked at 3 times;
-- ``fresh2 seeds``, ``fresh2 zones``, ``fresh2 synthetic``: the same with seeds 21-25, 21-25, 21-30, never run
-  before the backfilling branch (``fed5``);
-- ``fresh3 seeds``, ``fresh3 zones``, ``fresh3 synthetic``: seeds 31-35, 31-35, 31-40, never run before the EASY-guard
-  branch (``fed6``);
-- ``fresh4 seeds``, ``fresh4 zones``, ``fresh4 synthetic``: seeds 41-45, 41-45, 41-50, never run before the
-  protection-level branch (``fed7``);
-- ``fresh5 seeds``, ``fresh5 zones``, ``fresh5 synthetic``: seeds 51-55, 51-55, 51-60, never run before the
-  node-level EASY branch (``fed8``);
-- ``fresh6 seeds``, ``fresh6 zones``, ``fresh6 synthetic``: seeds 61-65, 61-65, 61-70, never run before the
-  late-head throttle branch (``fed9``);
-- ``fresh7 seeds``, ``fresh7 zones``, ``fresh7 synthetic``: seeds 71-75, 71-75, 71-80, never run before the second
-  test of the release re-decision (session 9);
-- ``fresh8 seeds``, ``fresh8 zones``, ``fresh8 synthetic``: seeds 81-85, 81-85, 81-90, never run before the test of
-  node-level starts (session 9);
-- ``fresh9 seeds``, ``fresh9 zones``, ``fresh9 synthetic``: seeds 91-95, 91-95, 91-100, never run before the test of
-  hourly re-decisions (session 9).
-- ``fresh10 seeds``, ``fresh10 zones``, ``fresh10 synthetic``: seeds 101-105, 101-105, 101-110, never run before the test
-  of nested bookings (session 10).
-- ``fresh11 seeds``, ``fresh11 zones``, ``fresh11 synthetic``: seeds 111-115, 111-115, 111-120, never run before session 11
-  (a new draw for ``ours-nested`` as adopted, no change made for it).
-- ``fresh12 seeds``, ``fresh12 zones``, ``fresh12 synthetic``: seeds 121-125, 121-125, 121-130, never run before the test of
-  ``ours-nested`` without protection (session 11).
-- ``fresh13 seeds``, ``fresh13 zones``, ``fresh13 synthetic``: seeds 131-135, 131-135, 131-140, never run before the test of
-  ``ours-capped`` (session 12).
-- ``fresh14 seeds``, ``fresh14 zones``, ``fresh14 synthetic``: seeds 141-145, 141-145, 141-150, never run before the second
-  look at ``ours-capped`` (session 12).
-- ``fresh15 seeds``, ``fresh15 zones``, ``fresh15 synthetic``: seeds 151-155, 151-155, 151-160, never run before
-  session 13 (a new draw for ``ours-nested``, nothing changed for it).
+- ``tune``: the 8 tuning zones, seeds 1-5; ``held-out seeds``: the same zones, seeds 6-10;
+- ``held-out zones``: the 4 held-out zones, seeds 1-10; ``synthetic``: 4 synthetic zones per seed (random
+  daily/seasonal shape, AR(1) noise), seeds 1-10;
+- draws ``N`` = 1..15, named ``fresh seeds``, ``fresh2 seeds``, ... ``fresh15 seeds`` (and ``zones``,
+  ``synthetic``): seeds ``10 N + 1`` .. ``10 N + 5`` of the tuning zones, of the held-out zones, and ``10 N + 1``
+  .. ``10 N + 10`` of synthetic zones;
+- ``headline`` (the default): the 33 sets of draws 3-6 and 9-15, 110 scenarios on real zones and 110 on
+  synthetic intensity, the figures of BENCHMARKS.md ("Federation").
 
 Each scenario: a ``--days`` window of openb-default from a random job's arrival, 4 clusters
 (random node split, ``--capacity`` × the window's peak GPU demand), PUE 1.1-1.5, a ``--flexible`` share (0.5) of the
 jobs of <= 24 h with 4-24 h of slack. Oracles: the LP bound, its plan replayed, and the cheapest
-replayed derated plan missing at most as many deadlines as ours (``oracle``). Writes per-scenario rows (CSV), a summary per set
-(CSV + table) and a plot. Carbon: Electricity Maps (ODbL).
+replayed derated plan missing at most as many deadlines as ours (``oracle``). Writes per-scenario rows (CSV), a summary
+per set (CSV + table), the real-zone scenarios pooled with bootstrap intervals, and plots. Carbon: Electricity Maps
+(ODbL).
 """
 
 from __future__ import annotations
@@ -67,6 +42,9 @@ from quasched.traces.carbon_synthetic import IntensityShape, synthetic_intensity
 from quasched.traces.catalog import load_trace
 
 OURS = "carbon-aware"
+#: the draws of the headline sets (module docstring)
+HEADLINE = ("fresh3", "fresh4", "fresh5", "fresh6", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14",
+            "fresh15")
 
 
 def synthetic_zones(seed: int, count: int = 4) -> list:
@@ -115,6 +93,31 @@ def summary(rows: pd.DataFrame, ours: str, also: Sequence[str] = ()) -> pd.DataF
     return out.round(2)
 
 
+def pooled(rows: pd.DataFrame, ours: str, resamples: int = 5000) -> pd.DataFrame:
+    """Ours's carbon over the oracle's at its misses, per group of sets (new seeds of the tuning zones, held-out zones,
+    both, synthetic intensity): scenarios, mean ratio and pooled ratio (summed carbon / summed), each with a 95 %
+    bootstrap interval over the scenarios (``resamples`` draws, seeded)."""
+    per = rows.set_index(["set", "seed", "dispatcher"])["carbon_job_kg"].unstack()
+    if f"oracle@{ours}" not in per:
+        return pd.DataFrame()
+    ours_kg, oracle_kg = per[ours], per[f"oracle@{ours}"]
+    sets = per.index.get_level_values("set")
+    groups = {"new seeds, tuning zones": sets.str.endswith(" seeds") & (sets != "held-out seeds"),
+              "held-out zones": sets.str.endswith(" zones"), "synthetic intensity": sets.str.endswith(" synthetic")}
+    groups = {"real zones together": groups["new seeds, tuning zones"] | groups["held-out zones"], **groups}
+    rng, out = np.random.default_rng(0), {}
+    for name, mask in groups.items():
+        a, b = ours_kg[mask].to_numpy(), oracle_kg[mask].to_numpy()
+        if not len(a):
+            continue
+        draw = rng.integers(0, len(a), (resamples, len(a)))
+        means, pools = (a[draw] / b[draw]).mean(axis=1), a[draw].sum(axis=1) / b[draw].sum(axis=1)
+        out[name] = {"scenarios": len(a), "mean ratio": (a / b).mean(), "mean 2.5 %": np.quantile(means, 0.025),
+                     "mean 97.5 %": np.quantile(means, 0.975), "pooled ratio": a.sum() / b.sum(),
+                     "pooled 2.5 %": np.quantile(pools, 0.025), "pooled 97.5 %": np.quantile(pools, 0.975)}
+    return pd.DataFrame(out).T.round(3)
+
+
 def scenario_arguments(doc: str | None) -> argparse.ArgumentParser:
     """The options that choose the scenarios (:func:`scenarios`)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -124,7 +127,7 @@ def scenario_arguments(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--capacity", type=float, default=1.5, help="each scenario's GPUs over its window's peak GPU demand")
     parser.add_argument("--flexible", type=float, default=0.5, help="share of the jobs of <= 24 h given slack (as quasched federation --flexible)")
     parser.add_argument("--zone-seed", type=int, default=11)
-    parser.add_argument("--sets", default="tune,held-out seeds,held-out zones,synthetic")
+    parser.add_argument("--sets", default="headline", help="comma-separated sets, or 'headline' (module docstring)")
     return parser
 
 
@@ -145,7 +148,10 @@ def scenarios(args: argparse.Namespace) -> Iterator[tuple[str, int, Scenario]]:
                  f"{fresh} zones": (lambda s: [real[z] for z in held], range(first, first + 5)),
                  f"{fresh} synthetic": (synthetic_zones, range(first, first + 10))}
     print(f"held-out zones: {', '.join(held)}; tuning zones: {', '.join(z.zone for z in tuning)}")
-    for name in args.sets.split(","):
+    wanted = [s for s in args.sets.split(",") if s != "headline"]
+    if "headline" in args.sets.split(","):
+        wanted += [f"{f} {kind}" for f in HEADLINE for kind in ("seeds", "zones", "synthetic")]
+    for name in wanted:
         zones_of, seeds = sets[name]
         for seed in seeds:
             yield name, seed, draw_scenario(nodes, workload, zones_of(seed), seed, 4, args.capacity, args.days,
@@ -169,7 +175,7 @@ def read_rows(path: Path) -> list[dict]:
 def main() -> None:
     parser = scenario_arguments(__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/federation"))
-    parser.add_argument("--ours", default="ours-nested", help="spec of our dispatcher, e.g. carbon-aware:price=2 or ours-lp "
+    parser.add_argument("--ours", default="carbon-defer", help="spec of our dispatcher, e.g. carbon-defer:perfect=true "
                         "(the oracle is held to its misses; carbon-aware is always run too)")
     parser.add_argument("--also", default="", help="more dispatchers to run and compare with the oracle (comma-separated)")
     parser.add_argument("--policy", default="fgd")
@@ -194,6 +200,9 @@ def main() -> None:
         print(result.T.to_string())
     write_rows(args.out / "federation_rows.csv", frame.to_dict("records"))
     result.T.to_csv(args.out / "federation_summary.csv")
+    together = pooled(frame, label)
+    print(together.to_string())
+    together.to_csv(args.out / "federation_pooled.csv")
     for name in frame["set"].unique():
         plot_savings(args.out / f"savings_{name.replace(' ', '_')}.png", frame[frame.set == name].to_dict("records"),
                      title=f"{name}: {args.days:g}-day windows, 4 clusters", ours=label)

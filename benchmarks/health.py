@@ -1,10 +1,10 @@
 """GPU failures in the time-based replay: health-aware placement and remediation against health-blind FGD.
 
     python benchmarks/health.py --data-dir ../shared/traces --seeds 42-51 --heldout 47-51
-    python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd healthfgd:weight=4
+    python benchmarks/health.py --traces dlrm-2025 --rates 2e-4 --seeds 42-43 --policies fgd health:weight=4
     python benchmarks/health.py --traces dlrm-2025 --repeat 3 --rates 2e-5 --precursor-share 0.5 \
-        --policies fgd healthfgd "healthfgd+drain_errors=2+migrate=device" \
-        "healthfgd+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
+        --policies fgd health "health+drain_errors=2+migrate=device" \
+        "health+drain_errors=1+migrate=device+migrate_rule=pays+migrate_at=checkpoint"
 
 A setup (``--policies``) is a policy spec, optionally followed by ``+option=value`` remediation
 options of :class:`FailureConfig` (``drain_errors``, ``migrate``, ...; ``drain_h=inf`` cordons for good) and
@@ -48,7 +48,7 @@ from quasched.traces import catalog
 from placement import seed_range, sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-multigpu50", "dlrm-2025")
-DEFAULT_POLICIES = ("fgd", "healthfgd")
+DEFAULT_POLICIES = ("fgd", "health")
 DEFAULT_RATES = (2e-5, 2e-4, 1e-3)
 KEYS = ("device_failures", "warnings", "drains", "migrations", "interruptions", "lost_gpu_h", "lost_work_gpu_h",
         "lost_reload_gpu_h", "lost_checkpoint_gpu_h", "alloc_gpu_h",
@@ -66,7 +66,7 @@ _INPUTS: dict[tuple[str, int], tuple] = {}
 
 
 def setup_options(setup: str) -> tuple[str, dict[str, int | float | str]]:
-    """``"healthfgd+drain_errors=2+migrate=device"`` -> the policy spec and its remediation options."""
+    """``"health+drain_errors=2+migrate=device"`` -> the policy spec and its remediation options."""
     policy, *opts = setup.split("+")
     return policy, {k: _value(v) for k, _, v in (o.partition("=") for o in opts)}
 
@@ -352,7 +352,7 @@ def main() -> None:
     parser.add_argument("--flaky-share", type=float, default=0.05)
     parser.add_argument("--flaky-factor", type=float, default=20.0)
     parser.add_argument("--precursor-share", type=float, default=0.0)
-    parser.add_argument("--precursor-lead-h", type=float, default=24.0)
+    parser.add_argument("--precursor-ahead-h", type=float, default=24.0)
     parser.add_argument("--false-warnings", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replay this many copies of each trace back to back")
     parser.add_argument("--reuse", type=Path, nargs="+", default=[],
@@ -365,7 +365,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     options = {"checkpoint_min": args.checkpoint_min, "restart_min": args.restart_min,
                "flaky_share": args.flaky_share, "flaky_factor": args.flaky_factor,
-               "precursor_share": args.precursor_share, "precursor_lead_h": args.precursor_lead_h,
+               "precursor_share": args.precursor_share, "precursor_ahead_h": args.precursor_ahead_h,
                "false_warnings": args.false_warnings}
     if args.from_csv:
         runs = pd.read_csv(args.out / "health_runs.csv")

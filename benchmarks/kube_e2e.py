@@ -1,6 +1,7 @@
 """Benchmark: GPU pods through a real kube-scheduler v1.20.2 with quasched serve as its extender.
 
     python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--in-tree-scores] [--data-dir ../shared/traces] [--json out.json]
+    python benchmarks/kube_e2e.py --failover [--rate 40] [--kill-after 300] [--json out.json]
 
 Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
 
@@ -13,6 +14,12 @@ Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps
 3. throughput (bound pods / s), extender latency per verb from quasched's side (its
    ``quasched_http_request_duration_seconds`` histogram for the ``/k8s/scheduler/*`` routes,
    p50/p99 interpolated within buckets), kube-scheduler's own attempt and binding latency;
+With ``--failover``: two replicas of deploy/quasched.yaml (kube-scheduler + quasched sidecar each, leader
+election on the Lease), the pods streamed at ``--rate`` per second, ``kill -9`` of the leader pair once
+``--kill-after`` pods are bound; reports how long binding stopped (kill -> first bind by the survivor), the
+Lease hand-over, pods bound, devices over-committed, the survivor's books against the bindings, and the
+FailedScheduling events (from a watch of the pods, times to the millisecond).
+
 4. placement quality: the same pod sequence through quasched's own loop
    (:class:`quasched.service.controller.Controller`, the service's policy and seed, FIFO, one cycle per
    pod) on the same nodes; compares pods placed, GPUs allocated per model, and the node/devices of each pod.
@@ -27,6 +34,7 @@ import math
 import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kube_cluster import (DEVICES, GPU, KubeCluster, Quasched, missing, openb_nodes, pod_manifest,  # noqa: E402
-                          wait_for)
+from kube_cluster import (DEVICES, FRACTION, GPU, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
+                          openb_nodes, pod_manifest, replicas_missing, wait_for)
 
 VERBS = ("filter", "prioritize", "bind")
 
@@ -122,10 +130,10 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                               "gpus_requested": round(sum(float((m["metadata"]["annotations"] or {}).get(
                                   "gpu-fraction", m["spec"]["containers"][0]["resources"]["limits"][GPU]))
                                   for m in manifests), 2)}
-    with KubeCluster(base / "k8s", q.url, in_tree_scores=args.in_tree_scores,
+    with KubeCluster(base / "k8s", q.verbs_url, in_tree_scores=args.in_tree_scores,
                      disable_admission=("Priority",)) as kc:
         result["startup_s"] = round(kc.startup_s, 2)
-        q.kubeconfig = kc.kubeconfig
+        q.attach(kc)
         kc.add_gpu_nodes(shapes)
         q.start()
         try:
@@ -253,6 +261,110 @@ def compare(kube: dict[str, Any], own: dict[str, tuple[str, tuple[int, ...]]]) -
     }
 
 
+def watch_bindings(kc: KubeCluster, bound_at: dict[str, float], stop: threading.Event) -> None:
+    """Record the monotonic time each pod of the default namespace is first seen bound (a watch, re-opened)."""
+    version = ""
+    while not stop.is_set():
+        params = {"watch": "1", "timeoutSeconds": "30"} | ({"resourceVersion": version} if version else {})
+        try:
+            with kc.api.stream("GET", "/api/v1/namespaces/default/pods", params=params, timeout=60) as r:
+                for line in r.iter_lines():
+                    if stop.is_set():
+                        return
+                    event = json.loads(line)
+                    pod = event.get("object") or {}
+                    version = (pod.get("metadata") or {}).get("resourceVersion") or version
+                    if (pod.get("spec") or {}).get("nodeName"):
+                        bound_at.setdefault(pod["metadata"]["name"], time.monotonic())
+        except Exception:  # e.g. a too-old resourceVersion: watch from now on
+            version = ""
+
+
+def over_commits(pods: list[dict[str, Any]]) -> int:
+    """Devices whose bound pods' shares sum above one GPU."""
+    use: dict[tuple[str, str], float] = collections.defaultdict(float)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        annotations = pod["metadata"].get("annotations") or {}
+        if node:
+            share = float(annotations.get(FRACTION, 1.0))
+            for d in filter(None, annotations.get(DEVICES, "").split(",")):
+                use[node, d] += share
+    return sum(1 for v in use.values() if v > 1 + 1e-9)
+
+
+def run_failover(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """The pods streamed through two replicas; the leader pair killed mid-stream (module docstring)."""
+    shapes = openb_nodes(args.nodes, args.data_dir)
+    manifests = trace_pods(args.pods, args.data_dir)
+    names = [m["metadata"]["name"] for m in manifests]
+    out: dict[str, Any] = {"nodes": args.nodes, "pods": len(manifests), "rate_per_s": args.rate,
+                           "kill_after": args.kill_after}
+    with KubeCluster(base / "k8s", None, lone_scheduler=False, disable_admission=("Priority",)) as kc:
+        pairs = Pairs(kc, base, policy=args.policy)
+        try:
+            kc.add_gpu_nodes(shapes)
+            pairs.start(args.nodes)
+            leader = pairs.leader()
+            assert leader is not None
+            [survivor] = [n for n in pairs.quasched if n != leader]
+            versions = {n["metadata"]["name"]: n["metadata"]["resourceVersion"]
+                        for n in kc.check(kc.api.get("/api/v1/nodes"))["items"]}
+            bound_at: dict[str, float] = {}
+            stop = threading.Event()
+            watcher = threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True)
+            watcher.start()
+            time.sleep(1.0)
+            killed_at = lease_at = None
+            t0 = time.monotonic()
+            for i, m in enumerate(manifests):
+                kc.create_pod(m)
+                if killed_at is None and len(bound_at) >= args.kill_after:
+                    pairs.kill(leader)
+                    killed_at = time.monotonic()
+                if lease_at is None and killed_at is not None and pairs.leader() == survivor:
+                    lease_at = time.monotonic()
+                time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+            created = time.monotonic()
+            assert killed_at is not None, "the stream ended before --kill-after pods were bound"
+            if lease_at is None:
+                lease_at = wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
+                                    time.monotonic(), 60)
+            wait_for("pods bound or settled", lambda: len(bound_at) == len(names) or (
+                time.monotonic() - max(bound_at.values()) > 30), args.timeout, interval_s=0.5)
+            stop.set()
+            after = sorted(t for n, t in bound_at.items() if t > killed_at)
+            before = [t for t in bound_at.values() if t <= killed_at]
+            pods = list(kc.pods().values())
+            q = pairs.quasched[survivor]
+            jobs = {j["name"].split("/", 1)[1]: (j["placement"][0]["node"], tuple(j["placement"][0]["devices"]))
+                    for j in q.jobs() if (j.get("client_token") or "").startswith("k8s:") and j["state"] == "running"}
+            placed = {p["metadata"]["name"]: (p["spec"]["nodeName"], tuple(int(d) for d in filter(None, (
+                p["metadata"].get("annotations") or {}).get(DEVICES, "").split(",")))) for p in pods
+                if p["spec"].get("nodeName")}
+            events = [e["message"] for e in kc.events() if e.get("reason") == "FailedScheduling"]
+            out.update({
+                "bound": len(placed), "unbound": len(names) - len(placed),
+                "bound_before_kill": len(before),
+                "binding_stopped_s": round(after[0] - max(before), 2) if after and before else None,
+                "kill_to_next_bind_s": round(after[0] - killed_at, 2) if after else None,
+                "kill_to_lease_taken_s": round(lease_at - killed_at, 2),
+                "stream_s": round(created - t0, 2),
+                "last_bind_after_stream_s": round(max(bound_at.values()) - created, 2),
+                "survivor_pods_per_s": round(len(after) / max(1e-9, after[-1] - after[0]), 1) if len(after) > 1 else None,
+                "devices_over_committed": over_commits(pods),
+                "survivor_books_vs_bindings_mismatches": sum(1 for n, v in placed.items() if jobs.get(n) != v)
+                + sum(1 for n in jobs if n not in placed),
+                "failed_scheduling_events": len(events),
+                "failed_scheduling_not_quasched_reasons": [m for m in events if "quasched:" not in m][:5],
+                "nodes_modified": sum(1 for n in kc.check(kc.api.get("/api/v1/nodes"))["items"]
+                                      if versions.get(n["metadata"]["name"]) != n["metadata"]["resourceVersion"]),
+            })
+        finally:
+            pairs.stop()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
@@ -264,8 +376,11 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    ap.add_argument("--failover", action="store_true", help="two replicas; kill -9 the leader pair mid-stream")
+    ap.add_argument("--rate", type=float, default=40.0, help="with --failover: pods created per second")
+    ap.add_argument("--kill-after", type=int, default=300, help="with --failover: kill once this many are bound")
     args = ap.parse_args()
-    reason = missing()
+    reason = missing() or (replicas_missing() if args.failover else None)
     if reason:
         print(f"kube_e2e: {reason}", file=sys.stderr)
         return 2
@@ -273,6 +388,17 @@ def main() -> int:
     args.data_dir = args.data_dir or os.environ.get("QUASCHED_DATA") or str(
         Path(__file__).resolve().parents[2] / "shared/traces")
     tmp = tempfile.mkdtemp(prefix="quasched-kube-bench-")
+    if args.failover:
+        out = run_failover(args, Path(tmp))
+        text = json.dumps(out, indent=2)
+        print(text)
+        if args.json:
+            args.json.write_text(text + "\n")
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     kube = run_kube(args, Path(tmp))
     own = run_own_loop(kube, args.policy)
     kube["placement_quality"] = compare(kube, own)

@@ -9,7 +9,7 @@ of the cluster (the workload is tuned to 130 % of the smaller cluster), fitness 
 allocation; writes the checkpoint, ``learn_history.csv`` (every candidate of every generation)
 and ``learn_history.png`` to ``--out`` and prints the training cost (CPU-hours = CPU time of
 this process and its sweep workers; wall time).
-``eval``: the paired table of ``benchmarks/own_policy.py`` (``--rng go``, alloc at column 130,
+``eval``: the paired table of ``benchmarks/placement.py`` (``--rng go``, alloc at column 130,
 failed pods, Δ vs FGD with wins) on held-out traces (by default six of the paper's 17; all with
 ``--traces``) and held-out seeds (42..),
 plus ``learn_eval.csv`` (per trace, policy and seed) and ``learn_eval.png`` (Δ alloc vs FGD).
@@ -36,8 +36,8 @@ from placement import paired_arguments, paired_sweep, reused, seed_range, sweep_
 #: the packaged checkpoint's training traces (openb variants not in the FGD paper; the first run used the
 #: first three on every 4th node)
 TRAIN_TRACES = ("openb-gpushare20", "openb-gpuspec05", "openb-cpu072", "openb-cpu235")
-EVAL_POLICIES = ("fgd", "headroom", "learned")
-#: held out: one or two of the paper's traces per family, Headroom's best (cpu250) and worst (multigpu) cases
+EVAL_POLICIES = ("fgd", "guard", "learned")
+#: held out: one or two of the paper's traces per family, including the learned weights' best (cpu250) and worst (multigpu) cases
 EVAL_TRACES = tuple(f"openb-{v}" for v in ("default", "cpu250", "gpushare40", "gpushare100", "gpuspec33", "multigpu50"))
 
 
@@ -66,7 +66,7 @@ def run_train(args: argparse.Namespace) -> None:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.scatter(history.generation, history.fitness, s=8, alpha=0.5, label="candidates")
         ax.plot(history.groupby("generation").fitness.max(), "o-", label="best of generation")
-        ax.axhline(result.start_fitness, color="gray", ls="--", label="start (= headroom)")
+        ax.axhline(result.start_fitness, color="gray", ls="--", label="start (FGD + 2 × headroom)")
         ax.set(xlabel="generation", ylabel="mean final GPU allocation (%)", title="CMA-ES on the training traces")
         ax.legend()
         fig.tight_layout()
@@ -87,10 +87,10 @@ def run_eval(args: argparse.Namespace) -> None:
                           for t, by_policy in records.items() for p, rec in by_policy.items()
                           for s, a, f in zip(rec["seeds"], rec["alloc"], rec["failed"])])
     frame.to_csv(args.out / "learn_eval.csv", index=False)
-    if {"learned", "headroom"} <= set(args.policies):
+    if {"learned", "guard"} <= set(args.policies):
         pair = frame.pivot_table(index=["trace", "seed"], columns="policy", values="alloc130")
-        delta = (pair.learned - pair.headroom).groupby("trace")
-        print("\n| trace | Δ alloc learned vs headroom (wins) |\n|---|---|")
+        delta = (pair.learned - pair.guard).groupby("trace")
+        print("\n| trace | Δ alloc learned vs guard (wins) |\n|---|---|")
         for trace in args.traces:
             d = delta.get_group(trace)
             print(f"| {trace} | {d.mean():+.2f} ({int((d > 0).sum())}/{len(d)}) |")

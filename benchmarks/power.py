@@ -1,7 +1,7 @@
 """Power-aware placement on the FGD arrival experiment: PWR, the PWR+FGD mixes and ``power`` against FGD.
 
     python benchmarks/power.py --data-dir ../shared/traces --seeds 42-51
-    python benchmarks/power.py --traces openb-default --seeds 42-43 --policies fgd pwr pwrfgd:pwr=100
+    python benchmarks/power.py --traces openb-default --seeds 42-43 --policies fgd pwr pwr:fgd=900
 
 For every trace, policy and seed (``--rng go``, tune 1.3): modelled cluster power (PWR's step
 model and the linear fractional model, :mod:`quasched.metrics.power`) per arrived-GPU-request
@@ -14,7 +14,7 @@ FGD's linear power; "reachable": the same with the pods that only one GPU model 
 trace, policy, seed and bin), ``power_seeds.csv`` (per seed), ``power_summary.csv`` and
 ``power_<trace>.png`` to ``--out`` and prints a markdown table.
 ``--thin-whole S``: drop the share ``S`` of the whole-GPU pods (a fixed draw) from every trace first,
-so the whole-GPU share ``D`` of the demand falls (the mix sweep of ``pwrbalance`` vs ``pwrbalance2``;
+so the whole-GPU share ``D`` of the demand falls (the mix sweep of ``power``'s scarcity price;
 the table's header gives ``D``; run FGD, no ``--baseline``). ``--baseline CSV``: FGD's curves from an earlier run's ``power_curves.csv`` (same traces and seeds;
 FGD is deterministic per seed) instead of running FGD again.
 """
@@ -44,7 +44,7 @@ from quasched.traces import catalog
 from placement import sweep_arguments  # benchmarks/ is on sys.path when run as a script
 
 DEFAULT_TRACES = ("openb-default", "openb-gpuspec33", "openb-multigpu50")
-DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwrfgd:pwr=50", "pwrfgd:pwr=100", "pwrfgd:pwr=200")
+DEFAULT_POLICIES = ("fgd", "bestfit", "pwr", "pwr:fgd=950", "pwr:fgd=900", "pwr:fgd=800", "power")
 #: arrived-load window of the saving (% of GPU capacity), as the PWR paper's 15..80 % claim
 SAVING_FROM, SAVING_TO = 20, 80
 MAX_PERCENT = 130
@@ -57,9 +57,9 @@ CURVES = ("power_kw", "power_linear_kw", "floor_kw", "alloc_pct", "reach_kw")
 def label(policy: str) -> str:
     """Display label that always names a mix's weights (``PWR 100 + FGD 900``)."""
     spec = parse_spec(policy)
-    if spec.name == "pwrfgd":
+    if spec.name == "pwr" and spec.params["fgd"]:
         mode = "" if spec.params["mode"] == "step" else f", {spec.params['mode']}"
-        return f"PWR {spec.params['pwr']} + FGD {1000 - spec.params['pwr']}{mode}"
+        return f"PWR {1000 - spec.params['fgd']} + FGD {spec.params['fgd']}{mode}"
     return spec.label
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/service_durability.py [--db sqlite|postgresql] [--jobs 2000] [--clients 8] [--kills 5]
     python benchmarks/service_durability.py --commands --jobs 300 --kills 3
+    python benchmarks/service_durability.py --db postgresql --standby --jobs 2000 --kills 3
 
 A real server process (``quasched serve``, the built-in cluster) on 127.0.0.1;
 ``--clients`` threads submit ``--jobs`` jobs in all (0.5, 1 or 2 GPUs, no
@@ -22,7 +23,12 @@ command (``sh -c 'sleep S; exit K'``, K = its index mod 4) that outlives the kil
 acknowledged job has ended as its command chose (exit 0: succeeded, else failed with that exit code;
 none ``Lost``), and no process is left running.
 
-PostgreSQL runs on a throwaway Debian server (``tests/pg.py``).
+With ``--standby`` (PostgreSQL) a second server stands by: clients send to the one they last reached
+and switch on a refused connection or a standby's 503; each SIGKILL hits the leader, the take-over
+time is measured from the kill to the standby's ``/readyz`` answering 200, and the killed server
+restarts as the new standby.
+
+PostgreSQL runs on a throwaway Debian server (``tests/pg.py``); the servers are ``tests/serve_process.py``.
 """
 
 from __future__ import annotations
@@ -30,8 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
-import subprocess
+import statistics
 import sys
 import tempfile
 import threading
@@ -42,44 +47,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-QUASCHED = Path(sys.executable).with_name("quasched")
-
-
-class Server:
-    """``quasched serve`` in a subprocess; restartable on the same database."""
-
-    def __init__(self, db: str, workdir: Path, port: int, extra: tuple[str, ...] = ()) -> None:
-        self.db, self.workdir, self.port, self.extra = db, workdir, port, extra
-        self.token = ""
-        self.proc: subprocess.Popen | None = None
-        self.url = f"http://127.0.0.1:{port}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db, *self.extra],
-                                     cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if match := re.search(r"admin token (\S+)", line):
-                self.token = match.group(1)
-            if "dashboard" in line:
-                break
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep the pipe drained
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise RuntimeError("server did not become healthy in 60 s")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+sys.path.insert(0, str(ROOT / "tests"))
+from serve_process import ServeProcess as Server, wait_for  # noqa: E402
 
 
 def exit_code(key: str) -> int:
@@ -87,9 +56,10 @@ def exit_code(key: str) -> int:
     return int(key.rsplit("-", 1)[1]) % 4
 
 
-def client(server: Server, index: int, count: int, acked: dict, errors: Counter, stop: threading.Event,
+def client(servers: list[Server], index: int, count: int, acked: dict, errors: Counter, stop: threading.Event,
            commands: bool = False) -> None:
     sizes = (0.5, 1, 2)
+    current = 0
     with httpx.Client(timeout=10) as http:
         for i in range(count):
             key = f"c{index}-{i:05d}"
@@ -98,17 +68,21 @@ def client(server: Server, index: int, count: int, acked: dict, errors: Counter,
             if commands:
                 body["command"] = ["/bin/sh", "-c", f"sleep {0.2 + 0.3 * (i % 4)}; exit {exit_code(key)}"]
             while not stop.is_set():
+                server = servers[current]
                 try:
                     reply = http.post(f"{server.url}/api/v1/jobs", json=body,
                                       headers={"Authorization": f"Bearer {server.token}"})
                 except httpx.TransportError:
                     errors["transport (server down, retried)"] += 1
+                    current = (current + 1) % len(servers)
                     time.sleep(0.05)
                     continue
                 if reply.status_code in (200, 201):
                     acked[key] = reply.json()["id"]
                     break
                 errors[f"HTTP {reply.status_code}"] += 1
+                if reply.status_code == 503:  # a standby: try the other server
+                    current = (current + 1) % len(servers)
                 time.sleep(0.05)
 
 
@@ -155,6 +129,24 @@ def check(server: Server, acked: dict[str, int], clients: int) -> list[str]:
     return problems
 
 
+def stale_writes(db: str) -> list[str]:
+    """Events written under a lease epoch older than one already written (a fenced leader's commit)."""
+    from sqlalchemy import select
+
+    from quasched.service.store import EVENTS, Store
+
+    store = Store(db)
+    with store.engine.connect() as conn:
+        epochs = list(conn.scalars(select(EVENTS.c.epoch).order_by(EVENTS.c.id)))
+    store.close()
+    problems, newest = [], 0
+    for i, epoch in enumerate(epochs):
+        if epoch < newest:
+            problems.append(f"event {i} written under epoch {epoch} after epoch {newest}")
+        newest = max(newest, epoch)
+    return problems
+
+
 def check_commands(server: Server, acked: dict[str, int], workdir: Path) -> tuple[list[str], Counter]:
     """Wait until every job has ended; the violations of ``--commands``' promises, and the jobs' end states."""
     headers = {"Authorization": f"Bearer {server.token}"}
@@ -186,11 +178,30 @@ def _runs_under(pid: int, workdir: Path) -> bool:
         return False
 
 
-def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: bool = False) -> None:
+def kill_leader(servers: list[Server]) -> tuple[float, float]:
+    """SIGKILL the leader; with a standby, the seconds until it is the leader and the seconds of its rebuild (as it
+    reports them), then restart the killed one as standby."""
+    if len(servers) == 1:
+        servers[0].kill()
+        servers[0].start()
+        return 0.0, 0.0
+    wait_for(lambda: any(s.ready() for s in servers), 60, "a leader")
+    leader = next(s for s in servers if s.ready())
+    killed = time.monotonic()
+    leader.kill()
+    other = next(s for s in servers if s is not leader)
+    wait_for(other.ready, 60, "the standby takes over")
+    took = time.monotonic() - killed
+    rebuilt = [float(m.group(1)) for line in other.output if (m := re.search(r"rebuilt .* in ([0-9.]+) s", line))]
+    leader.start()
+    return took, rebuilt[-1] if rebuilt else float("nan")
+
+
+def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: bool = False,
+        standby: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         pg = None
         if db_kind == "postgresql":
-            sys.path.insert(0, str(ROOT / "tests"))
             from pg import PostgresServer
 
             pg = PostgresServer()
@@ -203,13 +214,15 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
             (Path(tmp) / "box.yaml").write_text(
                 "pools:\n  - {name: box, count: 1, cpu: 64, memory: 256Gi, gpu: {model: T4, count: 8}}\n")
             extra = ("--cluster", "box.yaml", "--grace", "2")
-        server = Server(db, Path(tmp), port, extra)
-        server.start()
+        servers = [Server(db, Path(tmp), port + i, extra) for i in range(2 if standby else 1)]
+        for server in servers:
+            server.start()
+        takeovers: list[tuple[float, float]] = []
         acked: dict[str, int] = {}
         errors: Counter = Counter()
         stop = threading.Event()
         started = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(server, c, jobs // clients, acked, errors, stop, commands))
+        threads = [threading.Thread(target=client, args=(servers, c, jobs // clients, acked, errors, stop, commands))
                    for c in range(clients)]
         for t in threads:
             t.start()
@@ -218,15 +231,17 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
             target = (killed + 1) * jobs / (kills + 1)
             while len(acked) < target and any(t.is_alive() for t in threads):
                 time.sleep(0.01)
-            server.kill()
+            takeovers.append(kill_leader(servers))
             killed += 1
-            server.start()
         for t in threads:
             t.join(timeout=600)
         elapsed = time.perf_counter() - started
-        server.kill()
-        server.start()  # the final state comes from a fresh rebuild
-        problems = check(server, acked, clients)
+        for server in servers:
+            server.kill()
+        server = servers[0]
+        server.start()  # the final state comes from a fresh rebuild (after the dead leader's lease ran out)
+        wait_for(server.ready, 60, "the last server is the leader")
+        problems = check(server, acked, clients) + stale_writes(db)
         ends: Counter = Counter()
         if commands:
             more, ends = check_commands(server, acked, Path(tmp).resolve())
@@ -234,10 +249,15 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
         server.kill()
         if pg is not None:
             pg.stop()
-    print(f"{db_kind}: {len(acked)} acknowledged of {jobs} in {elapsed:.1f} s with {killed} SIGKILLs; "
-          f"retries: {dict(errors)}")
+    print(f"{db_kind}{' with a standby' if standby else ''}: {len(acked)} acknowledged of {jobs} in {elapsed:.1f} s "
+          f"with {killed} SIGKILLs; retries: {dict(errors)}")
+    if standby:
+        took, rebuilt = [t for t, _ in takeovers], [r for _, r in takeovers]
+        print(f"  take-over (SIGKILL of the leader to the standby's /readyz 200): p50 {statistics.median(took):.1f} s, "
+              f"max {max(took):.1f} s over {len(took)}; of which the rebuild from the store: p50 "
+              f"{statistics.median(rebuilt):.1f} s, max {max(rebuilt):.1f} s")
     print("  every acknowledged job present exactly once, none placed twice, no device or node over capacity, "
-          "client order kept: " + ("YES" if not problems else f"NO ({len(problems)} problems)"))
+          "client order kept, no write of a stale leader: " + ("YES" if not problems else f"NO ({len(problems)} problems)"))
     if commands:
         print(f"  commands: every job ended as its command chose, none lost, none left running: "
               f"{'YES' if not problems else 'NO'}; ends {dict(ends)}")
@@ -255,9 +275,12 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--port", type=int, default=18080)
     parser.add_argument("--commands", action="store_true", help="jobs run real commands on this machine's node")
+    parser.add_argument("--standby", action="store_true", help="a second server stands by (PostgreSQL)")
     args = parser.parse_args()
+    if args.standby and args.db != "postgresql":
+        parser.error("--standby needs --db postgresql (one server per SQLite database)")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    run(args.db, args.jobs, args.clients, args.kills, args.port, args.commands)
+    run(args.db, args.jobs, args.clients, args.kills, args.port, args.commands, args.standby)
 
 
 if __name__ == "__main__":

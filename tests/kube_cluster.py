@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -47,7 +48,11 @@ DEVICES = "quasched.io/gpu-devices"
 EXTENDER_PREFIX = "/k8s/scheduler"
 #: the configuration the scheduler runs: the shipped one (addresses replaced)
 DEPLOY_CONFIG = Path(__file__).parents[1] / "deploy" / "scheduler-config-v1beta1.yaml"
+#: the extender's certificates (mutual TLS) are made by the shipped script
+CERTS_SCRIPT = Path(__file__).parents[1] / "deploy" / "extender-certs.sh"
 NAMESPACE = "default"
+#: kube-scheduler's leader Lease in the shipped configuration
+LEASE_NAMESPACE, LEASE_NAME = "quasched", "quasched-scheduler"
 
 
 def etcd_binary() -> str | None:
@@ -65,6 +70,26 @@ def missing() -> str | None:
         return ("Kubernetes binaries absent: " + ", ".join(absent)
                 + " -- build them with `bash deploy/e2e/build-k8s.sh` (about 12 min on 2 cores, see docs/kubernetes-e2e.md)")
     return None
+
+
+def replicas_missing() -> str | None:
+    """Why kube-scheduler replicas with their own host names cannot run here (None: they can).
+
+    kube-scheduler's Lease identity is ``<host name>_<uuid>`` and quasched's fence compares the host name, so
+    each replica runs in its own UTS namespace (``unshare --uts``, root), as each would in its own pod."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) absent: kube-scheduler replicas need their own host names"
+    probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
+    if probe.returncode:
+        return f"`unshare --uts` refused ({probe.stderr.decode(errors='replace').strip()}): needs root"
+    return None
+
+
+def extender_certs(directory: Path) -> Path:
+    """The extender's CA, server and client certificates made by ``deploy/extender-certs.sh`` in ``directory``."""
+    if not (directory / "client.key").exists():
+        subprocess.run(["bash", str(CERTS_SCRIPT), str(directory)], check=True, capture_output=True)
+    return directory
 
 
 def free_port() -> int:
@@ -183,27 +208,30 @@ class KubeCluster:
     def __init__(self, workdir: str | Path, extender_url: str | None, scheduler_name: str = "quasched",
                  extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int | None = None,
                  in_tree_scores: bool = False, disable_admission: Sequence[str] = (),
-                 verbosity: int = 1) -> None:
+                 verbosity: int = 1, lone_scheduler: bool = True) -> None:
         reason = missing()
         if reason:
             raise RuntimeError(reason)
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.extender_url = extender_url
+        #: per replica, its own extender (the sidecar of its pod)
+        self.extender_urls: dict[str, str] = {}
         self.scheduler_name = scheduler_name
         self.extender_overrides = dict(extender or {})
         self.percentage = percentage_of_nodes_to_score
         self.in_tree_scores = in_tree_scores
         self.verbosity = verbosity
+        self.lone_scheduler = lone_scheduler
         # ServiceAccount: no controller manager creates the default account; TaintNodesByCondition: no
         # not-ready taint on fake nodes (no kubelet); Priority (optional): lets pods set spec.priority directly
         self.disabled_admission = ["ServiceAccount", "TaintNodesByCondition", *disable_admission]
         self.token = secrets.token_hex(16)
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.api_port = free_port()
-        self.sched_health, self.sched_metrics = free_port(), free_port()
-        if self.sched_metrics == self.sched_health:
-            self.sched_metrics = free_port()
+        #: replica name ('' = the lone scheduler without leader election) -> (healthz port, metrics port)
+        self.sched_ports: dict[str, tuple[int, int]] = {}
+        self.certs = self.dir / "extender-pki"
         self.server = f"https://127.0.0.1:{self.api_port}"
         self.kubeconfig = self.dir / "kubeconfig"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -224,16 +252,19 @@ class KubeCluster:
         self.stop()
 
     def start(self) -> None:
+        """etcd, kube-apiserver and (``lone_scheduler``) one kube-scheduler; ``start_scheduler(replica)`` adds
+        replicas that elect a leader."""
         t0 = time.monotonic()
         self._certs()
         self._start_etcd()
         self._start_apiserver()
         self._write_kubeconfig()
-        self.start_scheduler()
+        if self.lone_scheduler:
+            self.start_scheduler()
         self.startup_s = time.monotonic() - t0
 
     def stop(self) -> None:
-        for name in ("kube-scheduler", "kube-apiserver", "etcd"):
+        for name in [n for n in self.procs if n.startswith("kube-scheduler")] + ["kube-apiserver", "etcd"]:
             stop_process(self.procs.pop(name, None))
         if self._api is not None:
             self._api.close()
@@ -261,6 +292,7 @@ class KubeCluster:
             subprocess.run(["openssl", "rsa", "-in", str(self.sa_key), "-pubout", "-out", str(self.sa_pub)],
                            check=True, capture_output=True)
         # the API server's serving certificate: self-signed, generated by kube-apiserver in --cert-dir
+        extender_certs(self.certs)
         self.tokens = d / "tokens.csv"
         self.tokens.write_text(f'{self.token},admin,admin,"system:masters"\n')
         os.chmod(self.tokens, 0o600)
@@ -322,47 +354,78 @@ class KubeCluster:
         self.kubeconfig.write_text(json.dumps(config, indent=2))  # JSON is YAML
         os.chmod(self.kubeconfig, 0o600)
 
-    def scheduler_config(self) -> dict[str, Any]:
-        """The shipped ``deploy/scheduler-config-v1beta1.yaml`` with this cluster's addresses and options."""
+    def scheduler_config(self, replica: str = "") -> dict[str, Any]:
+        """The shipped ``deploy/scheduler-config-v1beta1.yaml`` with this cluster's addresses and options; the
+        extender over mutual TLS with the certificates of :func:`extender_certs` when its URL is https. A
+        ``replica`` keeps the shipped leader election (the Lease ``quasched/quasched-scheduler``)."""
         config: dict[str, Any] = yaml.safe_load(DEPLOY_CONFIG.read_text())
         [profile] = config["profiles"]
         profile["schedulerName"] = self.scheduler_name
         if self.in_tree_scores:
             profile.pop("plugins", None)
+        health, metrics = self.sched_ports[replica]
         config.update({
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 500, "burst": 1000},
-            "leaderElection": {"leaderElect": False},
             # v1.20 quirk: with --config, the insecure healthz/metrics port opens on every interface unless bound here
-            "healthzBindAddress": f"127.0.0.1:{self.sched_health}",
-            "metricsBindAddress": f"127.0.0.1:{self.sched_metrics}",
+            "healthzBindAddress": f"127.0.0.1:{health}",
+            "metricsBindAddress": f"127.0.0.1:{metrics}",
         })
+        if not replica:
+            config["leaderElection"] = {"leaderElect": False}
         if self.percentage is not None:
             config["percentageOfNodesToScore"] = self.percentage
-        if self.extender_url:
+        url = self.extender_urls.get(replica, self.extender_url)
+        if url:
             [extender] = config["extenders"]
-            extender["urlPrefix"] = self.extender_url.rstrip("/") + EXTENDER_PREFIX
+            extender["urlPrefix"] = url.rstrip("/") + EXTENDER_PREFIX
+            extender["enableHTTPS"] = url.startswith("https:")
+            if extender["enableHTTPS"]:
+                extender["tlsConfig"] = {"certFile": str(self.certs / "client.crt"),
+                                         "keyFile": str(self.certs / "client.key"), "caFile": str(self.certs / "ca.crt")}
+            else:
+                extender.pop("tlsConfig", None)
             extender.update(self.extender_overrides)
         else:
             config.pop("extenders")
         return config
 
-    def start_scheduler(self) -> None:
-        path = self.dir / "scheduler.yaml"
-        path.write_text(json.dumps(self.scheduler_config(), indent=2))
-        proc = self._spawn("kube-scheduler", [
-            str(BIN_DIR / "kube-scheduler"), f"--config={path}",
-            "--secure-port=0",  # no authenticated port (it would need delegated authn); healthz above
-            f"--v={self.verbosity}",
-        ])
-        wait_for("kube-scheduler", lambda: httpx.get(
-            f"http://127.0.0.1:{self.sched_health}/healthz", timeout=1).status_code == 200, 60, proc,
-            self.logs["kube-scheduler"], interval_s=0.1)
+    def start_scheduler(self, replica: str = "", extender_url: str | None = None) -> None:
+        """Start kube-scheduler: the lone one (no leader election), or ``replica``, one of several electing a
+        leader, with host name ``replica`` (:func:`replicas_missing`) and its own extender ``extender_url``."""
+        if extender_url is not None:
+            self.extender_urls[replica] = extender_url
+        if replica and not self.namespace_exists(LEASE_NAMESPACE):
+            self.check(self.api.post("/api/v1/namespaces", json={
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}}))
+        health = free_port()
+        metrics = free_port()
+        self.sched_ports[replica] = (health, metrics if metrics != health else free_port())
+        name = f"kube-scheduler-{replica}" if replica else "kube-scheduler"
+        path = self.dir / f"{name}.yaml"
+        path.write_text(json.dumps(self.scheduler_config(replica), indent=2))
+        argv = [str(BIN_DIR / "kube-scheduler"), f"--config={path}",
+                "--secure-port=0",  # no authenticated port (it would need delegated authn); healthz above
+                f"--v={self.verbosity}"]
+        if replica:  # its own host name, so its Lease identity is "<replica>_<uuid>" (as a pod's name would be)
+            argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', replica, *argv]
+        proc = self._spawn(name, argv)
+        wait_for(name, lambda: httpx.get(
+            f"http://127.0.0.1:{self.sched_ports[replica][0]}/healthz", timeout=1).status_code == 200, 60, proc,
+            self.logs[name], interval_s=0.1)
 
-    def stop_scheduler(self) -> None:
-        stop_process(self.procs.pop("kube-scheduler", None))
+    def stop_scheduler(self, replica: str = "", sig: int = signal.SIGTERM) -> None:
+        stop_process(self.procs.pop(f"kube-scheduler-{replica}" if replica else "kube-scheduler", None), sig)
 
-    def scheduler_metrics(self) -> str:
-        return httpx.get(f"http://127.0.0.1:{self.sched_metrics}/metrics", timeout=10).text
+    def scheduler_metrics(self, replica: str = "") -> str:
+        return httpx.get(f"http://127.0.0.1:{self.sched_ports[replica][1]}/metrics", timeout=10).text
+
+    def namespace_exists(self, name: str) -> bool:
+        return self.api.get(f"/api/v1/namespaces/{name}").status_code == 200
+
+    def lease_holder(self) -> str:
+        """The holder of kube-scheduler's leader Lease ('' when none)."""
+        r = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}")
+        return str((self.check(r).get("spec") or {}).get("holderIdentity") or "") if r.status_code != 404 else ""
 
     # ------------------------------------------------------------ API calls
     def check(self, response: httpx.Response) -> Any:
@@ -452,18 +515,22 @@ class KubeCluster:
 class Quasched:
     """``quasched serve`` in its own process (SIGKILL-able), with the kube extender pointed at ``kubeconfig``.
 
-    ``extra_args`` are appended; the kube flags are :data:`KUBE_ARGS` (the teammate's CLI, docs/kubernetes.md)."""
+    The verbs listen on :attr:`verbs_url` over mutual TLS with the certificates of the cluster it is
+    :meth:`attach`-ed to (``tls=False``: on :attr:`url`, ``--kube-plain-http``). ``extra_args`` are appended."""
 
     KUBE_ARGS = ("--kube-extender", "--kubeconfig", "{kubeconfig}")
 
     def __init__(self, workdir: str | Path, kubeconfig: Path | None, port: int | None = None,
                  extra_args: Sequence[str] = (), policy: str = "fgd", db: str | None = None,
-                 cluster_file: Path | None = None) -> None:
+                 cluster_file: Path | None = None, tls: bool = True) -> None:
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = kubeconfig
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.tls_port = free_port() if tls else None
+        self.verbs_url = f"https://127.0.0.1:{self.tls_port}" if tls else self.url
+        self.certs: Path | None = None
         self.extra_args = list(extra_args)
         self.policy = policy
         self.db = db or f"sqlite:///{self.dir / 'quasched.db'}"
@@ -473,6 +540,11 @@ class Quasched:
         self._client: httpx.Client | None = None
         self.starts = 0
 
+    def attach(self, kc: KubeCluster) -> None:
+        """Use ``kc``'s API server (its kubeconfig) and its extender certificates."""
+        self.kubeconfig = kc.kubeconfig
+        self.certs = kc.certs
+
     def argv(self) -> list[str]:
         exe = shutil.which("quasched", path=str(Path(sys.executable).parent)) or shutil.which("quasched")
         cmd = [exe] if exe else [sys.executable, "-m", "quasched.cli"]
@@ -481,7 +553,22 @@ class Quasched:
             cmd += ["--cluster", str(self.cluster_file)]
         if self.kubeconfig is not None:
             cmd += [a.format(kubeconfig=self.kubeconfig) for a in self.KUBE_ARGS]
+            if self.tls_port is None:
+                cmd += ["--kube-plain-http"]
+            else:
+                assert self.certs is not None, "attach() the cluster first: its extender certificates"
+                cmd += ["--kube-tls-port", str(self.tls_port), "--kube-tls-cert", str(self.certs / "server.crt"),
+                        "--kube-tls-key", str(self.certs / "server.key"), "--kube-client-ca", str(self.certs / "ca.crt")]
         return cmd + self.extra_args
+
+    def verbs(self, client_cert: bool = True) -> httpx.Client:
+        """An HTTPS client of the verbs' listener (verifying quasched's certificate), with kube-scheduler's client
+        certificate or (``client_cert=False``) without one."""
+        assert self.certs is not None and self.tls_port is not None
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        if client_cert:
+            context.load_cert_chain(str(self.certs / "client.crt"), str(self.certs / "client.key"))
+        return httpx.Client(base_url=self.verbs_url, verify=context, timeout=30)
 
     def start(self, timeout_s: float = 60.0) -> None:
         out = open(self.log, "ab")
@@ -552,6 +639,46 @@ class Quasched:
 
     def metrics(self) -> str:
         return self.client.get("/metrics", timeout=10).text
+
+
+# ---------------------------------------------------------------- two replicas (deploy/quasched.yaml's set-up)
+class Pairs:
+    """Replicas of deploy/quasched.yaml on one control plane: each a kube-scheduler (leader election on the Lease
+    ``quasched/quasched-scheduler``, its own host name) with its own ``quasched serve`` sidecar, which binds only
+    while that kube-scheduler holds the Lease. ``kc`` must be started with ``lone_scheduler=False``."""
+
+    def __init__(self, kc: KubeCluster, workdir: Path, names: Sequence[str] = ("replica-a", "replica-b"),
+                 policy: str = "fgd") -> None:
+        self.kc = kc
+        self.quasched = {name: Quasched(workdir / name, None, policy=policy, extra_args=[
+            "--kube-lease", f"{LEASE_NAMESPACE}/{LEASE_NAME}", "--kube-scheduler-identity", name]) for name in names}
+
+    def start(self, nodes: int) -> None:
+        """Start every sidecar (each sees ``nodes`` nodes), then every kube-scheduler; wait for a leader."""
+        for q in self.quasched.values():
+            q.attach(self.kc)
+            q.start()
+            q.ensure_queue("default")
+        for q in self.quasched.values():
+            wait_for("quasched sees the nodes", lambda: len(q.nodes()) == nodes, 60, q.proc, q.log)
+        for name, q in self.quasched.items():
+            self.kc.start_scheduler(name, q.verbs_url)
+        wait_for("a leader", self.leader, 60)
+
+    def leader(self) -> str | None:
+        """The replica whose kube-scheduler holds the Lease (None: none yet)."""
+        holder = self.kc.lease_holder()
+        return next((name for name in self.quasched if holder.startswith(name + "_")), None)
+
+    def kill(self, name: str) -> None:
+        """``kill -9`` of the pair: its kube-scheduler first (so no extender call of it ever fails), then quasched."""
+        self.kc.stop_scheduler(name, signal.SIGKILL)
+        self.quasched[name].kill()
+
+    def stop(self) -> None:
+        for name, q in self.quasched.items():
+            self.kc.stop_scheduler(name)
+            q.stop()
 
 
 # ---------------------------------------------------------------- a minimal extender (harness self-check)

@@ -1,6 +1,6 @@
 """HTTP API contract (docs/service.md): jobs, queues, nodes, auth, bad input, snapshot/metrics/events, restart.
 
-FastAPI's TestClient on a tmp SQLite database and a 4-node cluster (tests/test_api_helpers.py);
+FastAPI's TestClient on a tmp SQLite database and a 4-node cluster (tests/api_support.py);
 the clock is moved by hand and timers fired with ``service.tick()``.
 """
 
@@ -16,7 +16,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from test_api_helpers import Clock, bearer, db_url, job_body, make_app, small_cluster
+from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
 
 API = "/api/v1"
 
@@ -254,6 +254,7 @@ def test_first_start_writes_an_admin_token_file(tmp_path):
     mode = stat.S_IMODE(os.stat(tmp_path / "quasched.token").st_mode)
     assert mode == 0o600
     assert app.state.service.new_admin_token == token
+    app.state.service.store.close()  # the first server is gone (it held the database's lock)
     app2, token2 = make_app(tmp_path)  # a restart keeps the token
     assert app2.state.service.new_admin_token is None and token2 == token
     assert TestClient(app2).get(f"{API}/whoami", headers=bearer(token)).json()["admin"] is True
@@ -362,7 +363,8 @@ def test_openapi_and_docs(env):
     schema = client.get("/openapi.json").json()
     assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}/cancel", "/api/v1/stream"} <= set(schema["paths"])
     assert client.get("/docs").status_code == 200
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "role": "leader"}
+    assert client.get("/readyz").json() == {"status": "ready", "role": "leader", "epoch": 1}
     page = client.get("/")  # the dashboard if it is installed, else the API docs
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
@@ -411,3 +413,16 @@ def test_default_queue_and_cluster_on_a_fresh_database(tmp_path):
     # a later start with another --cluster keeps the registered nodes
     app2 = create_app(db_url(tmp_path), small_cluster(), clock=Clock())
     assert len(TestClient(app2).get(f"{API}/nodes", headers=bearer(token)).json()) == 120
+
+
+@pytest.mark.parametrize("policy", ["guard", "power"])
+def test_recommended_policies_learn_the_typical_pods_from_submitted_jobs(tmp_path, policy):
+    """`serve`'s default (guard) and power know no workload up front: their terms follow the jobs submitted."""
+    app, token = make_app(tmp_path, Clock(), policy=policy)
+    client, admin = TestClient(app), bearer(token)
+    assert client.put(f"{API}/queues/vision", json={}, headers=admin).status_code == 200
+    jobs = [submit(client, admin, team="vision", gpus=g, cpu=4, memory="16GiB") for g in (0.5, 1, 2, 0.5)]
+    assert all(j["state"] == "running" and j["solver"] == f"policy:{policy}" for j in jobs)
+    service = app.state.service
+    assert service.ctl.window.current is not None  # the window learned the submitted shapes
+    service.store.close()

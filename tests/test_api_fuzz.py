@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from test_api_helpers import bearer, make_app
+from api_support import bearer, make_app
 
 # the schema is loaded at collection time, so the app is too (on its own temporary database)
 TMP = Path(tempfile.mkdtemp(prefix="quasched-fuzz-"))

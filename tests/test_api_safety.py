@@ -13,7 +13,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from test_api_helpers import Clock, bearer, job_body, make_app
+from api_support import Clock, bearer, job_body, make_app
 
 API = "/api/v1"
 

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from test_api_helpers import bearer, job_body, live_server, make_app
+from api_support import bearer, job_body, live_server, make_app
 
 API = "/api/v1"
 

@@ -457,17 +457,32 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#drawer")).to_contain_text("succeeded")
         shot(page, "job-log")
         page.locator("#drawer-close").click()
+        expect(page.locator("#finished-table tr", has_text="crash")).to_contain_text("exit 3")
         page.locator("#finished-table").get_by_role("link", name=re.compile("crash")).click()
         drawer = page.locator("#drawer")
         expect(drawer).to_contain_text("Why it ended")
         expect(drawer).to_contain_text("exited with code 3")
         expect(page.locator("#job-log")).to_contain_text("out of memory")
         page.locator("#drawer-close").click()
+        # a command typed in the form: split as a shell would, run on this machine
+        split = "async (texts) => { const f = await import('/static/format.js'); return texts.map(f.shellWords); }"
+        words = page.evaluate(split, [r"""a 'b c' "d \"e\"" f\ g ''""", "open 'quote"])
+        assert words == [["a", "b c", 'd "e"', "f g", ""], None]
+        tab(page, "Submit job")
+        fill_form(page, name="from-form", team="default", cpu="1", memory="1GiB", gpus="1", gpu_model="V100",
+                  command=f"{sys.executable} -c 'print(\"typed\", \"in the form\")'", time_limit="1h")
+        page.get_by_role("button", name="Submit job").click()
+        expect(page.locator("#submit-result")).to_contain_text("Submitted job #3")
+        shot(page, "submit-command", full_page=True)
+        page.locator("#submit-result").get_by_role("link").click()
+        expect(page.locator("#job-log")).to_contain_text("typed in the form", timeout=15_000)
+        expect(page.locator("#drawer")).to_contain_text("1h 00m")  # the time limit
+        page.locator("#drawer-close").click()
         tab(page, "Teams")
         row = page.locator('#usage tr[data-team="default"]')
-        expect(row.locator("td").nth(1)).to_have_text("2")  # jobs
-        usage = service.http.get("/usage").json()[0]  # both ended: 2 GPUs x ~3 s + 0.5 GPU x a moment
-        done = [service.http.get(f"/jobs/{j['id']}").json() for j in (job, bad)]
+        expect(row.locator("td").nth(1)).to_have_text("3")  # jobs
+        usage = service.http.get("/usage").json()[0]  # all ended: 2 GPUs x ~3 s, 0.5 GPU and 1 GPU x a moment
+        done = [service.http.get(f"/jobs/{i}").json() for i in (job["id"], bad["id"], 3)]
         assert usage["gpu_hours"] == pytest.approx(sum(d["gpu_hours"] for d in done)) and usage["gpu_hours"] > 0
         assert float(row.locator("td.gpu-hours").inner_text()) == pytest.approx(usage["gpu_hours"], rel=0.01)
         shot(page, "usage")

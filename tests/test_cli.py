@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 
+import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
@@ -74,3 +75,25 @@ def test_default_replay_needs_no_data_and_writes_outputs(tmp_path):
     assert "│ FGD " in result.output and "06-FGD" not in result.output
     for name in ("summary.csv", "events_FGD_42.csv", "pods_FGD_42.csv", "replay.png"):
         assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_policies_lists_every_policy_with_purpose_and_typed_parameters():
+    from quasched.policies.registry import REGISTRY
+
+    result = runner.invoke(app, ["policies"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    listing = " ".join(result.output.replace("│", " ").split())  # rich folds long cells over lines
+    for info in REGISTRY.entries():
+        assert f" {info.name} {info.purpose.split()[0]}" in listing, info.name
+        for param in info.params:
+            assert f"{param.name}: {param.kind.__name__} = {param.default!r}" in listing, (info.name, param.name)
+    assert "ours" not in listing.lower().replace("hours", "")
+
+
+@pytest.mark.parametrize("command", ["serve", "simulate", "replay", "sweep"])
+def test_help_points_to_the_policy_list_and_fits_a_screen(command):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "`quasched policies` lists them" in text and "CCGrid" not in text  # no policy is described here
+    assert len(result.output.splitlines()) <= 60

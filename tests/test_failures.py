@@ -94,7 +94,7 @@ def test_health_aware_placement_avoids_the_node_that_just_failed(seed):
     cluster = nodes(*[(8000, 8192, 1, "A")] * 3)
     pods = workload([(1000, 1024, 1, 1000, 10, 20)])
     failures = [DeviceFailure(1.0, n, 0, False, 2.0) for n in (0, 2)]  # both back before the pod arrives
-    r = replay(cluster, pods, ReplayConfig(policy="healthfgd", seed=seed, failures=RECOVERY), typical=TYPICAL,
+    r = replay(cluster, pods, ReplayConfig(policy="health", seed=seed, failures=RECOVERY), typical=TYPICAL,
                failures=failures)
     assert r.pods.node[0] == 1
 
@@ -148,7 +148,7 @@ def test_random_failures_are_deterministic_per_seed():
     pods = workload([(1000, 1024, int(rng.integers(1, 3)), 1000, float(t), float(t + rng.uniform(HOUR, 20 * HOUR)))
                      for t in np.sort(rng.uniform(0, 50 * HOUR, 60))])
     config = FailureConfig(rate=2e-3, seed=11, flaky_share=0.3)
-    a, b = (replay(cluster, pods, ReplayConfig(policy="healthfgd", seed=4, failures=config), typical=TYPICAL)
+    a, b = (replay(cluster, pods, ReplayConfig(policy="health", seed=4, failures=config), typical=TYPICAL)
             for _ in range(2))
     assert rows(a) == rows(b) and a.summary()["lost_gpu_h"] == b.summary()["lost_gpu_h"]
     assert a.summary()["device_failures"] > 0
@@ -161,7 +161,7 @@ failure = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3), st.b
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(jobs=st.lists(job, min_size=1, max_size=12), fails=st.lists(failure, max_size=10),
-       checkpoint=st.floats(0.05, 3), restart=st.floats(0, 0.5), policy=st.sampled_from(["fgd", "healthfgd"]))
+       checkpoint=st.floats(0.05, 3), restart=st.floats(0, 0.5), policy=st.sampled_from(["fgd", "health"]))
 def test_failures_never_leave_a_pod_on_an_unhealthy_device(monkeypatch_record, jobs, fails, checkpoint, restart,
                                                             policy):
     """After every event: no pod on an unhealthy device, nothing over-committed, each running pod placed
@@ -213,7 +213,7 @@ def monkeypatch_record(monkeypatch):
 
 
 def test_replay_cli_with_failures_writes_losses(tmp_path):
-    result = runner.invoke(app, ["replay", "--policy", "fgd,healthfgd", "--failure-rate", "5e-3", "--restart-min", "2",
+    result = runner.invoke(app, ["replay", "--policy", "fgd,health", "--failure-rate", "5e-3", "--restart-min", "2",
                                  "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "lost" in result.output and (tmp_path / "failures.png").stat().st_size > 0
@@ -223,7 +223,7 @@ def test_replay_cli_with_failures_writes_losses(tmp_path):
     assert pods["interruptions"].sum() == summary["interruptions"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--checkpoint-min", "0"])
     assert bad.exit_code == 2 and "--checkpoint-min" in bad.output
-    drained = runner.invoke(app, ["replay", "--policy", "healthfgd:flaky=256", "--failure-rate", "5e-3",
+    drained = runner.invoke(app, ["replay", "--policy", "health:flaky=256", "--failure-rate", "5e-3",
                                   "--drain-flaky", "0.5"])
     assert drained.exit_code == 0, drained.output
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--drain-flaky", "1"])

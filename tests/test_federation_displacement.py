@@ -1,5 +1,5 @@
-"""``ours-displace``: the rule with the expected-displacement price (water-filled load samples of past arrivals).
-Its runs fit capacity and start between arrival and latest start: ``test_federation_planner``."""
+"""The displacement price of ``carbon-defer`` (water-filled load samples of past arrivals; module docstring of
+:mod:`quasched.federation.displacement`), here without the protection price (``protect=false``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from quasched.federation.dispatch import View
 from quasched.federation.carbon_aware import CarbonAware
-from quasched.federation.displacement import LEAD_SLOTS, DisplacementPriced
+from quasched.federation.carbon_defer import CarbonDefer
+from quasched.federation.displacement import LEAD_SLOTS
 from quasched.federation.engine import make_view
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
@@ -29,14 +30,14 @@ def hand_view(kw_new: float) -> View:
 
 
 def test_displacement_price_by_hand():
-    """At 1 h the only sample (hour 0: job 0) expects, at lead L, 1 GPU × min(1 h, L) / 1 h of new load at
-    1 kW × min(1, L / 1 h). Slot 4 (lead 15 min): 0.25 GPU; with job 1 on A, A keeps 0.5 GPU: the load still
-    fits, no price. Slot 7 (lead 1 h): 1 GPU; with job 1 on A half of it goes to B: 0.5 × 1 kW × (300 − 100)
+    """At 1 h the only sample (hour 0: job 0) expects, L ahead, 1 GPU × min(1 h, L) / 1 h of new load at
+    1 kW × min(1, L / 1 h). Slot 4 (15 min ahead): 0.25 GPU; with job 1 on A, A keeps 0.5 GPU: the load still
+    fits, no price. Slot 7 (1 h ahead): 1 GPU; with job 1 on A half of it goes to B: 0.5 × 1 kW × (300 − 100)
     = 100 g/h displaced, / 0.5 kW = 200 g/kWh on A (which makes A cost what B does: the dual). Job 1 on B
     displaces nothing (the load stays on A)."""
-    d = DisplacementPriced(price=0, perfect=True)
+    d = CarbonDefer(protect=False, price=0, perfect=True)
     d.reset(hand_view(0.5))
-    d.record(0, 0.0)
+    d.displacement.record(0, 0.0)
     rate = d.rate(1, H, np.array([4, 7]), np.zeros((2, 2, 2)))
     assert rate == pytest.approx(np.array([[100.0, 300.0], [300.0, 300.0]]))
     d.ledger[0, 0, 7] = 600.0  # 0.6 GPU of A booked at 1:45: the load takes A's 0.4 and 0.6 of B; with job 1 on A, all B
@@ -45,21 +46,21 @@ def test_displacement_price_by_hand():
 
 
 def test_no_price_without_a_whole_past_hour_and_rule_price_added():
-    d = DisplacementPriced(price=0, perfect=True)
+    d = CarbonDefer(protect=False, price=0, perfect=True)
     d.reset(hand_view(0.5))
-    d.record(0, 0.0)
+    d.displacement.record(0, 0.0)
     assert d.rate(1, 0.5 * H, np.array([4, 7]), np.zeros((2, 2, 2))) == pytest.approx(np.array([[100.0] * 2, [300.0] * 2]))
-    ruled = DisplacementPriced(price=1, power=1, toward=1, perfect=True)
+    ruled = CarbonDefer(protect=False, price=1, power=1, toward=1, perfect=True)
     ruled.reset(hand_view(0.5))
-    ruled.record(0, 0.0)  # rule: + 1 × (300 − 100) × u, u = 0.5 with job 1 on A; then + 200 of displacement at slot 7
+    ruled.displacement.record(0, 0.0)  # rule: + 1 × (300 − 100) × u, u = 0.5 with job 1 on A; then + 200 of displacement at slot 7
     assert ruled.rate(1, H, np.array([7]), np.zeros((2, 2, 1)))[:, 0] == pytest.approx([100 + 100 + 200, 300])
 
 
 def test_bad_parameters_are_named():
-    with pytest.raises(ValueError, match="memory >= 1"):
-        make_dispatcher("ours-displace:memory=0")
-    with pytest.raises(ValueError, match="0 <= flexible <= 1"):
-        make_dispatcher("ours-displace:flexible=2")
+    with pytest.raises(ValueError, match="memory='0' must be at least 1"):
+        make_dispatcher("carbon-defer:memory=0")
+    with pytest.raises(ValueError, match=r"flexible='2': must be in \[0, 1\]"):
+        make_dispatcher("carbon-defer:flexible=2")
 
 
 @settings(max_examples=20, deadline=None)
@@ -77,33 +78,33 @@ def test_price_reads_only_the_forecast_and_past_arrivals(sc, hour, seed):
     index = np.minimum(np.arange(int(now // 900), int(now // 900) + 12), views[0].slots - 1)
     rates = []
     for view in views:
-        d = DisplacementPriced()
+        d = CarbonDefer(protect=False)
         d.reset(view)
         for j in np.argsort(sc.arrival, kind="stable").tolist():
             if sc.arrival[j] <= now:
-                d.record(j, float(sc.arrival[j]))
+                d.displacement.record(j, float(sc.arrival[j]))
         rates.append(d.rate(job, now, index, d.ledger[:, :, index]))
     assert np.array_equal(rates[0], rates[1])
-    d = DisplacementPriced(perfect=True)  # the displacement price is never negative
+    d = CarbonDefer(protect=False, perfect=True)  # the displacement price is never negative
     d.reset(views[0])
     expected = views[0].intensity[:, index // 4]
     for j in np.flatnonzero(sc.arrival <= now).tolist():
-        d.record(j, float(sc.arrival[j]))
+        d.displacement.record(j, float(sc.arrival[j]))
     assert np.all(d.rate(job, now, index, d.ledger[:, :, index]) >= expected - 1e-9)
 
 
-def plain_displacement(d: DisplacementPriced, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+def plain_displacement(d: CarbonDefer, job: int, now: float, index: np.ndarray, ledger: np.ndarray) -> np.ndarray:
     """The module docstring's added price, slot by slot, sample by sample, cluster by cluster (loops; no pruning of
     slots or samples, no sharing between alike slots): the reference for the vectorised :meth:`rate`."""
     v, hour = d.view, int(now // H)
-    past, _ = d.past(hour)
+    past, _ = d.displacement.past(hour)
     expected = d.priced(now, index)[0]
     room = np.clip(d.fill * d.capacity - ledger, 0, None)
     out = np.zeros((v.clusters, len(index)))
     for k in range(len(index) if len(past) else 0):
-        lead = int(np.clip(np.round(((index[k] + 1) * 900.0 - now) / 900.0), 0, LEAD_SLOTS))
+        ahead = int(np.clip(np.round(((index[k] + 1) * 900.0 - now) / 900.0), 0, LEAD_SLOTS))
         for s in past:
-            demand, unit = s[:2, lead], s[2:, lead] * expected[:, k]
+            demand, unit = s[:2, ahead], s[2:, ahead] * expected[:, k]
 
             def carbon(free: np.ndarray) -> float:
                 left, total = 1.0, 0.0
@@ -125,10 +126,10 @@ def plain_displacement(d: DisplacementPriced, job: int, now: float, index: np.nd
 def test_vectorised_price_equals_the_plain_loops(sc, hour, fill, seed):
     """On random ledgers up to ``fill`` × capacity, the rate is the rule's plus :func:`plain_displacement`."""
     now, view = hour * H + 1200.0, make_view(sc)
-    d = DisplacementPriced(memory=3)
+    d = CarbonDefer(protect=False, memory=3)
     d.reset(view)
     for j in np.flatnonzero(sc.arrival <= now).tolist():
-        d.record(j, float(sc.arrival[j]))
+        d.displacement.record(j, float(sc.arrival[j]))
     index = np.minimum(np.arange(int(now // 900), int(now // 900) + 40), view.slots - 1)
     d.ledger[:] = np.random.default_rng(seed).uniform(0, fill, d.ledger.shape) * np.where(np.isfinite(d.capacity), d.capacity, 0)
     ledger = d.ledger[:, :, index]
@@ -138,7 +139,7 @@ def test_vectorised_price_equals_the_plain_loops(sc, hour, fill, seed):
 
 def test_vectorised_price_is_not_trivially_zero():
     """The hand view of :func:`test_displacement_price_by_hand` through the plain loops gives its 200 g/kWh."""
-    d = DisplacementPriced(price=0, perfect=True)
+    d = CarbonDefer(protect=False, price=0, perfect=True)
     d.reset(hand_view(0.5))
-    d.record(0, 0.0)
+    d.displacement.record(0, 0.0)
     assert plain_displacement(d, 1, H, np.array([4, 7]), np.zeros((2, 2, 2))) == pytest.approx(np.array([[0.0, 200.0], [0.0, 0.0]]))

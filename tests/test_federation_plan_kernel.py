@@ -1,6 +1,6 @@
 """The fused kernels of the rule's options (``boundaries``, ``crowded``, ``plan``, ``cheapest``, ``add_run``), of the
 displacement price (``leads``, ``busy_slots``, ``with_displaced``) and of the protection price (``protection_terms``,
-``protection_charge``) return, bit for bit, what the NumPy code they replaced (before ``perf9``) returned; and a hand
+``protection_charge``) return, bit for bit, what the NumPy code they replaced returned; and a hand
 case for each."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
-from quasched.federation.protection import ProtectionPriced
+from quasched.federation.protection import charge
 from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, crowded, displaced_each,
                                              least_after, leads, loads_at, over_limit, plan, protection_charge,
                                              protection_terms, with_displaced)
@@ -24,7 +24,7 @@ INF = np.inf
 def numpy_plan(ledger: np.ndarray, demand: np.ndarray, limit: np.ndarray, rate: np.ndarray, share_now: np.ndarray,
                share: np.ndarray, starts: np.ndarray, now: float, kw: np.ndarray, delay: float,
                placeable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``CarbonAware.options`` after the rate, before ``perf9``."""
+    """``CarbonAware.options`` after the rate, in NumPy (the code the kernel replaced)."""
     full = over_limit(ledger, demand, limit)
     cost = np.empty((rate.shape[0], len(starts)))
     blocked = np.empty((rate.shape[0], len(starts)), dtype=bool)
@@ -150,18 +150,18 @@ def test_add_run_equals_numpy_bit_for_bit(start: float, duration: float, grain: 
 def numpy_displacement(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np.ndarray, index: np.ndarray,
                        now: float, expected: np.ndarray, past: np.ndarray, rate: np.ndarray, hours: int,
                        kw: np.ndarray) -> np.ndarray:
-    """``DisplacementPriced.rate`` after the rule's rate, before ``perf9``."""
-    lead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, most.shape[1] - 1)
+    """The displacement term added to the rule's rate, in NumPy (the code the kernels replaced)."""
+    ahead = np.clip(np.round(((index + 1) * SLOT_S - now) / SLOT_S).astype(np.int64), 0, most.shape[1] - 1)
     least = least_after(ledger, demand, top[:, :, 0])
-    busy = np.flatnonzero((least < most[:, lead]).any(axis=0))
+    busy = np.flatnonzero((least < most[:, ahead]).any(axis=0))
     if not len(busy):
         return rate
     room = np.clip(top - ledger[:, :, busy], 0, None)
-    key = np.vstack([lead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
+    key = np.vstack([ahead[busy], room.reshape(-1, len(busy)), expected[:, busy]])
     new = np.ones(len(busy), dtype=bool)
     new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
     pick, alike, room = busy[new], np.cumsum(new) - 1, room[:, :, new]
-    sample = loads_at(past, lead[pick], least[:, pick])
+    sample = loads_at(past, ahead[pick], least[:, pick])
     displaced = np.zeros(rate.shape)
     after = np.clip(room - demand[:, None, None], 0, None)
     displaced[:, busy] = displaced_each(sample, room, after, expected[:, pick]).sum(axis=1)[:, alike]
@@ -189,7 +189,7 @@ def test_leads_by_hand():
 
 def test_busy_slots_by_hand():
     """One cluster of 8 GPUs; a job of 2 GPUs; slots 0-3 with 0, 0, 6, 6 GPUs planned. One past sample of 4 GPUs at
-    every lead: room after the job 6, 6, 0, 0, so slots 2 and 3 are busy, alike (same lead, room, intensity): one run."""
+    every time ahead: room after the job 6, 6, 0, 0, so slots 2 and 3 are busy, alike (same time ahead, room, intensity): one run."""
     ledger = np.zeros((2, 1, 4))
     ledger[0, 0, 2:] = 6000.0
     past = np.zeros((1, 3, 3))
@@ -260,7 +260,7 @@ def test_crowded_equals_numpy_bit_for_bit(clusters: int, slots: int, price: floa
 
 def numpy_protection(top: np.ndarray, q: float, mu: np.ndarray, load: np.ndarray, intensity: np.ndarray,
                      used: np.ndarray) -> np.ndarray:
-    """``ProtectionPriced.protection`` before ``perf9`` (``top``: ``(2, clusters, 1)``)."""
+    """The protection charge in NumPy, the code the kernels replaced (``top``: ``(2, clusters, 1)``)."""
     g = np.divide(load, mu, out=np.zeros_like(load), where=mu > 0)
     live = g > 0
     if not live.any():
@@ -307,6 +307,4 @@ def protections(draw: st.DrawFn) -> tuple:
 @given(st.composite(protections)())
 def test_protection_equals_numpy_bit_for_bit(case: tuple):
     top, *rest = case
-    d = ProtectionPriced()
-    d.top = top
-    assert np.array_equal(d.protection(*rest), numpy_protection(top, *rest))
+    assert np.array_equal(charge(top[0, :, 0], *rest), numpy_protection(top, *rest))

@@ -16,7 +16,7 @@ from test_federation import H, small_scenarios
 
 
 def fresh(d: CarbonAware, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The priced intensity and gap of ``index`` computed for this run alone (the code before ``perf8``)."""
+    """The priced intensity and gap of ``index`` computed for this run alone (the NumPy code the cache replaced)."""
     hours = np.arange(index[0] // SLOTS_PER_HOUR, index[-1] // SLOTS_PER_HOUR + 1)
     expected = d.expected(now, hours)
     mean, worst = expected.mean(axis=0), expected.max(axis=0)

@@ -32,7 +32,7 @@ def numpy_least_after(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray) -
 
 
 def numpy_displaced_each(sample: np.ndarray, room: np.ndarray, after: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """The vectorised NumPy water-filling the kernel replaced (``ours-displace`` before ``perf8``)."""
+    """The vectorised NumPy water-filling the kernel replaced (the displacement price's NumPy code)."""
     demand, power = sample[:, :2, None], sample[:, 2:]
     unit = power * expected
     order = np.argsort(unit, axis=1, kind="stable")
@@ -141,7 +141,7 @@ def test_occupancy_equals_numpy_bit_for_bit(start: float, duration: float, grain
 
 def test_loads_at_by_hand():
     """Two samples (1 cluster) at leads 0 and 2 of two slots; room on the fullest 500 GPU milli and 0 CPU: the first
-    sample (300 then 400 GPU milli, no CPU) fits everywhere and is dropped, the second (600 GPU milli at lead 2) is kept."""
+    sample (300 then 400 GPU milli, no CPU) fits everywhere and is dropped, the second (600 GPU milli 2 slots ahead) is kept."""
     past = np.zeros((2, 3, 3))
     past[0, 0] = [300.0, 350.0, 400.0]
     past[1, 0] = [100.0, 200.0, 600.0]
@@ -155,7 +155,7 @@ def test_loads_at_by_hand():
 def test_loads_at_equals_numpy(samples: int, clusters: int, slots: int, seed: int):
     rng = np.random.default_rng(seed)
     past = rng.choice([0.0, 100.0, 500.0, 1000.0], size=(samples, 2 + clusters, 9))
-    lead, least = rng.integers(0, 9, slots), rng.choice([0.0, 300.0, 1000.0, INF], size=(2, slots))
-    sample = past[:, :, lead]
+    ahead, least = rng.integers(0, 9, slots), rng.choice([0.0, 300.0, 1000.0, INF], size=(2, slots))
+    sample = past[:, :, ahead]
     expected = sample[(least < sample[:, :2]).reshape(len(sample), -1).any(axis=1)]
-    assert np.array_equal(loads_at(past, lead, least), expected)
+    assert np.array_equal(loads_at(past, ahead, least), expected)

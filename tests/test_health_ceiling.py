@@ -82,7 +82,7 @@ def test_the_oracle_is_unreachable_from_policies_failure_options_and_the_cli():
     assert "oracle" not in {f.name for f in dataclasses.fields(ReplayConfig)}
     with pytest.raises(TypeError):
         FailureConfig(oracle="flaky")  # type: ignore[call-arg]
-    for spec in ("healthfgd:oracle=1", "oracle"):
+    for spec in ("health:oracle=1", "oracle"):
         with pytest.raises(ValueError, match="oracle"):
             make_policy(spec, TYPICAL)
     assert "oracle" not in inspect.getsource(cli)
@@ -91,7 +91,7 @@ def test_the_oracle_is_unreachable_from_policies_failure_options_and_the_cli():
 
 
 def test_replay_cli_with_a_lifted_drain():
-    args = ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1", "--drain-flaky",
+    args = ["replay", "--policy", "health", "--failure-rate", "5e-3", "--precursor-share", "1", "--drain-flaky",
             "0.5", "--drain-lift", "1000", "--drain-lift-run", "known"]
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output

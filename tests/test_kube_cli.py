@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from kube_cluster import extender_certs, free_port
 from test_cli_service import cli
 
 KUBECONFIG = """apiVersion: v1
@@ -19,19 +22,24 @@ current-context: local
 """
 
 
-def test_serve_kube_extender(tmp_path, monkeypatch):
+def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     from quasched.kube.nodelay import NoDelayH11Protocol
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     ran = {}
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: ran.update(app=app, **kw))
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app,
+                                                                                 http=server.config.http))
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
-    r = cli("serve", "--kube-extender", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    port = free_port()
+    r = cli("serve", "--port", str(port), "--kube-extender", "--kubeconfig", str(tmp_path / "kubeconfig"),
+            "--kube-plain-http")
     assert r.exit_code == 0, r.output
-    assert "urlPrefix http://127.0.0.1:8080/k8s/scheduler" in r.output and "0 nodes" in r.output
+    assert f"urlPrefix http://127.0.0.1:{port}/k8s/scheduler" in r.output and "UNAUTHENTICATED" in r.output
+    assert "0 nodes" in r.output
     app = ran["app"]
     assert app.state.kube.sync is not None and app.state.kube.client is not None
+    assert app.state.kube.options.verbs_port is None and app.state.kube.options.lease is None
     assert app.state.service.options.preemption is False
     assert ran["http"] is NoDelayH11Protocol
     assert set(app.openapi()["paths"]) >= {"/k8s/scheduler/filter", "/k8s/scheduler/prioritize",
@@ -39,18 +47,72 @@ def test_serve_kube_extender(tmp_path, monkeypatch):
     app.state.service.store.close()
 
 
+def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
+    """The verbs get their own HTTPS listener that requires a client certificate signed by the given CA."""
+    import ssl
+
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    ran = {}
+    monkeypatch.setattr("quasched.kube.tls.run", lambda app, service, verbs, tls: ran.update(
+        app=app, tls=tls, verbs=verbs.getsockname()))
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    pki = extender_certs(tmp_path / "pki")
+    port = free_port()
+    r = cli("serve", "--port", str(free_port()), "--kube-extender", "--kubeconfig", str(tmp_path / "kubeconfig"),
+            "--kube-tls-port", str(port),
+            "--kube-tls-cert", str(pki / "server.crt"), "--kube-tls-key", str(pki / "server.key"),
+            "--kube-client-ca", str(pki / "ca.crt"), "--kube-lease", "quasched/quasched-scheduler",
+            "--kube-scheduler-identity", "replica-a")
+    assert r.exit_code == 0, r.output
+    assert f"urlPrefix https://127.0.0.1:{port}/k8s/scheduler (filter, prioritize, bind, mutual TLS)" in r.output
+    assert ran["verbs"] == ("127.0.0.1", port)
+    assert "Lease quasched/quasched-scheduler is held by replica-a_*" in r.output
+    options = ran["app"].state.kube.options
+    assert (options.verbs_port, options.lease, options.identity) == (port, "quasched/quasched-scheduler", "replica-a")
+    from quasched.kube.tls import configs
+
+    service, verbs = configs(ran["app"], ran["tls"])
+    assert service.ssl_certfile is None and service.lifespan != "off"
+    assert verbs.lifespan == "off" and verbs.ssl_cert_reqs == ssl.CERT_REQUIRED
+    assert verbs.ssl_ca_certs == str(pki / "ca.crt")
+    ran["app"].state.service.store.close()
+
+
+def test_serve_kube_extender_needs_certificates(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: None)
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    def serve(*extra: str) -> Any:
+        return cli("serve", "--port", str(free_port()), "--kube-extender", "--kubeconfig",
+                   str(tmp_path / "kubeconfig"), *extra)
+
+    r = serve()
+    assert r.exit_code == 2 and "give --kube-tls-cert, --kube-tls-key, --kube-client-ca" in r.output
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    junk = str(tmp_path / "junk.pem")
+    r = serve("--kube-tls-cert", junk, "--kube-tls-key", junk, "--kube-client-ca", junk)
+    assert r.exit_code == 2 and "cannot load" in r.output
+    r = serve("--kube-plain-http", "--kube-lease", "no-slash")
+    assert r.exit_code == 2 and "NAMESPACE/NAME" in r.output
+
+
 def test_serve_kube_extender_without_credentials(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: None)
-    r = cli("serve", "--kube-extender", "--kubeconfig", str(tmp_path / "missing"))
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: None)
+    r = cli("serve", "--port", str(free_port()), "--kube-extender", "--kubeconfig", str(tmp_path / "missing"),
+            "--kube-plain-http")
     assert r.exit_code == 2 and "cannot load Kubernetes credentials" in r.output
 
 
 def test_serve_without_kube_has_no_extender(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ran = {}
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: ran.update(app=app, **kw))
-    assert cli("serve").exit_code == 0
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app,
+                                                                                 http=server.config.http))
+    assert cli("serve", "--port", str(free_port())).exit_code == 0
     assert not any(path.startswith("/k8s") for path in ran["app"].openapi()["paths"])
     ran["app"].state.service.store.close()

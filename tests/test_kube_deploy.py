@@ -1,8 +1,11 @@
-"""The deploy files: scheduler configurations (v1, v1beta1) and manifests are what docs/kubernetes.md says."""
+"""The deploy files: scheduler configurations (v1, v1beta1), the two-replica manifest, the certificate script agree
+with each other and with what docs/kubernetes.md says."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -10,10 +13,19 @@ import yaml
 from quasched.kube.extender import PREFIX
 
 DEPLOY = Path(__file__).parents[1] / "deploy"
+CONFIGS = [("scheduler-config-v1.yaml", "v1"), ("scheduler-config-v1beta1.yaml", "v1beta1")]
 
 
-@pytest.mark.parametrize("name, version", [("scheduler-config-v1.yaml", "v1"),
-                                           ("scheduler-config-v1beta1.yaml", "v1beta1")])
+def manifest() -> dict[str, dict]:
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "quasched.yaml").read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize("name, version", CONFIGS)
 def test_scheduler_configurations(name, version):
     config = yaml.safe_load((DEPLOY / name).read_text())
     assert config["apiVersion"] == f"kubescheduler.config.k8s.io/{version}"
@@ -23,24 +35,82 @@ def test_scheduler_configurations(name, version):
     assert config["percentageOfNodesToScore"] == 100
     assert config["profiles"][0]["plugins"]["score"]["disabled"] == [{"name": "*"}]
     [ext] = config["extenders"]
-    assert ext["urlPrefix"].endswith(PREFIX)
+    assert ext["urlPrefix"] == f"https://127.0.0.1:8443{PREFIX}"  # the sidecar of the same pod
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
     assert "preemptVerb" not in ext
     assert ext["nodeCacheCapable"] is True and ext["weight"] > 0 and ext["httpTimeout"] == "5s"
+    assert ext["enableHTTPS"] is True and ext["ignorable"] is False
+    assert ext["tlsConfig"] == {"certFile": "/etc/quasched/tls/client.crt", "keyFile": "/etc/quasched/tls/client.key",
+                                "caFile": "/etc/quasched/tls/ca.crt"}
     assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
+    election = config["leaderElection"]
+    assert election["leaderElect"] is True and election["resourceLock"] == "leases"
+    assert (election["resourceNamespace"], election["resourceName"]) == ("quasched", "quasched-scheduler")
+    # a dead leader is replaced after at most leaseDuration + retryPeriod
+    assert int(election["leaseDuration"][:-1]) + int(election["retryPeriod"][:-1]) <= 10
 
 
-def test_manifests():
-    docs = [d for d in yaml.safe_load_all((DEPLOY / "quasched.yaml").read_text()) if d]
-    kinds = {d["kind"]: d for d in docs}
-    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} <= set(kinds)
-    rules = {(r["resources"][0], v) for r in kinds["ClusterRole"]["rules"] for v in r["verbs"]}
-    for need in [("nodes", "list"), ("nodes", "watch"), ("pods", "list"), ("pods", "watch"), ("pods", "patch"),
-                 ("pods/binding", "create"), ("events", "create")]:
-        assert need in rules, need
-    container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
-    assert "--kube-extender" in container["args"]
-    assert kinds["Service"]["spec"]["ports"][0]["port"] == 8080
-    url = yaml.safe_load((DEPLOY / "scheduler-config-v1.yaml").read_text())["extenders"][0]["urlPrefix"]
-    assert url.startswith(f"http://{kinds['Service']['metadata']['name']}.{kinds['Service']['metadata']['namespace']}.svc:8080")
-    assert [d["kind"] for d in yaml.safe_load_all((DEPLOY / "kube-scheduler.yaml").read_text()) if d]
+def test_v1_and_v1beta1_say_the_same():
+    v1, beta = (yaml.safe_load((DEPLOY / name).read_text()) for name, _ in CONFIGS)
+    version_specific = {"apiVersion", "clientConnection", "healthzBindAddress", "metricsBindAddress"}
+    assert {k: v for k, v in v1.items() if k not in version_specific} == {
+        k: v for k, v in beta.items() if k not in version_specific}
+
+
+def test_two_replicas_with_a_sidecar_each():
+    kinds = manifest()
+    deployment = kinds["Deployment/quasched-scheduler"]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert set(containers) == {"kube-scheduler", "quasched"}
+    args = containers["quasched"]["args"]
+    config = yaml.safe_load((DEPLOY / "scheduler-config-v1.yaml").read_text())
+    [ext] = config["extenders"]
+    url = urlsplit(ext["urlPrefix"])
+    assert "--kube-extender" in args and "--kube-plain-http" not in args
+    assert (flag(args, "--kube-tls-host"), int(flag(args, "--kube-tls-port"))) == (url.hostname, url.port)
+    election = config["leaderElection"]
+    assert flag(args, "--kube-lease") == f"{election['resourceNamespace']}/{election['resourceName']}"
+    mounts = {c: {m["name"]: m["mountPath"] for m in containers[c]["volumeMounts"]} for c in containers}
+    tls_dir = mounts["quasched"]["tls"]
+    assert mounts["kube-scheduler"]["tls"] == tls_dir
+    assert flag(args, "--kube-client-ca") == ext["tlsConfig"]["caFile"] == f"{tls_dir}/ca.crt"
+    assert (flag(args, "--kube-tls-cert"), flag(args, "--kube-tls-key")) == (f"{tls_dir}/server.crt",
+                                                                            f"{tls_dir}/server.key")
+    # the pair fails together: kube-scheduler's liveness is quasched's health
+    probe = containers["kube-scheduler"]["livenessProbe"]["httpGet"]
+    assert probe["path"] == "/healthz" and probe["port"] == int(flag(args, "--port"))
+    assert pod["serviceAccountName"] == "quasched-scheduler"
+    assert not [k for k in kinds if k.startswith("Service/")]  # nothing outside the pod calls the verbs
+
+
+def test_rbac_narrowed_and_network_policy():
+    kinds = manifest()
+    rules = {(group, resource, verb) for rule in kinds["ClusterRole/quasched-extender"]["rules"]
+             for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+    assert rules == {("", "nodes", v) for v in ("get", "list", "watch")} | {
+        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")}
+    lease_rules = kinds["Role/quasched-scheduler-leases"]["rules"]
+    assert kinds["Role/quasched-scheduler-leases"]["metadata"]["namespace"] == "quasched"
+    assert [r["resources"] for r in lease_rules] == [["leases"]]
+    policy = kinds["NetworkPolicy/quasched-scheduler"]["spec"]
+    labels = kinds["Deployment/quasched-scheduler"]["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"] == labels
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
+
+
+def test_certificate_script(tmp_path):
+    """deploy/extender-certs.sh: a CA, a server certificate for 127.0.0.1, a client certificate, both signed by it."""
+    subprocess.run(["bash", str(DEPLOY / "extender-certs.sh"), str(tmp_path)], check=True, capture_output=True)
+    for name in ("server", "client"):
+        verify = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / f"{name}.crt")],
+                                capture_output=True, text=True)
+        assert verify.returncode == 0, verify.stderr
+        assert (tmp_path / f"{name}.key").stat().st_mode & 0o077 == 0  # private keys readable by the owner only
+    text = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "server.crt"), "-noout", "-text"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "IP Address:127.0.0.1" in text and "TLS Web Server Authentication" in text
+    client = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "client.crt"), "-noout", "-text"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "TLS Web Client Authentication" in client

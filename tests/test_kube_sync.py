@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_api_helpers import bearer, make_app
-from test_kube_extender import FakeApi, args, bind_args, gpu_pod, post
+from api_support import bearer, make_app
+from test_kube_extender import FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
 
 from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec, mebibytes, milli, node_record,
                                       pod_gpu, quantity, token_uid)
@@ -192,8 +192,8 @@ class ClusterApi(FakeApi):
                 pod["metadata"]["annotations"].update(self.annotations.get(uid, {}))
                 self.bound.append(pod)
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Any) -> None:
-        super().annotate_pod(namespace, name, annotations)
+    def annotate_pod(self, namespace: str, name: str, annotations: Any, uid: str = "") -> None:
+        super().annotate_pod(namespace, name, annotations, uid)
         uid = next(p["metadata"]["uid"] for p in self.pending if p["metadata"]["name"] == name)
         self.annotations[uid] = dict(annotations)
 

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from builders import assert_consistent, nodes
 from quasched.learn.env import ArrivalEnv, candidate_block, linear_action
 from quasched.learn.es import START, train, weights_of
+from quasched.metrics.typical import TypicalPods
 from quasched.model.workload import Workload
 from quasched.policies import make_policy
+from quasched.policies.fgd import linear_score
 from quasched.policies.learned import FEATURES, PACKAGED, load_weights, save_weights
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.traces.synthetic import synthetic_cluster, synthetic_workload
@@ -131,12 +133,12 @@ def test_any_actions_keep_the_cluster_consistent_and_the_return_is_the_allocatio
         env.step(0)
 
 
-def test_start_weights_are_headroom():
+def test_start_weights_are_fgd_plus_twice_the_headroom():
     with tempfile.TemporaryDirectory() as tmp:
         path = save_weights(Path(tmp) / "w.json", weights_of(np.array(START)))
-        learned = run_experiment(SMALL_NODES, SMALL_PODS, ExperimentConfig(policy=f"learned:weights={path}", seed=3))
-    headroom = run_experiment(SMALL_NODES, SMALL_PODS, ExperimentConfig(policy="headroom", seed=3))
-    assert learned.events.node.tolist() == headroom.events.node.tolist()
+        policy = make_policy(f"learned:weights={path}", TypicalPods.from_workload(SMALL_PODS))
+    assert [(plugin.name, weight) for plugin, weight in policy.plugins] == [("fgd", 1.0), ("headroom", 2.0)]
+    assert policy.plugins[0][0].scale is linear_score and policy.device_rule == "best-score-tightest"
 
 
 def test_cma_es_is_deterministic_and_keeps_the_best():

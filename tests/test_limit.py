@@ -93,7 +93,7 @@ def test_bound_is_above_every_policy_and_the_offline_packing(seed, n_nodes, n_po
     workload = synthetic_workload(n_pods, seed=seed)
     bound = gpu_bound(cluster, workload)
     assert bound.milp_milli <= bound.lp_milli + 1e-6 and bound.lp_milli <= bound.capacity_milli + 1e-6
-    placed = [online(cluster, workload, p) for p in ("bestfit", "fgd", "headroom", "ours")]
+    placed = [online(cluster, workload, p) for p in ("bestfit", "fgd", "guard", "learned")]
     placed.append(ffd_packing(cluster, workload))
     assert max(placed) <= bound.milp_milli + 1e-6
 

@@ -20,7 +20,7 @@ from test_replay import rows, workload
 runner = CliRunner()
 MIN = 60.0
 #: checkpoints every 30 min, 5 min to reload, 1 min to checkpoint on demand; warnings true with odds 1/2, a mean 24 h ahead
-PAYS = FailureConfig(checkpoint_min=30, restart_min=5, checkpoint_cost_min=1, precursor_lead_h=24, false_warnings=1,
+PAYS = FailureConfig(checkpoint_min=30, restart_min=5, checkpoint_cost_min=1, precursor_ahead_h=24, false_warnings=1,
                      drain_errors=1, migrate="device", migrate_rule="pays")
 #: n0 with 2 GPUs takes both 1-GPU pods (best fit); n1 with 4 GPUs is where moved pods go
 TWO_FOUR = nodes((8000, 8192, 2, "A"), (8000, 8192, 4, "A"))
@@ -41,7 +41,7 @@ def test_the_rule_by_hand():
     assert plan_migration(at_checkpoint, 48 * HOUR, 10 * MIN, 20 * MIN) == "checkpoint"
     assert plan_migration(at_checkpoint, 5 * MIN, 10 * MIN, 20 * MIN) == "stay"  # ends before that checkpoint
     # every warning true (no false alarms) and a 1-hour warning: a 2-hour pod pays to move
-    sure = FailureConfig(**{**PAYS.__dict__, "false_warnings": 0, "precursor_lead_h": 1})
+    sure = FailureConfig(**{**PAYS.__dict__, "false_warnings": 0, "precursor_ahead_h": 1})
     assert plan_migration(sure, 2 * HOUR, 0, 0) == "now" and plan_migration(PAYS, 2 * HOUR, 0, 0) == "stay"
 
 
@@ -124,10 +124,10 @@ def test_moves_that_pay_never_leave_a_pod_on_an_unhealthy_device_and_work_adds_u
     fails = sorted(DeviceFailure(t * HOUR, n, d, kind == "fatal", 0.0 if kind == "warn" else down * HOUR,
                                  kind == "warn") for t, n, d, kind, down in events)
     config = FailureConfig(checkpoint_min=checkpoint_min, restart_min=3, checkpoint_cost_min=cost_min,
-                           precursor_lead_h=lead_h, drain_errors=drain, migrate="device", migrate_rule=rule,
+                           precursor_ahead_h=lead_h, drain_errors=drain, migrate="device", migrate_rule=rule,
                            migrate_at=at)
     seen = len(monkeypatch_record)  # the fixture's list lives across hypothesis examples
-    r = run(cluster, pods, fails, policy="healthfgd", config=config)
+    r = run(cluster, pods, fails, policy="health", config=config)
     assert len(monkeypatch_record) > seen  # this run's events were checked by the fixture
     assert_work_adds_up(r, jobs)
 
@@ -158,7 +158,7 @@ def test_bad_rule_options_are_named(bad, field):
 
 
 def test_replay_cli_with_the_rule(tmp_path):
-    result = runner.invoke(app, ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1",
+    result = runner.invoke(app, ["replay", "--policy", "health", "--failure-rate", "5e-3", "--precursor-share", "1",
                                  "--restart-min", "5", "--migrate", "device", "--migrate-rule", "pays",
                                  "--migrate-at", "checkpoint", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -9,7 +9,7 @@ from builders import cluster_with_free, nodes, pod
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
-from quasched.policies import CycleState, Policy, Scheduler, make_policy, parse_specs, policy_names
+from quasched.policies import REGISTRY, CycleState, Policy, Scheduler, make_policy, parse_spec, parse_specs, policy_names
 from quasched.policies import devices
 from quasched.policies.best_fit import BestFit
 from quasched.policies.dot_product import DotProduct
@@ -125,44 +125,62 @@ def test_filter_enforces_app_density_rdma_and_disk():
     assert feasible_nodes(cluster, pod(uid=2, rdma=50)).tolist() == [1]
 
 
-def test_every_registered_policy_builds_and_scores():
+@pytest.mark.parametrize("name", policy_names())
+def test_every_registered_policy_builds_and_scores(name):
     cluster = cluster_with_free([[1000, 500], [1000, 1000]])
     typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))
-    for name in policy_names():
-        policy = make_policy(name, typical)
-        policy.attach(cluster, NumpyStream(0))
-        for p in (pod(k=1, m=500), pod(k=2, m=1000), pod()):
-            final = policy.score(cluster, p, np.array([0, 1]), CycleState())
-            assert final.shape == (2,)
-            for plugin, _ in policy.plugins:  # the 0..100 contract of NormalizeScore
-                part = plugin.normalize(plugin.score(cluster, p, np.array([0, 1]), CycleState()))
-                assert ((part >= 0) & (part <= 100) | np.isneginf(part)).all(), (name, part)
-    with pytest.raises(ValueError, match="unknown policy"):
-        make_policy("nope", typical)
+    policy = make_policy(name, typical)
+    policy.attach(cluster, NumpyStream(0))
+    for p in (pod(k=1, m=500), pod(k=2, m=1000), pod()):
+        final = policy.score(cluster, p, np.array([0, 1]), CycleState())
+        assert final.shape == (2,)
+        for plugin, _ in policy.plugins:  # the 0..100 contract of NormalizeScore
+            part = plugin.normalize(plugin.score(cluster, p, np.array([0, 1]), CycleState()))
+            assert ((part >= 0) & (part <= 100) | np.isneginf(part)).all(), (name, part)
+
+
+@pytest.mark.parametrize("name", policy_names())
+def test_every_registered_policy_says_what_it_is_for(name):
+    info = REGISTRY.get(name)
+    assert info.purpose and info.summary and info.label and not info.summary.lower().startswith("ours")
+    assert str(parse_spec(name)) == name and parse_spec(name).label == info.label  # defaults are not spelled out
+
+
+def test_unknown_policy_names_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown policy 'nope'; choose from random, .*, guard, power, health"):
+        make_policy("nope", None)  # type: ignore[arg-type]
 
 
 def test_policy_specs_parse_validate_and_label():
-    fgd, head, best = parse_specs("fgd,headroom:beta=4,learn=false,bestfit")
-    assert (fgd.label, head.label, best.label) == ("FGD", "Headroom(beta=4.0, learn=False)", "BestFit")
-    assert str(head) == "headroom:beta=4.0,learn=False" and parse_specs(str(head)) == [head]
+    fgd, guard, best = parse_specs("fgd,guard:beta=4,delta=8,bestfit")
+    assert (fgd.label, guard.label, best.label) == ("FGD", "Guard(beta=4.0, delta=8.0)", "BestFit")
+    assert str(guard) == "guard:beta=4.0,delta=8.0" and parse_specs(str(guard)) == [guard]
+    assert str(parse_specs("pwr:fgd=900")[0]) == "pwr:fgd=900" and parse_specs("health:flaky=1")[0].label == \
+        "Health(flaky=1.0)"
     assert [s.name for s in parse_specs("all")] == ["random", "dotprod", "gpuclustering", "gpupacking",
                                                     "bestfit", "fgd"]
-    for bad, why in (("FGD", "unknown policy"), ("headroom:beta=-1", "at least"), ("headroom:gamma=1", "bad parameter"),
-                     ("fgd:scale=cubic", "choose from"), ("headroom:beta=x", "not a float")):
+    for bad, why in (("FGD", "unknown policy"), ("guard:beta=-1", "at least"), ("guard:learn=1", "bad parameter"),
+                     ("fgd:scale=cubic", "choose from"), ("power:beta=x", "not a float"), ("pwr:fgd=1001", "at most")):
         with pytest.raises(ValueError, match=why):
             parse_specs(bad)
 
 
-def test_headroom_is_fgd_plus_beta_times_the_headroom_term():
+@pytest.mark.parametrize("spec, terms", [
+    ("guard:beta=3,delta=5", [("fgd", 1.0), ("home-headroom", 3.0), ("device-balance", 16.0), ("last-homes", 5.0)]),
+    ("power:gamma=2", [("fgd", 1.0), ("home-headroom", 8.0), ("cpu-balance", 2.0), ("pwr-fill", 16.0), ("pwr", 1.0),
+                       ("pwr", 0.001)]),
+    ("health:weight=3,flaky=2", [("fgd", 1.0), ("health", 3.0), ("flaky", 2.0)]),
+    ("pwr:fgd=900", [("pwr", 100.0), ("fgd", 900.0)]),
+])
+def test_a_composed_policy_scores_the_weighted_sum_of_its_terms(spec, terms):
     cluster = cluster_with_free([[1000, 500], [1000, 1000], [300, 0]])
     typical = TypicalPods(((1000, 500, 1, ""), (2000, 1000, 1, "")), (3, 1), np.array([0.75, 0.25]))
     nodes_, p = np.array([0, 1, 2]), pod(k=1, m=1000)
-    composed = make_policy("headroom:beta=3", typical)
+    composed = make_policy(spec, typical)
     composed.attach(cluster, NumpyStream(0))
-    (fgd, w_f), (term, w_h) = composed.plugins
-    assert (fgd.name, w_f, term.name, w_h) == ("fgd", 1.0, "headroom", 3.0)
+    assert [(plugin.name, weight) for plugin, weight in composed.plugins] == terms
     got = composed.score(cluster, p, nodes_, CycleState())
-    want = fgd.score(cluster, p, nodes_, CycleState()) + 3.0 * term.score(cluster, p, nodes_, CycleState())
+    want = sum(w * plugin.normalize(plugin.score(cluster, p, nodes_, CycleState())) for plugin, w in composed.plugins)
     np.testing.assert_allclose(got, want)
 
 
@@ -204,3 +222,23 @@ def test_bind_rechecks_a_node_that_changed_since_the_filter():
     cluster.place(pod(uid=2, cpu=2000), 0)  # the node changed after the Filter passed it
     with pytest.raises(PlacementError, match="cpu"):
         cluster.place(p, decision.node, decision.devices, filtered_at=decision.version)
+
+
+@pytest.mark.parametrize("name", ["guard", "power"])
+def test_typical_pods_learned_online_rebuild_the_fixed_terms(name):
+    """In a service the typical pods come from a window of arrivals: no preference before the first one, then the
+    same scores as the policy built on the window's current pods."""
+    from quasched.metrics.typical import TypicalWindow
+
+    cluster = cluster_with_free([[1000, 500], [1000, 1000], [300, 0]])
+    window = TypicalWindow(window=4, every=2)
+    online = make_policy(name, window)  # type: ignore[arg-type]
+    online.attach(cluster, NumpyStream(0))
+    p = pod(k=1, m=1000)
+    for plugin, _ in online.plugins[1:4]:
+        assert plugin.normalize(plugin.score(cluster, p, np.array([0, 1, 2]), CycleState())).tolist() == [50.0] * 3
+    window.observe(pod(uid=1, cpu=2000, k=1, m=500))
+    fixed = make_policy(name, window.current)
+    fixed.attach(cluster, NumpyStream(0))
+    np.testing.assert_allclose(online.score(cluster, p, np.array([0, 1, 2]), CycleState()),
+                               fixed.score(cluster, p, np.array([0, 1, 2]), CycleState()))

@@ -85,9 +85,9 @@ def test_posterior_is_calibrated_on_the_failure_model():
     assert p[flaky].mean() > 0.8 and p[~flaky].mean() < 0.05
 
 
-def test_healthfgd_adds_the_term_only_when_weighted():
-    assert [type(p).__name__ for p, _ in make_policy("healthfgd", None).plugins] == ["FGD", "HealthScore"]
-    plugins = make_policy("healthfgd:flaky=64", None).plugins
+def test_health_adds_the_flaky_term_only_when_weighted():
+    assert [type(p).__name__ for p, _ in make_policy("health", None).plugins] == ["FGD", "HealthScore"]
+    plugins = make_policy("health:flaky=64", None).plugins
     assert [(type(p).__name__, w) for p, w in plugins][-1] == ("FlakyPosterior", 64.0)
 
 
@@ -101,8 +101,8 @@ def test_replay_keeps_a_pod_off_a_node_that_erred_weeks_ago():
     chosen = {spec: {int(replay(nodes(*[(8000, 8192, 1, "A")] * 3), pods,
                                 ReplayConfig(policy=spec, seed=seed, failures=config), typical=TYPICAL,
                                 failures=warnings).pods.node[0]) for seed in range(8)}
-              for spec in ("healthfgd:weight=0", "healthfgd:weight=0,flaky=256")}
-    assert 0 in chosen["healthfgd:weight=0"] and 0 not in chosen["healthfgd:weight=0,flaky=256"]
+              for spec in ("health:weight=0", "health:weight=0,flaky=256")}
+    assert 0 in chosen["health:weight=0"] and 0 not in chosen["health:weight=0,flaky=256"]
 
 
 def test_drain_flaky_cordons_until_the_posterior_falls_below_the_threshold():

@@ -45,13 +45,13 @@ def test_one_idle_cheap_gpu_left_is_priced_fully_and_none_left_too():
     assert got == pytest.approx([-(114 * 0.16 - 54 * 0.16), -120 * 0.16, -270 * 0.16])
 
 
-def test_without_whole_gpu_pods_nothing_is_scarce_and_pwrbalance2_composes_the_term():
+def test_without_whole_gpu_pods_nothing_is_scarce_and_power_composes_the_term():
     sharing = TypicalPods(shapes=MIX.shapes[:2], counts=(3, 1), freq=np.array([0.75, 0.25]))
     c = Cluster(THREE)
     got = attached(FillPower(sharing, horizon=50.0, cpu=0.0), c).score(c, pod(uid=1, cpu=0, k=1, m=810), EVERY,
                                                                         CycleState())
     assert got == pytest.approx([-48.6, -97.2, -218.7])
-    policy = make_policy("pwrbalance2:scarce=4", MIX)
+    policy = make_policy("power:scarce=4", MIX)
     assert [(p.name, w) for p, w in policy.plugins][3:] == [("pwr-fill", 4.0), ("pwr", 1.0), ("pwr", 0.001)]
 
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from builders import nodes, pod
 from quasched.metrics.power import (CPU_PROFILES, PWR_MODEL, PowerMeter, carbon_kg, cluster_power_w, cpu_power_w,
                                     energy_kwh, gpu_power_w, hourly_energy_kwh, node_power_w)
+from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, make_policy
@@ -136,17 +137,16 @@ def test_pwr_scores_minus_added_power_and_normalises():
 
 def test_pwr_policy_places_where_least_power_is_added_and_mixes_weigh_fgd():
     c = Cluster(nodes((16_000, 1 << 20, 2, "V100M16"), (16_000, 1 << 20, 2, "T4")))
-    from quasched.metrics.typical import TypicalPods
     from quasched.policies import Scheduler
 
     typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))
     assert Scheduler(c, make_policy("pwr", typical), np.array([0, 1]), NumpyStream(0)).schedule(
         pod(uid=0, k=1, m=1000)).node == 1
-    mix = make_policy("pwrfgd:pwr=200", typical)
+    mix = make_policy("pwr:fgd=800", typical)
     (p, wp), (f, wf) = mix.plugins
     assert (p.name, wp, f.name, wf) == ("pwr", 200.0, "fgd", 800.0)
     with pytest.raises(ValueError, match="at most 1000"):
-        make_policy("pwrfgd:pwr=1200", typical)
+        make_policy("pwr:fgd=1200", typical)
 
 
 def test_carbon_loader(tmp_path, monkeypatch, carbon_dir):
@@ -254,9 +254,9 @@ def test_pwr_stops_steering_from_until_percent_allocated():
     c.place(pod(uid=0, cpu=0, k=1, m=1000), 1, (0,))  # 1 of 4 GPUs = 25 % allocated
     assert plugin.score(c, whole, np.arange(2), CycleState()).tolist() == [0, 0]
     assert plugin.normalize(np.array([0, 0])).tolist() == [100, 100]
-    ours = make_policy("pwrheadroom:gpu=0.3,until=60", None)  # type: ignore[arg-type]
-    assert [(p.name, w) for p, w in ours.plugins] == [("fgd", 1.0), ("headroom", 2.0), ("pwr", 0.3), ("pwr", 0.001)]
-    assert [(p.until, p.terms) for p, _ in ours.plugins[2:]] == [(60, "gpu"), (60, "cpu")]
+    power = make_policy("power:gpu=0.3,until=60", TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0])))
+    assert [(p.name, w) for p, w in power.plugins[4:]] == [("pwr", 0.3), ("pwr", 0.001)]
+    assert [(p.until, p.terms) for p, _ in power.plugins[4:]] == [(60, "gpu"), (60, "cpu")]
     # the terms split the added power: n0 T4, n1 V100 (one device busy), 16 vCPU each, a whole GPU + 2 vCPU
     for terms, want in (("gpu", [-60, -270]), ("cpu", [-105, 0]), ("all", [-165, -270])):
         one = PWR(terms=terms)  # type: ignore[arg-type]

@@ -100,7 +100,7 @@ def test_node_scope_migrates_the_neighbours_of_a_failed_device():
     cluster = nodes((8000, 8192, 2, "A"), (8000, 8192, 2, "A"), (8000, 8192, 2, "A"))
     pods = workload([(1000, 1024, 1, 1000, 0, 10 * HOUR)] * 2)
     config = FailureConfig(checkpoint_min=30, restart_min=2, checkpoint_cost_min=1, migrate="node")
-    r = run(cluster, pods, [DeviceFailure(5000.0, 0, 0, False, 600.0)], config=config, policy="healthfgd")
+    r = run(cluster, pods, [DeviceFailure(5000.0, 0, 0, False, 600.0)], config=config, policy="health")
     kinds = [k for _, k, *_ in rows(r)]
     assert kinds[2:7] == [DOWN, KILL, MIGRATE, START, START]
     s = r.summary()
@@ -124,7 +124,7 @@ def test_precursors_come_before_their_fatal_failures_and_leave_the_failures_unch
     num_gpus = np.array([8] * 50)
     base = FailureConfig(rate=2e-4, seed=5, flaky_share=0)
     warned = FailureConfig(rate=2e-4, seed=5, flaky_share=0, precursor_share=0.5, false_warnings=1.0,
-                           precursor_lead_h=12)
+                           precursor_ahead_h=12)
     take = lambda config, n: [e for e, _ in zip(failure_stream(config, num_gpus, 0.0), range(n))]  # noqa: E731
     events = take(warned, 3000)
     times = np.array([e.time for e in events])
@@ -167,7 +167,7 @@ event = st.tuples(st.floats(0, 30), st.integers(0, 2), st.integers(0, 3),
                                 ("device", "pays", "now"), ("device", "pays", "checkpoint"),
                                 ("device", "pays_lindy", "checkpoint")]),
        lead_h=st.floats(0.1, 48), evict=st.booleans(), cost=st.floats(0, 0.2),
-       policy=st.sampled_from(["fgd", "healthfgd"]), flaky=st.sampled_from([0.0, 0.5]),
+       policy=st.sampled_from(["fgd", "health"]), flaky=st.sampled_from([0.0, 0.5]),
        lift=st.sampled_from([(0.0, "mean"), (1e3, "mean"), (1e3, "known"), (1e7, "mean")]))
 def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
         monkeypatch_record, jobs, events, drain, drain_h, migrate, lead_h, evict, cost, policy, flaky, lift):
@@ -179,7 +179,7 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
                                  kind == "warn") for t, n, d, kind, down in events)
     scope, rule, at = migrate
     config = FailureConfig(checkpoint_min=30, restart_min=3, drain_errors=drain, drain_h=drain_h, migrate=scope,
-                           migrate_rule=rule, migrate_at=at, precursor_lead_h=lead_h, evict=evict,
+                           migrate_rule=rule, migrate_at=at, precursor_ahead_h=lead_h, evict=evict,
                            checkpoint_cost_min=cost * 60, drain_flaky=flaky, drain_lift=lift[0],
                            drain_lift_run=lift[1])  # type: ignore[arg-type]
     r = run(cluster, pods, fails, policy=policy, config=config)
@@ -188,12 +188,12 @@ def test_no_new_pod_on_a_drained_node_or_unhealthy_device_and_work_adds_up(
 
 
 def test_replay_cli_with_drains_and_migration(tmp_path):
-    result = runner.invoke(app, ["replay", "--policy", "healthfgd", "--failure-rate", "5e-3", "--precursor-share", "1",
+    result = runner.invoke(app, ["replay", "--policy", "health", "--failure-rate", "5e-3", "--precursor-share", "1",
                                  "--drain-errors", "1", "--migrate", "device", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert (summary[["warnings", "drains", "migrations"]] > 0).all(axis=None)
-    assert pd.read_csv(tmp_path / "pods_Health+FGD_42.csv")["migrations"].sum() == summary["migrations"][0]
+    assert pd.read_csv(tmp_path / "pods_Health_42.csv")["migrations"].sum() == summary["migrations"][0]
     bad = runner.invoke(app, ["replay", "--failure-rate", "1e-3", "--migrate", "cluster"])
     assert bad.exit_code == 2 and "migrate" in bad.output
 

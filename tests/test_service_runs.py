@@ -20,9 +20,11 @@ from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
 from quasched.service.executor import start_ticks
 from quasched.service.loop_state import LoopOptions
-from test_api_helpers import bearer, job_body, live_server, make_app
+from api_support import bearer, job_body, live_server, make_app
 
 PY = sys.executable
+#: seconds an HTTP call may take (several test runs share two cores)
+HTTP_S = 30
 ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
             "QUASCHED_GPU_MEMORY_MIB", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "MY_VAR")
 SHOW_ENV = f"import os, json; print(json.dumps({{k: os.environ.get(k) for k in {ENV_KEYS!r}}}))"
@@ -44,8 +46,10 @@ def box_cluster() -> NodeSpec:
 
 
 @pytest.fixture
-def served(tmp_path):
-    """(base URL, admin headers, state dir) of a live server running the commands of jobs on ``box``."""
+def served(tmp_path, monkeypatch):
+    """(base URL, admin headers, state dir) of a live server running the commands of jobs on ``box`` (NVML hidden:
+    the same devices on a machine with GPUs)."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
     application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
                                   options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"))
     with live_server(application) as base:
@@ -63,15 +67,15 @@ def assert_no_process_left(state: Path) -> None:
 
 def submit(base: str, headers: dict[str, str], code: str, **kw: object) -> dict:
     body = job_body(name=kw.pop("name", "j"), cpu=1, memory="1GiB", command=[PY, "-c", code], **kw)
-    r = httpx.post(f"{base}/api/v1/jobs", json=body, headers=headers)
+    r = httpx.post(f"{base}/api/v1/jobs", json=body, headers=headers, timeout=HTTP_S)
     assert r.status_code == 201, r.text
     return r.json()
 
 
-def wait(base: str, headers: dict[str, str], job_id: int, *states: str, timeout: float = 20) -> dict:
+def wait(base: str, headers: dict[str, str], job_id: int, *states: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        job = httpx.get(f"{base}/api/v1/jobs/{job_id}", headers=headers).json()
+        job = httpx.get(f"{base}/api/v1/jobs/{job_id}", headers=headers, timeout=HTTP_S).json()
         if job["state"] in states:
             return job
         assert time.monotonic() < deadline, f"job {job_id} stayed {job['state']}: {job}"
@@ -79,12 +83,12 @@ def wait(base: str, headers: dict[str, str], job_id: int, *states: str, timeout:
 
 
 def log(base: str, headers: dict[str, str], job_id: int) -> str:
-    r = httpx.get(f"{base}/api/v1/jobs/{job_id}/logs", headers=headers)
+    r = httpx.get(f"{base}/api/v1/jobs/{job_id}/logs", headers=headers, timeout=HTTP_S)
     assert r.status_code == 200, r.text
     return r.text
 
 
-def wait_log(base: str, headers: dict[str, str], job_id: int, text: str, timeout: float = 20) -> None:
+def wait_log(base: str, headers: dict[str, str], job_id: int, text: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while text not in log(base, headers, job_id):
         assert time.monotonic() < deadline, log(base, headers, job_id)
@@ -180,7 +184,8 @@ def test_preemption_and_time_limit_stop_the_process(served):
     limited = submit(base, headers, STUBBORN, gpus=0, time_limit="1s")
     failed = wait(base, headers, limited["id"], "failed")
     assert failed["reason"]["code"] == "TimeLimitExceeded" and "1 s" in failed["reason"]["message"]
-    assert "TERM" in log(base, headers, limited["id"])
+    output = log(base, headers, limited["id"])  # SIGTERM at the limit (a slow start may get it before "up")
+    assert "TERM" in output or "up" not in output, output
     for job in httpx.get(f"{base}/api/v1/jobs", params={"state": "running"}, headers=headers).json():
         httpx.post(f"{base}/api/v1/jobs/{job['id']}/cancel", headers=headers)
     wait(base, headers, low["id"], "cancelled")
@@ -201,6 +206,14 @@ def test_logs_follow_in_the_api_and_the_cli(served):
     job2 = submit(base, headers, code, gpus=0)
     out = CliRunner().invoke(cli_app, ["logs", str(job2["id"]), "-f", "--server", base, "--token", token])
     assert out.exit_code == 0 and "line 4" in out.output
+    out = CliRunner().invoke(cli_app, ["submit", "--gpus", "1", "--cpu", "1", "--memory", "1GiB", "--env", "A=b=c",
+                                       "--time-limit", "1h", "--server", base, "--token", token, "--",
+                                       PY, "-c", "import os, sys; print(os.environ['A'], sys.argv[1:])", "--lr", "3e-4"])
+    assert out.exit_code == 0 and "running on box" in out.output, out.output
+    submitted = int(out.output.split()[1])
+    cli_job = wait(base, headers, submitted, "succeeded")
+    assert cli_job["time_limit_s"] == 3600 and cli_job["name"].startswith(Path(PY).name + " -c ")
+    assert "b=c ['--lr', '3e-4']" in log(base, headers, submitted)
     out = CliRunner().invoke(cli_app, ["usage", "--server", base, "--token", token])
     assert out.exit_code == 0 and "default" in out.output and "GPU-hours" in out.output
 
@@ -237,3 +250,44 @@ def test_recovery_kills_a_run_whose_job_no_longer_holds_its_devices(tmp_path):
                                                               "ticks": start_ticks(orphan.pid)}))
     executor.recover([])  # job 9 is not among the unfinished jobs
     assert orphan.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_what_a_command_leaves_behind_ends_with_it(served):
+    """A command that starts a background process and exits: the job succeeds, and the leftover is killed."""
+    base, headers, state = served
+    code = ("import subprocess, sys; p = subprocess.Popen(['sleep', '30']); print('child', p.pid, flush=True)")
+    job = submit(base, headers, code, gpus=1)
+    assert wait(base, headers, job["id"], "succeeded")["exit_code"] == 0
+    child = int(log(base, headers, job["id"]).split("child ")[1].split()[0])
+    deadline = time.monotonic() + 5
+    while start_ticks(child) is not None:
+        assert time.monotonic() < deadline, "the command's leftover process still runs"
+        time.sleep(0.05)
+
+
+def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatch):
+    """The executor applies every change queued before it stops: a job that ended just before a shutdown
+    leaves no process behind."""
+    from dataclasses import replace
+
+    from quasched.service.domain import Job, JobSpec, JobState
+    from quasched.service.executor import Executor
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    executor = Executor("box", tmp_path, report=lambda change: None)
+    executor.start()
+    job = Job(7, JobSpec("j", "t", 1000, 1024, command=("sleep", "30")), 0, 0.0, 7, JobState.RUNNING,
+              placement=[("box", ())])
+    executor.sync([job])
+    record = tmp_path / "jobs" / "7.run.json"
+    deadline = time.monotonic() + 30
+    while not record.exists() or json.loads(record.read_text())["pid"] is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    pid = json.loads(record.read_text())["pid"]
+    executor.sync([replace(job, state=JobState.CANCELLED, placement=[])])
+    executor.stop()
+    deadline = time.monotonic() + 10  # SIGKILL was sent before stop returned; the kernel ends it
+    while start_ticks(pid) is not None:
+        assert time.monotonic() < deadline, "the ended job's process survived the shutdown"
+        time.sleep(0.02)

@@ -41,6 +41,6 @@ def test_the_heavy_shapes_keep_the_only_home_of_the_8_gpu_pod():
     heavy = scores(Policy([(HomeHeadroomScore(typical.with_heavy(), learn=False), 1.0)]), Cluster(cluster_nodes), p)
     assert alone[0] == alone[1]
     assert heavy[0] > heavy[1]
-    term, _ = make_policy("oursrare", typical).plugins[1]  # oursrare's headroom term: these shapes, fixed
+    term, _ = make_policy("guard", typical).plugins[1]  # guard's headroom term: these shapes, fixed
     assert isinstance(term, HomeHeadroomScore) and term.typical.shapes == typical.with_heavy().shapes
     assert not term.learn

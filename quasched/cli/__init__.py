@@ -1,7 +1,7 @@
-"""Command line: ``quasched simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
+"""Command line: ``quasched policies``, ``simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
 ``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of
-``--help``); the commands live in ``common`` (shared options and checks), ``experiments``, ``replay``,
+``--help``); the commands live in ``common`` (shared options and checks), ``policies``, ``experiments``, ``replay``,
 ``federation``, ``serve``, ``client`` and ``runs``."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from quasched.cli import client, runs
 from quasched.cli.common import fail
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.federation import federation
+from quasched.cli.policies import policies
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
 from quasched.extras import MissingExtra
@@ -47,9 +48,9 @@ traces_app = typer.Typer(help="Inspect the workload traces quasched can load.", 
 app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
-for function in (batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage,
-                client.token, client.tokens):
+for function in (policies, batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
+                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token,
+                 client.tokens):
     app.command()(with_clean_errors(function))
 
 

@@ -56,8 +56,8 @@ RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
 def call(server: str, token: str | None, method: str, path: str, retry: bool = False, **kwargs: Any) -> Any:
     """``method path`` on the server's API; a clean error (exit 2) when it cannot be reached or refuses.
-    With ``retry`` (an idempotent request), a lost connection or reply is tried again after each of
-    :data:`RETRY_DELAYS`."""
+    With ``retry`` (an idempotent request), a lost connection or reply, or a 503 (a standby, a fail-over under
+    way), is tried again after each of :data:`RETRY_DELAYS`."""
     import httpx
 
     secret = resolve_token(token)
@@ -67,7 +67,10 @@ def call(server: str, token: str | None, method: str, path: str, retry: bool = F
     while True:
         try:
             response = httpx.request(method, url, headers=headers, timeout=30.0, **kwargs)
-            break
+            if response.status_code != 503 or not delays:
+                break
+            console.print(f"[dim]{server}: 503, a standby or a take-over under way; trying again[/]")
+            time.sleep(delays.pop(0))
         except (httpx.TransportError, httpx.TimeoutException) as err:
             if not delays:
                 if isinstance(err, httpx.ConnectError):
@@ -142,14 +145,13 @@ def submit(
 ) -> None:
     """Submit a job, e.g. quasched submit --team vision --gpus 0.5 --cpu 4 --memory 16GiB -- python train.py."""
     import os
-    import shlex
     import uuid
 
     argv = list(command or [])
     if name is None:
         if not argv:
             fail("give --name, or a command after --")
-        name = shlex.join(argv)[:60]
+        name = " ".join([argv[0].rsplit("/", 1)[-1], *argv[1:]])[:60]
     variables = dict(item.partition("=")[::2] for item in env)
     if any("=" not in item for item in env):
         fail(f"--env {next(i for i in env if '=' not in i)!r}: write KEY=VALUE")
@@ -171,7 +173,7 @@ def submit(
 
 def jobs(
     state: Optional[str] = typer.Option(None, help="Only jobs in this state: pending, running, preempting, "
-                                                   "succeeded, failed, cancelled."),
+                                                   "stopping, succeeded, failed, cancelled."),
     team: Optional[str] = typer.Option(None, help="Only this team's jobs."),
     limit: int = typer.Option(50, min=1, max=1000, help="At most this many (newest first)."),
     server: str = ServerOption,

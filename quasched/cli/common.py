@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from quasched.policies.registry import describe as describe_policies
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -30,10 +29,8 @@ DATA_DIR_HELP = (
     "Directory holding the trace files (e.g. ../shared/traces). Default: $QUASCHED_DATA, "
     "then the user cache (~/.cache/quasched)."
 )
-POLICY_HELP = (
-    "Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,headroom:beta=2,bestfit), "
-    "or 'all' (the six paper policies). " + escape(describe_policies())
-)
+POLICY_HELP = ("Policy specs, comma-separated, each NAME or NAME:PARAM=VALUE (e.g. fgd,guard:delta=8,bestfit), or "
+               "'all' (the six paper policies); `quasched policies` lists them.")
 RNG_HELP = ("Random stream: 'native' uses NumPy; 'go' reproduces the FGD artifact's Go simulator "
             "bit for bit (Go's math/rand, seeded from the packaged rngCooked table).")
 CLUSTER_HELP = "YAML cluster file replacing the trace's nodes (docs/file-formats.md), e.g. examples/cluster.yaml."
@@ -108,7 +105,7 @@ def parse_seeds(text: str, rng: Rng = "native") -> list[int]:
 
 
 def parse_policies(text: str) -> list[str]:
-    """Policy specs from ``all`` (the six paper policies) or ``fgd,headroom:beta=2,bestfit``."""
+    """Policy specs from ``all`` (the six paper policies) or ``fgd,guard:delta=8,bestfit``."""
     from quasched.policies.registry import parse_specs
 
     try:

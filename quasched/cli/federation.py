@@ -11,21 +11,9 @@ import typer
 from rich.console import Console
 
 from quasched.cli.common import DataDirOption, finite_option
+from quasched.federation.registry import DEFAULT_DISPATCHERS, RECOMMENDED
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-#: shown in --help without importing the engine, in three groups; a test checks them against the registry
-BASELINE_NAMES = ("proportional", "least-loaded", "greenest", "greedy")
-#: earlier versions of ours and rules tested and not adopted, kept so BENCHMARKS.md's figures can be re-run
-EARLIER_NAMES = ("ours-lp", "carbon-aware", "carbon-aware-backfill", "carbon-aware-easy", "carbon-aware-conservative",
-                 "ours-displace-backfill", "ours-displace-easy", "ours-displace-conservative", "carbon-aware-shadow",
-                 "ours-displace-shadow", "ours-displace-throttle", "ours-protect-redecide", "ours-protect-held",
-                 "ours-redecide-held", "ours-displace", "ours-protect", "ours-redecide-hourly", "ours-nested-unprotected",
-                 "ours-capped")
-OURS = "ours-nested"
-DISPATCHER_NAMES = (*BASELINE_NAMES, *EARLIER_NAMES, OURS)
-#: the default --dispatchers: the baselines, the rule, the previous ours and ours, last (the oracle is held to the last
-#: one's misses); ``all`` runs every one above
-DEFAULT_DISPATCHERS = (*BASELINE_NAMES, "carbon-aware", "ours-redecide-hourly", OURS)
 
 
 def federation(
@@ -42,10 +30,8 @@ def federation(
                                    help="Federation GPUs = this × the window's peak GPU demand."),
     flexible: float = typer.Option(0.5, min=0.0, max=1.0, help="Share of the jobs of <= 24 h that get slack."),
     slack: str = typer.Option("4,24", help="Slack range of flexible jobs, hours: LO,HI (uniform)."),
-    dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, or 'all'. Baselines: "
-                                    + ", ".join(BASELINE_NAMES) + f"; ours: {OURS}; earlier rules and experiments "
-                                    "(docs/federation.md): " + ", ".join(EARLIER_NAMES)
-                                    + ". Parameters after a colon, e.g. 'greedy;carbon-aware:price=2,power=4'."),
+    dispatchers: str = typer.Option(";".join(DEFAULT_DISPATCHERS), help="Semicolon-separated, parameters after a colon, "
+                                    f"e.g. 'greedy;{RECOMMENDED}:perfect=true'; `quasched policies` lists them."),
     policy: str = typer.Option("fgd", help="Scheduling policy inside every cluster."),
     oracle: bool = typer.Option(True, help="Also solve the offline oracles (HiGHS): the LP bound, its plan replayed, "
                                 "and the cheapest derated plan whose replay misses at most as many deadlines as the "
@@ -55,13 +41,10 @@ def federation(
     """Dispatch one job stream over clusters in different grid zones (with PUE) and compare dispatchers with offline
     HiGHS oracles: kg CO2e, kWh, deadline misses, waits and allocation per cluster.
 
-    Baselines: proportional split, least-loaded, static greenest-first, hourly carbon-greedy. Ours, ours-nested (run
-    last by default): carbon-, fragmentation- and queue-aware, deferring flexible jobs within their slack on a forecast
-    of intensity made from the past week only; a start needs a node that holds the job, a released job that no node
-    holds is decided again (at most once an hour) while it has slack, and an inflexible job may take the room a
-    deferred job has only booked. Oracles: a lower bound, and an executable plan at equal or fewer deadline misses than
-    the last dispatcher. The earlier rules and experiments (carbon-aware, ours-lp, ours-displace, ours-protect,
-    ours-redecide-hourly, the -backfill/-easy/-conservative/-shadow variants, ...) are described in docs/federation.md."""
+    Baselines: proportional, least-loaded, greenest, greedy. carbon-aware defers flexible jobs within their slack to
+    forecast-green slots; carbon-defer (run last by default, the oracle is held to its misses) adds prices for the
+    carbon a run takes from other jobs, node-level starts, re-decisions and nested bookings (docs/federation.md).
+    Oracles: the LP bound and executable plans. `quasched policies` lists every dispatcher's parameters."""
     import numpy as np
 
     from quasched.cli.common import fail, load_inputs, output_dir, parse_policies, parse_seeds
@@ -72,7 +55,7 @@ def federation(
     from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
     from quasched.traces.errors import TraceError
 
-    names = list(DISPATCHER_NAMES) if dispatchers.strip() == "all" else [d.strip() for d in dispatchers.split(";") if d.strip()]
+    names = [d.strip() for d in dispatchers.split(";") if d.strip()]
     try:
         for name in names or ["(none)"]:
             make_dispatcher(name)

@@ -46,86 +46,55 @@ def _failures(default: float | str | bool, help: str):
 
 def replay(
     ctx: typer.Context,
-    trace: str = typer.Option(
-        "synthetic", help="Trace with creation/deletion times: synthetic (no download), dlrm-2025, openb-*."
-    ),
+    trace: str = typer.Option("synthetic", help="Trace with pod creation times: synthetic (no download), dlrm-2025, openb-*."),
     policy: str = typer.Option("fgd", help=POLICY_HELP),
     seeds: str = typer.Option("42", help="Seeds: 42, 42-51 or 42,45,50 (node tie-break ranks, Random)."),
     departure: Departure = typer.Option(
-        "duration", help="'duration': a pod runs its trace lifetime from placement; "
-        "'trace': it leaves at its trace deletion time (withdrawn if still queued)."
-    ),
+        "duration", help="A pod runs its trace lifetime from placement, or leaves at its trace deletion time."),
     missing_creation: MissingCreation = typer.Option(
-        "start", help="Rows without creation time (created before the trace window): "
-        "'start' = arrive at trace start, 'skip' = ignore them."
-    ),
-    headroom: float = typer.Option(
-        1.0, min=0.01, callback=finite,
-        help="DLRM only: cluster size = peak concurrent demand × headroom (256 cores, 8 GPUs, 1 TiB nodes)."
-    ),
+        "start", help="Rows without creation time arrive at trace start, or are skipped."),
+    headroom: float = typer.Option(1.0, min=0.01, callback=finite,
+                                   help="DLRM only: nodes = peak concurrent demand × headroom."),
     rng: Rng = RngOption,
     data_dir: Optional[Path] = DataDirOption,
     cluster_file: Optional[Path] = ClusterOption,
     workload_file: Optional[Path] = WorkloadOption,
     out: Optional[Path] = typer.Option(None, help="Write per-event CSVs, per-pod waits and a summary CSV here."),
     carbon_zone: Optional[str] = typer.Option(
-        None, help="Grid zone of the hourly carbon intensity (e.g. DE-LU, US-CAL-CISO): adds kg CO2e to the "
-        "summary. Data: Electricity Maps (ODbL)."),
+        None, help="Grid zone of the hourly carbon intensity (e.g. DE-LU): adds kg CO2e. Electricity Maps (ODbL)."),
     carbon_dir: Optional[Path] = typer.Option(
         None, help="Folder of carbon_intensity_2023_hourly.csv (else $QUASCHED_CARBON)."),
-    carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the trace's first event on the "
-                                     "intensity series (the series wraps around its year)."),
+    carbon_start: str = typer.Option("2023-01-01T00:00", help="UTC time of the first event on the (yearly) series."),
     pue: float = typer.Option(1.0, min=1.0, callback=finite,
                               help="Power usage effectiveness (facility / IT energy) for energy and carbon."),
-    failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0 = none; 2e-5 = Llama 3's unexpected "
-                                    "interruptions on H100s). Killed pods restart from their last checkpoint; adds "
-                                    "lost GPU-hours and goodput."),
-    failure_seed: int = _failures(0, "Seed of the failure process (the same failures for every policy)."),
+    failure_rate: float = _failures(0.0, "GPU failures per GPU-hour (0: none; 2e-5: Llama 3's on H100s)."),
+    failure_seed: int = _failures(0, "Seed of the failures (the same for every policy)."),
     checkpoint_min: float = _failures(30.0, "Minutes of progress between a pod's checkpoints."),
     restart_min: float = _failures(0.0, "Minutes a restarted pod spends reloading (counted as lost)."),
-    transient_share: float = _failures(0.5, "Share of failures cleared by a GPU reset (--reset-min); the others "
-                                       "need a repair (--repair-h)."),
+    transient_share: float = _failures(0.5, "Share of failures cleared by a reset (else a repair)."),
     reset_min: float = _failures(10.0, "Minutes a transiently failed GPU is down."),
-    repair_h: float = _failures(24.0, "Mean hours to repair a fatally failed GPU (exponential)."),
+    repair_h: float = _failures(24.0, "Mean hours to repair a fatally failed GPU."),
     flaky_share: float = _failures(0.05, "Share of nodes that fail more often (drawn per failure seed)."),
-    flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (the mean rate stays "
-                                    "--failure-rate)."),
-    precursor_share: float = _failures(0.0, "Share of fatal failures preceded by a non-fatal warning on the same "
-                                       "GPU (e.g. a pending row remap; an assumption, 0 = none)."),
-    precursor_lead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure (exponential)."),
+    flaky_factor: float = _failures(20.0, "How many times more often flaky nodes fail (same mean rate)."),
+    precursor_share: float = _failures(0.5, "Share of fatal failures a warning announces: set it from your logs."),
+    precursor_ahead_h: float = _failures(24.0, "Mean hours from a warning to its fatal failure."),
     false_warnings: float = _failures(1.0, "Warnings followed by nothing, per true warning."),
-    drain_errors: int = _failures(0, "Drain (cordon) a node after this many GPU errors or warnings within "
-                                  "--drain-window-h (0 = never): no new pods, running ones finish."),
+    drain_errors: int = _failures(0, "Drain a node after this many errors in --drain-window-h (0: never)."),
     drain_window_h: float = _failures(168.0, "Hours over which a node's errors count towards a drain."),
     drain_h: float = _failures(72.0, "Hours a drained node stays cordoned (inf: for good)."),
-    drain_flaky: float = _failures(0.0, "Also drain a node while the posterior probability that it is one of the "
-                                   "flaky nodes (Bayes on its errors and clean time, from --flaky-share, "
-                                   "--flaky-factor and the mean error rate) is at least this (0 = never)."),
-    drain_lift: float = _failures(0.0, "A drained node takes pods while the longest-waiting pod has waited more "
-                                  "than this many times the extra GPU time per GPU a pod expects to lose there "
-                                  "(its posterior of being flaky × the excess failure rate × run time × (half a "
-                                  "checkpoint interval + reload)); 0 = never."),
-    drain_lift_run: LiftRun = _failures("mean", "The run time --drain-lift prices: the workload's mean GPU "
-                                        "pod ('mean', no durations) or the waiting pod's work left ('known')."),
-    migrate: Migrate = _failures("off", "Proactive checkpoint-and-migrate right after a GPU error or warning: "
-                                 "off, device (pods on that GPU) or node (pods on that node)."),
+    drain_flaky: float = _failures(0.0, "Drain a node while P(it is flaky) is at least this (0: never)."),
+    drain_lift: float = _failures(0.0, "Lift a drain for a pod that waited this × its expected loss (0: never)."),
+    drain_lift_run: LiftRun = _failures("mean", "Run time --drain-lift prices: the mean GPU pod's, or known."),
+    migrate: Migrate = _failures("off", "Checkpoint-and-migrate after an error or warning: that GPU's or node's pods."),
     evict: bool = _failures(False, "A drain also checkpoints and migrates the node's running pods."),
-    checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a migrated pod's GPUs "
-                                           "(counted as lost, with --restart-min)."),
-    migrate_rule: MigrateRule = _failures("always", "With --migrate device: move a warned GPU's pods "
-                                          "always, or only when the expected loss of staying (the warning's odds "
-                                          "of a fatal failure before the pod ends × half a checkpoint interval + "
-                                          "reload) exceeds the move's cost: 'pays' knows the pod's remaining run "
-                                          "time, 'pays_lindy' estimates it by the time it has run."),
-    migrate_at: MigrateAt = _failures("now", "With a 'pays' rule: 'checkpoint' lets a move wait for the "
-                                      "pod's next periodic checkpoint (no on-demand checkpoint) when that is "
-                                      "expected to cost less."),
+    checkpoint_cost_min: float = _failures(1.0, "Minutes an on-demand checkpoint holds a pod's GPUs (lost)."),
+    migrate_rule: MigrateRule = _failures("always", "Move always, or when staying costs more (remaining run known / guessed)."),
+    migrate_at: MigrateAt = _failures("now", "With 'pays': let a move wait for the pod's next checkpoint."),
 ) -> None:
-    """Time-based replay: pods arrive at their creation time, wait in a FIFO queue when nothing
-    fits, run and depart; report waiting, queue length, allocation, fragmentation and modelled
-    power, energy, (with --carbon-zone) carbon and (with --failure-rate) GPU failures, lost
-    GPU-hours and goodput over time. Health-aware placement: --policy healthfgd; node drains and
-    proactive checkpoint-and-migrate: --drain-errors, --migrate."""
+    """Time-based replay: pods arrive at their creation time, queue (FIFO) until they fit, run and depart.
+
+    Reports waiting, allocation, fragmentation, power, energy, carbon (--carbon-zone) and, with --failure-rate, lost
+    GPU-hours and goodput; --policy health with --drain-errors and --migrate handle failing GPUs (docs/simulator.md)."""
     from quasched.report.replay import replay_table, write_replay
     from quasched.sim.replay import run_replay
     from quasched.traces.catalog import inputs_label, trace_info
@@ -147,7 +116,7 @@ def replay(
             failures = FailureConfig(
                 rate=failure_rate, seed=failure_seed, checkpoint_min=checkpoint_min, restart_min=restart_min,
                 transient_share=transient_share, reset_min=reset_min, repair_h=repair_h, flaky_share=flaky_share,
-                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_lead_h=precursor_lead_h,
+                flaky_factor=flaky_factor, precursor_share=precursor_share, precursor_ahead_h=precursor_ahead_h,
                 false_warnings=false_warnings, drain_errors=drain_errors, drain_window_h=drain_window_h,
                 drain_h=drain_h, drain_flaky=drain_flaky, drain_lift=drain_lift,
                 drain_lift_run=drain_lift_run, migrate=migrate,

@@ -58,6 +58,6 @@ def usage(
     for column in ("team", "jobs", "running", "wall hours", "GPU-hours"):
         table.add_column(column, justify="left" if column == "team" else "right")
     for u in rows:
-        table.add_row(u["team"], str(u["jobs"]), str(u["running"]), f"{u['wall_s'] / 3600:.2f}",
-                      f"{u['gpu_hours']:.2f}")
+        table.add_row(u["team"], str(u["jobs"]), str(u["running"]), f"{u['wall_s'] / 3600:.3g}",
+                      f"{u['gpu_hours']:.3g}")
     console.print(table)

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
 import typer
-from rich.markup import escape
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DataDirOption, Rng, RngOption, console, describe_policies, fail, finite_number, load_inputs,
+    DataDirOption, Rng, RngOption, console, fail, finite_number, load_inputs,
     native_seed,
 )
 
 if TYPE_CHECKING:
+    from quasched.kube.tls import VerbsTLS
     from quasched.model.nodes import NodeSpec
 
 Clock = Literal["wall", "virtual"]
@@ -65,6 +65,30 @@ def this_machine(name: str) -> NodeSpec | None:
     return None if record is None else nodes_of([record])
 
 
+def kube_verbs_tls(cert: Path | None, key: Path | None, client_ca: Path | None, host: str, port: int,
+                   plain_http: bool) -> VerbsTLS | None:
+    """The verbs' mutual-TLS listener of ``--kube-tls-*`` (None with ``--kube-plain-http``); exits naming what is
+    missing or unreadable."""
+    from quasched.kube.tls import VerbsTLS
+
+    given = {"--kube-tls-cert": cert, "--kube-tls-key": key, "--kube-client-ca": client_ca}
+    if plain_http:
+        if any(given.values()):
+            fail("--kube-plain-http and --kube-tls-cert/--kube-tls-key/--kube-client-ca exclude each other")
+        return None
+    absent = [flag for flag, value in given.items() if value is None]
+    if absent:
+        fail("--kube-extender serves the verbs over mutual TLS: give " + ", ".join(absent)
+             + " (deploy/extender-certs.sh makes them), or --kube-plain-http for an unauthenticated test set-up")
+    assert cert is not None and key is not None and client_ca is not None
+    tls = VerbsTLS(host, port, cert, key, client_ca)
+    try:
+        tls.check()
+    except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+        fail(f"--kube-tls-cert/--kube-tls-key/--kube-client-ca: cannot load: {err}")
+    return tls
+
+
 def database_url(db: str) -> str:
     """A SQLAlchemy URL; a plain path means a SQLite file."""
     return db if "://" in db else f"sqlite:///{db}"
@@ -78,7 +102,7 @@ def serve(
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
         "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
         "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("fgd", help="Placement policy: NAME or NAME:PARAM=VALUE. " + escape(describe_policies())),
+    policy: str = typer.Option("guard", help="Placement policy spec; `quasched policies` lists them."),
     clock: Clock = typer.Option("wall", help=(
         "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
         "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "
@@ -116,9 +140,35 @@ def serve(
     state_dir: Optional[Path] = typer.Option(None, help=(
         "Directory of the jobs' logs and run records (default: quasched-state beside a SQLite database, else "
         "in the working directory)."), show_default=False),
+    advertise_url: str = typer.Option("", help=(
+        "This server's URL as the other replicas name it to clients when it is the leader (default: http://HOST:PORT, "
+        "the host name for 0.0.0.0)."), show_default=False),
+    lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
+        "PostgreSQL: seconds the leader's lease lasts unless renewed (renewed 5 times as often); a standby takes "
+        "over this long after the leader died, plus the rebuild.")),
     kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
         "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
         "and binds through the API server only).")),
+    kube_tls_cert: Optional[Path] = typer.Option(None, help=(
+        "With --kube-extender: the server certificate (PEM) of the verbs' HTTPS listener; with --kube-tls-key and "
+        "--kube-client-ca the verbs answer only there, to clients whose certificate that CA signed "
+        "(deploy/extender-certs.sh makes all three).")),
+    kube_tls_key: Optional[Path] = typer.Option(None, help="With --kube-tls-cert: its private key (PEM)."),
+    kube_client_ca: Optional[Path] = typer.Option(None, help=(
+        "With --kube-tls-cert: the CA (PEM) that must have signed the client certificate (kube-scheduler's).")),
+    kube_tls_host: str = typer.Option("127.0.0.1", help="With --kube-tls-cert: the verbs' listening address."),
+    kube_tls_port: int = typer.Option(8443, min=1, max=65535, help="With --kube-tls-cert: the verbs' TCP port."),
+    kube_plain_http: bool = typer.Option(False, "--kube-plain-http", help=(
+        "With --kube-extender and no certificates: serve the verbs on --port without authentication "
+        "(anyone reaching the port can bind pods; for a trusted test set-up only).")),
+    kube_lease: Optional[str] = typer.Option(None, help=(
+        "With --kube-extender: NAMESPACE/NAME of kube-scheduler's leader Lease; bind then refuses unless this "
+        "replica's kube-scheduler holds it (two replicas, docs/kubernetes.md 'No single point of failure').")),
+    kube_scheduler_identity: str = typer.Option("", help=(
+        "With --kube-lease: this replica's kube-scheduler identity in the Lease (holderIdentity IDENTITY_<uuid>); "
+        "default: the host name, which the containers of one pod share.")),
+    kube_scheduler_name: list[str] = typer.Option(["quasched"], help=(
+        "With --kube-extender: a schedulerName whose pods bind may bind (repeat for several profiles).")),
 ) -> None:
     """Run the scheduler service: HTTP API under /api/v1 (docs at /docs), dashboard at /, metrics at /metrics.
 
@@ -151,7 +201,7 @@ def serve(
     from quasched.service.api import create_app, sqlite_file
     from quasched.service.loop_state import LoopOptions
 
-    kube = None
+    kube = verbs_tls = verbs_listener = None
     extensions = []
     if kube_extender:
         from quasched.kube.client import KubernetesClient
@@ -161,7 +211,15 @@ def serve(
             client = KubernetesClient(str(kubeconfig) if kubeconfig else None, kube_context)
         except Exception as err:  # no kubeconfig, a bad file, no in-cluster credentials
             fail(f"--kube-extender: cannot load Kubernetes credentials: {err}")
-        kube = KubeOptions(client=client, sync=kube_sync)  # Kubernetes owns evictions: no preemption, no swapping
+        verbs_tls = kube_verbs_tls(kube_tls_cert, kube_tls_key, kube_client_ca, kube_tls_host, kube_tls_port,
+                                   kube_plain_http)
+        verbs_listener = listen(verbs_tls.host, verbs_tls.port) if verbs_tls else None
+        if kube_lease is not None and (kube_lease.count("/") != 1 or not all(kube_lease.split("/"))):
+            raise typer.BadParameter("NAMESPACE/NAME", param_hint="--kube-lease")
+        # Kubernetes owns evictions: no preemption, no swapping
+        kube = KubeOptions(client=client, sync=kube_sync, scheduler_names=tuple(kube_scheduler_name),
+                           lease=kube_lease, identity=kube_scheduler_identity or socket.gethostname(),
+                           verbs_port=verbs_tls.port if verbs_tls else None)
         from quasched.kube.mount import extender
 
         extensions.append(extender(kube))
@@ -173,13 +231,16 @@ def serve(
         cluster = this_machine(local_node)
     url = database_url(db)
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
+    if not advertise_url:
+        advertise_url = f"http://{socket.gethostname() if host in ('0.0.0.0', '::') else host}:{port}"
     try:
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
                               local_node=local_node if kube is None else None)
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
-                                 state_dir=state_dir, metrics_public=metrics_public)
+                                 state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
+                                 metrics_public=metrics_public)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     from quasched.service.auth import masked
@@ -188,17 +249,28 @@ def serve(
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+    if not service.leading:
+        console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
+                      f"{service.store.leader().describe()}")
     if service.executor is not None:
         console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
                       f"{service.executor.dir}")
     if kube is not None:
-        console.print(f"  kube-scheduler extender urlPrefix {base}/k8s/scheduler (filter, prioritize, bind)"
+        verbs = f"https://{verbs_tls.host}:{verbs_tls.port}" if verbs_tls else base
+        console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, prioritize, bind"
+                      + (", mutual TLS" if verbs_tls else ", UNAUTHENTICATED: --kube-plain-http") + ")"
                       + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
+        if kube.lease:
+            console.print(f"  binds only while the Lease {kube.lease} is held by {kube.identity}_*")
     if service.new_admin_token:
         console.print(f"  admin token {masked(service.new_admin_token)} saved to {service.token_file} (mode 0600)")
         console.print(f"  dashboard {base}/#token=<the token in {service.token_file}>")
     else:
         console.print(f"  dashboard {base}/")
+    if verbs_tls is not None and verbs_listener is not None:
+        from quasched.kube.tls import run
+
+        return run(service_app, listener, verbs_listener, verbs_tls)
     from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
 
     config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)

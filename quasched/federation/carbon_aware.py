@@ -1,4 +1,5 @@
-"""Ours: carbon-, fragmentation- and queue-aware dispatch that defers flexible jobs within their slack.
+"""The carbon-aware rule (``carbon-aware``): defers flexible jobs within their slack to forecast-green slots, crowding
+priced; :mod:`.carbon_defer` builds on it.
 
 Candidates are ``(cluster c, start s)`` with ``s`` = now or a 15-minute slot boundary up to the job's
 latest start (arrival + slack; inflexible jobs: now only). Each costs the job's dynamic power
@@ -10,7 +11,7 @@ latest start (arrival + slack; inflexible jobs: now only). Each costs the job's 
 
 ``I[c, k]`` is intensity × PUE of slot ``k``'s hour *as known at dispatch*: the observed value for
 the current hour, the :class:`~.forecast.Forecast` (past week's daily profile + today's departure,
-fading) for later hours; never the future itself (``perfect=True`` reads the true series instead, to
+fading) for later hours; never the future itself (``perfect=true`` reads the true series instead, to
 measure what forecasting costs).
 
 ``u[c, k]`` is the larger of the GPU and CPU share of cluster ``c`` that a ledger plans for slot
@@ -49,9 +50,9 @@ def kernels() -> ModuleType:
     return slot_kernel
 
 
-def candidate_starts(now: float, latest: float, slot_s: float = SLOT_S) -> np.ndarray:
-    """``now``, then every boundary of ``slot_s`` slots up to ``latest``."""
-    return kernels().boundaries(now, latest, slot_s)
+def candidate_starts(now: float, latest: float) -> np.ndarray:
+    """``now``, then every slot boundary up to ``latest``."""
+    return kernels().boundaries(now, latest, SLOT_S)
 
 
 def occupancy(start: float, duration: float) -> tuple[int, np.ndarray]:
@@ -68,15 +69,14 @@ def span(start: float, end: float) -> tuple[int, int]:
 
 
 class CarbonAware(Dispatcher):
+    """The rule of the module docstring; its parameters are checked by the registry (:mod:`.registry`)."""
+
     name = "carbon-aware"
 
     def __init__(self, price: float = 2.0, power: float = 8.0, fill: float = 1.0, delay: float = 0.002,
                  toward: float = 0.5, perfect: bool = False) -> None:
-        if price < 0 or power <= 0 or not 0 < fill <= 1 or delay < 0 or not 0 <= toward <= 1:
-            raise ValueError("need price >= 0, power > 0, 0 < fill <= 1, delay >= 0, 0 <= toward <= 1; got "
-                             f"{price}, {power}, {fill}, {delay}, {toward}")
         self.price, self.power, self.fill, self.delay, self.toward = price, power, fill, delay, toward
-        self.perfect = bool(perfect)
+        self.perfect = perfect
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -153,7 +153,8 @@ class CarbonAware(Dispatcher):
         return starts, cost, blocked
 
     def ledger_for(self, job: int, now: float) -> np.ndarray:
-        """The ledger whose room and prices ``job``'s options at ``now`` read (here: every booking)."""
+        """The ledger whose room and prices ``job``'s options at ``now`` read (here: every booking; :mod:`.carbon_defer`
+        gives inflexible jobs only the released ones)."""
         return self.ledger
 
     def choose(self, job: int, now: float, starts: np.ndarray, cost: np.ndarray, planned: np.ndarray) -> Decision:
@@ -163,18 +164,14 @@ class CarbonAware(Dispatcher):
         return fallback(now, cost, fits, load) if blocked.all() else cheapest(starts, cost, blocked)
 
     def open_now(self, job: int, planned: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cluster the share used after ``job`` (:meth:`View.load_after`) and whether it may start there now
-        (:meth:`startable`); and ``planned`` with the starts now it may not take blocked too (a copy)."""
+        """Per cluster the share used after ``job`` (:meth:`View.load_after`) and whether it may start there now (room
+        in its aggregate free capacity, nobody waiting in its queue); and ``planned`` with the starts now it may not
+        take blocked too (a copy)."""
         load = self.view.load_after(job)
-        fits = self.startable(job, load)
+        fits = (load <= 1) & (self.view.queued == 0)
         blocked = planned.copy()
         blocked[:, 0] |= ~fits
         return load, fits, blocked
-
-    def startable(self, job: int, load: np.ndarray) -> np.ndarray:
-        """Per cluster: may ``job`` start there now: room in its aggregate free capacity (``load``: the share used
-        after it, :meth:`View.load_after`) and nobody waiting in its queue."""
-        return (load <= 1) & (self.view.queued == 0)
 
     def book(self, job: int, pick: Decision) -> Decision:
         """Adds ``job``'s run from ``pick`` to the ledger; returns ``pick``."""

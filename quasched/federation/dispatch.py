@@ -11,9 +11,7 @@ the online ones read the current hour and the past (:mod:`.forecast`), the offli
 
 from __future__ import annotations
 
-import heapq
 from abc import ABC, abstractmethod
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, NamedTuple, Sequence
 
@@ -46,10 +44,10 @@ class Decision(NamedTuple):
 class View:
     """What dispatchers may read. Resources are GPU and CPU milli, axis 0 of the ``(2, clusters)`` arrays;
     ``intensity``: ``(clusters, hours)`` from ``t = 0``, ``history``: the ``HISTORY_H`` hours before;
-    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty); ``head``: per
-    cluster the job at the front of its queue (the longest waiting), -1 if none (the engine keeps the queues through
-    :meth:`enqueue` and :meth:`dequeue`). Node level, set by the engine: ``nodes``, each cluster's live state
-    (read only), ``end``, per job the end of its run once placed (infinite before), and ``pod``, a job's pod."""
+    ``placeable``: ``(jobs, clusters)``, can the job ever run there (some node fits it when empty); ``queued`` and
+    ``waiting``: per cluster the jobs in its queue and their demand (the engine keeps them through :meth:`enqueue` and
+    :meth:`dequeue`). Node level, set by the engine: ``nodes``, each cluster's live state (read only), and ``pod``, a
+    job's pod."""
 
     capacity: np.ndarray
     demand: np.ndarray
@@ -62,10 +60,8 @@ class View:
     used: np.ndarray = field(init=False)
     waiting: np.ndarray = field(init=False)
     queued: np.ndarray = field(init=False)
-    head: np.ndarray = field(init=False)
     prefix: np.ndarray = field(init=False)
     nodes: list[Cluster] = field(init=False, default_factory=list)
-    end: np.ndarray = field(init=False)
     pod: Callable[[int], Pod] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,47 +69,19 @@ class View:
         self.used = np.zeros((2, clusters))
         self.waiting = np.zeros((2, clusters))
         self.queued = np.zeros(clusters, dtype=np.int64)
-        self.head = np.full(clusters, -1, dtype=np.int64)
-        self.fifo: list[deque[int]] = [deque() for _ in range(clusters)]  # queued jobs, front first; started: dropped lazily
-        self.dues: list[list[tuple[float, int]]] = [[] for _ in range(clusters)]  # the same jobs as heaps of (latest start, job)
-        self.in_queue = np.zeros(len(self.duration), dtype=bool)
-        self.end = np.full(len(self.duration), np.inf)
         self.prefix = np.hstack([np.zeros((clusters, 1)), np.cumsum(self.intensity, axis=1)])
         self.none = ~(self.capacity > 0)  # no such resource: a load of 0 if the job asks none, else infinite
         self.divisor = np.where(self.none, 1.0, self.capacity)
 
     def enqueue(self, cluster: int, job: int) -> None:
-        """``job`` joins the back of ``cluster``'s queue."""
+        """``job`` joins ``cluster``'s queue."""
         self.queued[cluster] += 1
         self.waiting[:, cluster] += self.demand[:, job]
-        self.in_queue[job] = True
-        self.fifo[cluster].append(job)
-        heapq.heappush(self.dues[cluster], (float(self.latest_start[job]), job))
-        self._new_head(cluster)
 
     def dequeue(self, cluster: int, job: int) -> None:
         """``job`` left ``cluster``'s queue (it started)."""
         self.queued[cluster] -= 1
         self.waiting[:, cluster] -= self.demand[:, job]
-        self.in_queue[job] = False
-        self._new_head(cluster)
-
-    def _new_head(self, cluster: int) -> None:
-        fifo = self.fifo[cluster]
-        while fifo and not self.in_queue[fifo[0]]:
-            fifo.popleft()
-        self.head[cluster] = fifo[0] if fifo else -1
-
-    def earliest_due(self, now: float) -> np.ndarray:
-        """Per cluster: the earliest latest start at or after ``now`` among the jobs in its queue (those that can still
-        meet their deadline), infinite if none."""
-        out = np.full(self.clusters, np.inf)
-        for c, due in enumerate(self.dues):
-            while due and (not self.in_queue[due[0][1]] or due[0][0] < now):  # started, or late for good: time only grows
-                heapq.heappop(due)
-            if due:
-                out[c] = due[0][0]
-        return out
 
     @property
     def slots(self) -> int:
@@ -165,11 +133,6 @@ class Dispatcher(ABC):
         """At ``job``'s release: where it starts and from when (default: ``cluster``, now); a later start releases
         it again then (a dispatcher that holds jobs re-decides here)."""
         return Decision(cluster, now)
-
-    def queue_gate(self, cluster: int, now: float) -> Callable[[Pod], bool] | None:
-        """Which queued jobs ``cluster``'s retry at ``now`` may start (:meth:`PendingQueue.retry
-        <quasched.policies.queue.PendingQueue.retry>`'s ``admit``; default None: any that fits, front to back)."""
-        return None
 
     def first_with_room(self, job: int, order: np.ndarray) -> int:
         """The first cluster of ``order`` where ``job`` fits now with nobody waiting; else the least loaded."""

@@ -11,8 +11,7 @@ departures, then releases, then arrivals, each kind in job order:
   :meth:`~.Dispatcher.reroute` are tried in order; else the job joins the back of the first cluster's queue,
   unless no node of that cluster could ever hold it (``View.placeable``): then it is dropped, never placed;
 - departure (``duration`` after placement): the job leaves; after the departures of one time,
-  each cluster that freed capacity retries its queue once, front to back (the jobs the dispatcher's
-  :meth:`~.Dispatcher.queue_gate` admits; by default all).
+  each cluster that freed capacity retries its queue once, front to back.
 
 After every change of a cluster its modelled power (both models) is appended to its series.
 """
@@ -122,7 +121,6 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
 
     def start(t: float, j: int) -> None:
         placed[j] = t
-        view.end[j] = t + duration[j]
         view.used[:, cluster[j]] += view.demand[:, j]
         heapq.heappush(heap, (t + duration[j], DEPART, j))
 
@@ -158,7 +156,7 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
                 continue
             for c in sorted(dirty):
                 site = sites[c]
-                for pod, _ in site.queue.retry(site.core.scheduler.schedule, dispatcher.queue_gate(c, t)):
+                for pod, _ in site.queue.retry(site.core.scheduler.schedule):
                     view.dequeue(c, pod.uid)
                     start(t, pod.uid)
                 site.record(t)

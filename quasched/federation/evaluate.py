@@ -17,13 +17,13 @@ from typing import Sequence
 from quasched.federation.engine import run_federation
 from quasched.federation.metrics import saving_pct, summarize
 from quasched.federation.oracle import at_most, replay_plans
-from quasched.federation.registry import DISPATCHERS, make_dispatcher
+from quasched.federation.registry import DEFAULT_DISPATCHERS, make_dispatcher
 from quasched.federation.scenario import Scenario
 
 REFERENCE = "proportional"
 
 
-def evaluate(scenario: Scenario, dispatchers: Sequence[str] = tuple(DISPATCHERS), policy: str = "fgd",
+def evaluate(scenario: Scenario, dispatchers: Sequence[str] = DEFAULT_DISPATCHERS, policy: str = "fgd",
              seed: int = 42, oracle: bool = True, equal_to: str | None = None, also_at: Sequence[str] = (),
              **labels: object) -> list[dict]:
     """One row per dispatcher (``labels`` and ``seed`` prepended to each); the reference is always run.

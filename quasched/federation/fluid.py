@@ -1,16 +1,14 @@
-"""The fluid LP shared by the offline oracle (:mod:`.oracle`) and the rolling-horizon planner
-(:mod:`.planner`), solved by HiGHS.
+"""The fluid LP of the offline oracle (:mod:`.oracle`), solved by HiGHS.
 
-One column ``v`` per (job, cluster, start); slots of ``slot_s`` seconds from ``origin``::
+One column ``v`` per (job, cluster, start); slots of :data:`~.dispatch.SLOT_S` seconds from ``t = 0``::
 
     minimise   sum_v x[v] * cost[v] + P * sum y[r, c, k]                   0 <= x <= 1, 0 <= y <= elastic
     subject to sum_{v of job j} x[v] = 1                                   every job
-               sum_v x[v] * q[r, j(v)] * o[v, k] <= a * cap[r, c, k] - used[r, c, k] + y[r, c, k] * cap[r, c, k]
+               sum_v x[v] * q[r, j(v)] * o[v, k] <= a * cap[r, c] + y[r, c, k] * cap[r, c]
                                                                            every cluster c, slot k < K, r in (GPU, CPU)
 
 ``o[v, k]`` is the share of slot ``k`` that column ``v``'s run covers (the slot's *mean* use must fit),
-``a`` the derating of capacity, ``used`` what is already booked; with ``elastic = 0`` there is no ``y``.
-A divisible :class:`Load` (e.g. the jobs expected to arrive) may share the capacity rows.
+``a`` the derating of capacity; with ``elastic = 0`` there is no ``y``.
 Costs are divided by the dearest column's (HiGHS's tolerances are absolute); ``P`` = 1000 such units
 per unit of capacity.
 """
@@ -53,16 +51,16 @@ class Columns:
         return cls(job, cluster, start, np.concatenate([[0], np.cumsum(np.bincount(job, minlength=len(starts)))]))
 
 
-def occupancies(start: np.ndarray, duration: np.ndarray, slot_s: float = SLOT_S) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def occupancies(start: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For runs ``[start, start + duration)``: ``(run, slot, share)``, one entry per slot each run touches
     (at least one per run), the share of the slot it covers (:func:`~.carbon_aware.occupancy`, vectorised)."""
-    first = np.floor_divide(start, slot_s).astype(np.int64)
-    count = np.maximum(1, np.ceil((start + duration) / slot_s).astype(np.int64) - first)
+    first = np.floor_divide(start, SLOT_S).astype(np.int64)
+    count = np.maximum(1, np.ceil((start + duration) / SLOT_S).astype(np.int64) - first)
     run = np.repeat(np.arange(len(start)), count)
     slot = first[run] + np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     end = (start + duration)[run]
-    covered = np.minimum((slot + 1) * slot_s, end) - np.maximum(slot * slot_s, start[run])
-    return run, slot, np.clip(covered, 0, None) / slot_s
+    covered = np.minimum((slot + 1) * SLOT_S, end) - np.maximum(slot * SLOT_S, start[run])
+    return run, slot, np.clip(covered, 0, None) / SLOT_S
 
 
 @dataclass(frozen=True)
@@ -76,30 +74,18 @@ class FluidResult:
     unit: float
 
 
-@dataclass(frozen=True)
-class Load:
-    """A divisible load expected in every slot: ``demand`` ``(2, slots)`` to share among the clusters at
-    ``cost`` ``(clusters, slots)`` (g if all on that cluster); variables ``z[c, k] >= 0``, ``sum_c z[c, k] = 1``,
-    adding ``z[c, k] * demand[r, k]`` to the capacity row of ``(r, c, k)``."""
-
-    demand: np.ndarray
-    cost: np.ndarray
-
-
 def solve_fluid(cols: Columns, cost: np.ndarray, duration: np.ndarray, demand: np.ndarray, capacity: np.ndarray,
-                slots: int, used: np.ndarray | float = 0.0, slot_s: float = SLOT_S, origin: float = 0.0,
-                derate: float = 1.0, elastic: float = 0.0, integral: bool = False,
-                time_limit: float = 120.0, load: Load | None = None) -> FluidResult:
-    """The LP (MILP if ``integral``) above, plus ``load`` if given. ``duration``: per job, ``demand``:
-    ``(2, jobs)``; ``capacity`` and ``used`` broadcast to ``(2, clusters, slots)``."""
+                slots: int, derate: float = 1.0, elastic: float = 0.0, integral: bool = False,
+                time_limit: float = 120.0) -> FluidResult:
+    """The LP (MILP if ``integral``) above. ``duration``: per job, ``demand``: ``(2, jobs)``; ``capacity``:
+    ``(2, clusters)``."""
     model = LinearModel()
-    unit = max(float(cost.max(initial=0.0)), float(load.cost.max(initial=0.0)) if load else 0.0, 1e-300)
+    unit = max(float(cost.max(initial=0.0)), 1e-300)
     x = model.add_vars(len(cost), 0.0, 1.0, -cost / unit, integer=integral)
     for a, b in zip(cols.offset[:-1].tolist(), cols.offset[1:].tolist()):
         model.add_row(x[a:b], 1.0, 1.0, 1.0)
     clusters = capacity.shape[1]
-    shape = (2, clusters, slots)
-    run, slot, share = occupancies(cols.start - origin, duration[cols.job], slot_s)
+    run, slot, share = occupancies(cols.start, duration[cols.job])
     inside = (slot >= 0) & (slot < slots)
     run, slot, share = run[inside], slot[inside], share[inside]
     rows, col, value = [], [], []
@@ -109,21 +95,13 @@ def solve_fluid(cols: Columns, cost: np.ndarray, duration: np.ndarray, demand: n
         rows.append((r * clusters + cols.cluster[run[on]]) * slots + slot[on])
         col.append(x[run[on]])
         value.append(q[on] * share[on])
-    if load is not None:
-        z = model.add_vars(clusters * slots, 0.0, 1.0, -load.cost.reshape(-1) / unit).reshape(clusters, slots)
-        for k in range(slots):
-            model.add_row(z[:, k], 1.0, 1.0, 1.0)
-        for r in range(2):
-            rows.append(r * clusters * slots + np.arange(clusters * slots))
-            col.append(z.reshape(-1))
-            value.append(np.tile(load.demand[r], clusters))
     row, column, coef = (np.concatenate(a) for a in (rows, col, value))
     if len(row):
         order = np.argsort(row, kind="stable")
         row, column, coef = row[order], column[order], coef[order]
         unique, begin = np.unique(row, return_index=True)
-        cap = np.broadcast_to(capacity if capacity.ndim == 3 else capacity[:, :, None], shape).reshape(-1)[unique]
-        hi = derate * cap - np.broadcast_to(used, shape).reshape(-1)[unique]
+        cap = np.repeat(capacity.reshape(-1), slots)[unique]
+        hi = derate * cap
         y = model.add_vars(len(unique), 0.0, elastic, -PENALTY) if elastic > 0 else None
         for i, (a, b) in enumerate(zip(begin.tolist(), np.append(begin[1:], len(row)).tolist())):
             extra = ([y[i]], [-cap[i]]) if y is not None else ([], [])

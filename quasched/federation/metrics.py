@@ -78,27 +78,3 @@ def saving_pct(carbon: float, reference: float) -> float:
     """``100 (1 − carbon / reference)``: the percentage points of ``reference`` saved."""
     return 100 * (1 - carbon / reference) if reference > 0 else float("nan")
 
-
-def times_passed(cluster: np.ndarray, released: np.ndarray, placed: np.ndarray) -> np.ndarray:
-    """Per job, how many jobs passed it in its cluster's queue: were placed at their release on that cluster strictly
-    after it was released and strictly before it was placed (never placed: before the end). Jobs placed at their
-    release pass nobody at their own time (at equal times the engine places queued jobs first)."""
-    count = np.zeros(len(cluster), dtype=np.int64)
-    jumped = placed == released
-    waited = np.flatnonzero(~jumped & np.isfinite(released))
-    for c in np.unique(cluster[waited]):
-        times = np.sort(placed[jumped & (cluster == c)])
-        mine = waited[cluster[waited] == c]
-        end = np.where(np.isfinite(placed[mine]), placed[mine], np.inf)
-        count[mine] = np.searchsorted(times, end, "left") - np.searchsorted(times, released[mine], "right")
-    return count
-
-
-def queue_passing(run: FederationRun) -> dict[str, int]:
-    """Jobs that waited in a queue, those some job passed there (:func:`times_passed`) and the deadline misses among them
-    and among the others (a dropped job, placeable nowhere, never queued)."""
-    miss, placeable = missed(run), run.view.placeable[np.arange(len(run.cluster)), run.cluster]
-    queued = (run.placed != run.released) & placeable
-    passed = queued & (times_passed(run.cluster, run.released, run.placed) > 0)
-    return {"queued": int(queued.sum()), "passed": int(passed.sum()), "missed_passed": int((miss & passed).sum()),
-            "missed_queued_not_passed": int((miss & queued & ~passed).sum()), "missed_not_queued": int((miss & ~queued).sum())}

@@ -153,15 +153,15 @@ def cheapest(cost: np.ndarray, blocked: np.ndarray) -> tuple[int, int]:  # pragm
 
 
 @njit(cache=True, nogil=True)
-def loads_at(past: np.ndarray, lead: np.ndarray, least: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``(kept, 2 + clusters, slots)``: the load samples ``past`` ``(samples, 2 + clusters, leads)`` at each slot's ``lead``,
+def loads_at(past: np.ndarray, ahead: np.ndarray, least: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``(kept, 2 + clusters, slots)``: the load samples ``past`` ``(samples, 2 + clusters, leads)`` at each slot's ``ahead``,
     only those whose demand exceeds ``least`` ``(2, slots)`` in some resource and slot (the others fit any cluster)."""
-    samples, rows, slots = past.shape[0], past.shape[1], len(lead)
+    samples, rows, slots = past.shape[0], past.shape[1], len(ahead)
     keep = np.zeros(samples, dtype=np.bool_)
     for s in range(samples):
         for r in range(2):
             for k in range(slots):
-                if least[r, k] < past[s, r, lead[k]]:
+                if least[r, k] < past[s, r, ahead[k]]:
                     keep[s] = True
                     break
             if keep[s]:
@@ -172,7 +172,7 @@ def loads_at(past: np.ndarray, lead: np.ndarray, least: np.ndarray) -> np.ndarra
         if keep[s]:
             for r in range(rows):
                 for k in range(slots):
-                    out[i, r, k] = past[s, r, lead[k]]
+                    out[i, r, k] = past[s, r, ahead[k]]
             i += 1
     return out
 
@@ -214,12 +214,12 @@ def plan(ledger: np.ndarray, demand: np.ndarray, limit: np.ndarray, rate: np.nda
 
 @njit(cache=True, nogil=True)
 def leads(index: np.ndarray, now: float, longest: int) -> np.ndarray:  # pragma: no cover - compiled
-    """Per slot of ``index``: the lead of its end from ``now`` in whole slots (rounded half to even), within
+    """Per slot of ``index``: how far its end lies ahead of ``now``, in whole slots (rounded half to even), within
     ``0 .. longest``."""
     out = np.empty(len(index), dtype=np.int64)
     for i in range(len(index)):
-        lead = int(np.rint(((index[i] + 1) * SLOT_S - now) / SLOT_S))
-        out[i] = min(max(lead, 0), longest)
+        ahead = int(np.rint(((index[i] + 1) * SLOT_S - now) / SLOT_S))
+        out[i] = min(max(ahead, 0), longest)
     return out
 
 
@@ -230,11 +230,11 @@ def _clip0(x: float) -> float:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np.ndarray, lead: np.ndarray,
+def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np.ndarray, ahead: np.ndarray,
                expected: np.ndarray, past: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """What :meth:`~.displacement.DisplacementPriced.rate` prices: the busy slots (where some sample's demand ``most``
-    at the slot's ``lead`` exceeds the room after the job on the fullest cluster, :func:`least_after`), ``alike``, per
-    busy slot the run of alike busy slots it belongs to (equal lead, room and ``expected``: priced once), and per run
+    """What :meth:`~.displacement.Displacement.add` prices: the busy slots (where some sample's demand ``most``
+    at the slot's ``ahead`` exceeds the room after the job on the fullest cluster, :func:`least_after`), ``alike``, per
+    busy slot the run of alike busy slots it belongs to (equal time ahead, room and ``expected``: priced once), and per run
     the room without and with the job (``(2, clusters, runs)``, ``max(0, top − ledger)`` and ``max(0, that − demand)``),
     the samples that exceed the room somewhere (:func:`loads_at`) and ``expected``."""
     resources, clusters, slots = ledger.shape
@@ -242,7 +242,7 @@ def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np
     busy = np.empty(slots, dtype=np.int64)
     count = 0
     for k in range(slots):
-        if least[0, k] < most[0, lead[k]] or least[1, k] < most[1, lead[k]]:
+        if least[0, k] < most[0, ahead[k]] or least[1, k] < most[1, ahead[k]]:
             busy[count] = k
             count += 1
     busy = busy[:count]
@@ -251,7 +251,7 @@ def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np
     runs = 0
     for b in range(count):
         k = busy[b]
-        new = b == 0 or lead[k] != lead[busy[b - 1]]
+        new = b == 0 or ahead[k] != ahead[busy[b - 1]]
         for c in range(clusters):
             for r in range(resources):
                 new = new or _clip0(top[r, c] - ledger[r, c, k]) != _clip0(top[r, c] - ledger[r, c, busy[b - 1]])
@@ -270,7 +270,7 @@ def busy_slots(ledger: np.ndarray, demand: np.ndarray, top: np.ndarray, most: np
                 room[r, c, i] = _clip0(top[r, c] - ledger[r, c, pick[i]])
                 after[r, c, i] = _clip0(room[r, c, i] - demand[r])
             priced[c, i] = expected[c, pick[i]]
-    sample = loads_at(past, lead[pick], least[:, pick])
+    sample = loads_at(past, ahead[pick], least[:, pick])
     return busy, alike, room, after, sample, priced
 
 
@@ -322,7 +322,7 @@ def crowded(expected: np.ndarray, gap: np.ndarray, scale: np.ndarray, price: flo
 @njit(cache=True, nogil=True)
 def protection_terms(load: np.ndarray, mu: np.ndarray, top: np.ndarray, used: np.ndarray,
                      intensity: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """The terms of :meth:`~.protection.ProtectionPriced.protection` per slot ``k``: ``g = load / mu`` (0 where ``mu``
+    """The terms of :meth:`~.protection.Protection.charge` per slot ``k``: ``g = load / mu`` (0 where ``mu``
     is 0; ``live``: ``g > 0``, elsewhere ``g`` is 1), the clusters by ``intensity`` (``order``, stable, greenest
     first), per rank the ``room`` ``floor(sum of the free GPU milli max(0, top − used) of it and the greener / g)``
     (infinite free counts 0) and the ``gap`` to the next dirtier one (0 for the dirtiest)."""

@@ -76,8 +76,10 @@ class KubernetesClient:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return _checked(self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}", headers=self._headers()))
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
-        body = json.dumps({"metadata": {"annotations": dict(annotations)}})
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str], uid: str = "") -> None:
+        """Merge ``annotations`` into the pod; with ``uid`` only if the pod still has that uid (else 409)."""
+        metadata: dict[str, Any] = {"annotations": dict(annotations)} | ({"uid": uid} if uid else {})
+        body = json.dumps({"metadata": metadata})
         _checked(self.http.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", content=body,
                                  headers=self._headers("application/merge-patch+json")))
 
@@ -87,6 +89,10 @@ class KubernetesClient:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body,
                                 headers=self._headers()))
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        return _checked(self.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+                                      headers=self._headers()))
 
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
         data = _json(self.api.list_node(_preload_content=False))

@@ -14,11 +14,13 @@ placement (``managedResources: nvidia.com/gpu, ignoredByScheduler: true``):
   the others (the policy's 0..100 score); nodes that do not fit get 0. The pick's devices are
   reserved at once, the pod *assumed* there as in kube-scheduler's cache (:meth:`~.reservations.PodJobs.assume`),
   since kube-scheduler runs the next pod's cycle while this one's bind is in flight;
-- **bind** confirms the assumed reservation (or reserves with the policy's Reserve step if the
-  node differs or nothing is held): the pod is a running quasched job on that node (stored, on
-  the dashboard), its devices are written to the pod (annotation ``quasched.io/gpu-devices``),
-  then the Binding is created through the API server; if either call fails, the reservation is
-  rolled back (the job is cancelled).
+- **bind** reads the pod from the API server and refuses what quasched must not bind (another
+  scheduler's pod, a replaced uid, a pod without a GPU request; a standby replica whose kube-scheduler
+  does not hold the leader Lease: :mod:`.admission`), then confirms the assumed reservation (or
+  reserves with the policy's Reserve step if the node differs or nothing is held): the pod is a
+  running quasched job on that node (stored, on the dashboard), its devices are written to the pod
+  (annotation ``quasched.io/gpu-devices``, on that uid only), then the Binding is created through the
+  API server; if either call fails, the reservation is rolled back (the job is cancelled).
 
 A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
 do on a submission to ``quasched serve``.
@@ -44,7 +46,8 @@ from starlette.concurrency import run_in_threadpool
 from quasched.policies.base import CycleState
 from quasched.service.domain import Job
 from quasched.kube import wire
-from quasched.kube.convention import DEVICES_ANNOTATION, PodError, devices_text, is_managed, pod_key
+from quasched.kube.admission import bind_refusal, held_by, lease_holder
+from quasched.kube.convention import DEVICES_ANNOTATION, PodError, devices_of, devices_text, pod_key
 from quasched.kube.reservations import PodJobs
 from quasched.kube.verdicts import extender_scores, verdicts
 
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
 PREFIX = "/k8s/scheduler"
-#: pods remembered from filter/prioritize for bind (which only sends the pod's name)
+#: pod uids remembered from filter/prioritize (a pod's first filter is its arrival)
 POD_CACHE = 4096
 
 
@@ -61,9 +64,11 @@ class KubeClient(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str], uid: str = "") -> None: ...
 
     def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any]: ...
 
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]: ...
 
@@ -80,12 +85,20 @@ class KubeOptions:
 
     ``client`` (None = none: bind fails with an error, sync is off) is what the extender
     binds through; ``sync`` lists and watches nodes and pods (:mod:`.sync`);
-    ``resync_s`` is the longest watch before a full re-list.
+    ``resync_s`` is the longest watch before a full re-list; bind refuses pods whose
+    ``schedulerName`` is not in ``scheduler_names``. ``lease`` (``namespace/name`` of
+    kube-scheduler's leader Lease) makes bind refuse unless the Lease's holder is ``identity``
+    (this replica's kube-scheduler: its host name); None: one replica, no fencing.
+    ``verbs_port``: the verbs are answered only on this port over HTTPS (the mutual-TLS listener).
     """
 
     client: KubeClient | None = None
     sync: bool = False
     resync_s: float = 300.0
+    scheduler_names: tuple[str, ...] = ("quasched",)
+    lease: str | None = None
+    identity: str = ""
+    verbs_port: int | None = None
 
 
 class Bridge(PodJobs):
@@ -95,28 +108,54 @@ class Bridge(PodJobs):
         super().__init__(service)
         self.options = options
         self.client = options.client
-        self._pods: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._seen: OrderedDict[str, None] = OrderedDict()
         self._pods_lock = threading.Lock()
         self.sync: Any = None
+        #: whether this replica's kube-scheduler held the leader Lease when last checked
+        self.active = False
+        self._activation = threading.Lock()
 
     # ------------------------------------------------------------ pods seen
     def remember(self, pod: dict[str, Any]) -> bool:
-        """Cache ``pod`` for bind; True the first time its uid is seen (its arrival, for quasched)."""
+        """Note pod ``pod``'s uid; True the first time it is seen (its arrival, for quasched)."""
         uid = pod_key(pod)[2]
         if not uid:
             return False
         with self._pods_lock:
-            first = uid not in self._pods
-            self._pods[uid] = pod
-            self._pods.move_to_end(uid)
-            while len(self._pods) > POD_CACHE:
-                self._pods.popitem(last=False)
+            first = uid not in self._seen
+            self._seen[uid] = None
+            self._seen.move_to_end(uid)
+            while len(self._seen) > POD_CACHE:
+                self._seen.popitem(last=False)
         return first
 
-    def recall(self, uid: str) -> dict[str, Any] | None:
-        """The last pod object seen with ``uid`` (None if never seen)."""
-        with self._pods_lock:
-            return self._pods.get(uid)
+    def standby(self) -> str | None:
+        """None while this replica may bind (no Lease configured, or its own kube-scheduler holds it), else why not.
+
+        Becoming active re-lists the cluster first: the sync's watch may lag what the last leader bound."""
+        lease = self.options.lease
+        if lease is None or self.client is None:
+            return None
+        namespace, _, name = lease.partition("/")
+        try:
+            holder = lease_holder(self.client.get_lease(namespace, name))
+        except Exception as err:
+            self.active = False
+            return f"quasched: cannot read the leader Lease {lease}: {err}"
+        if not held_by(holder, self.options.identity):
+            self.active = False
+            return (f"quasched: standby replica: the leader Lease {lease} is held by {holder or 'nobody'}, "
+                    f"not by this replica's kube-scheduler ({self.options.identity})")
+        with self._activation:
+            if not self.active:
+                try:
+                    if self.sync is not None:
+                        self.sync.resync()
+                except Exception as err:
+                    return f"quasched: becoming active, the re-list of the cluster failed: {err}"
+                log(f"active: the leader Lease {lease} is held by {holder}")
+                self.active = True
+        return None
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """kube-scheduler's Filter call: the nodes where quasched's fit rule places the pod, and why the others fail."""
@@ -124,6 +163,8 @@ class Bridge(PodJobs):
         assert pod is not None
         names, items = wire.node_names(args)
         first = self.remember(pod)
+        if not self.active:
+            self.standby()  # our kube-scheduler calls: it may just have become the leader
         with self.service.lock:
             self.expire_assumed()
             uid = pod_key(pod)[2]
@@ -163,40 +204,45 @@ class Bridge(PodJobs):
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
-        """kube-scheduler's Bind call: reserve the pod's devices and bind it through the API server."""
+        """kube-scheduler's Bind call: check the pod and this replica (:mod:`.admission`), reserve the pod's
+        devices and bind it through the API server."""
         name = wire.text_of(args, "PodName")
         namespace = wire.text_of(args, "PodNamespace")
-        uid = wire.text_of(args, "PodUID", required=False)
+        uid = wire.text_of(args, "PodUID")
         node = wire.text_of(args, "Node")
         if self.client is None:
             return {"Error": "quasched: no Kubernetes API client configured (start with --kubeconfig or in-cluster)"}
-        pod = self.recall(uid) if uid else None
-        if pod is None:
-            try:
-                pod = self.client.get_pod(namespace, name)
-            except Exception as err:
-                return {"Error": f"quasched: cannot read pod {namespace}/{name}: {err}"}
-            uid = uid or pod_key(pod)[2]
-        if not is_managed(pod):
-            return self._create_binding(namespace, name, uid, node, None)
+        standby = self.standby()
+        if standby:
+            return {"Error": standby}
+        refused = f"quasched: refused to bind {namespace}/{name} to {node}"
         try:
+            pod = self.client.get_pod(namespace, name)
+        except Exception as err:
+            return {"Error": f"{refused}: cannot read the pod: {err}"}
+        why = bind_refusal(pod, uid, node, self.options.scheduler_names)
+        if why:
+            return {"Error": f"{refused}: {why}"}
+        try:
+            if (pod.get("spec") or {}).get("nodeName") == node:  # a repeated bind that took effect: book it, once
+                self.reserve(pod, node, devices_of(pod), adopt=True)
+                return {"Error": ""}
             job, devices = self.reserve(pod, node)
         except PodError as err:
             return {"Error": str(err)}
         except Exception as err:  # e.g. the database is unreachable: the pod stays unbound, kube-scheduler retries
             return {"Error": f"quasched: cannot reserve on {node}: {err}"}
-        return self._create_binding(namespace, name, uid, node, (job, devices))
+        return self._create_binding(namespace, name, uid, node, job, devices)
 
-    def _create_binding(self, namespace: str, name: str, uid: str, node: str,
-                        reserved: tuple[Job, tuple[int, ...]] | None) -> dict[str, str]:
+    def _create_binding(self, namespace: str, name: str, uid: str, node: str, job: Job,
+                        devices: tuple[int, ...]) -> dict[str, str]:
         assert self.client is not None
         try:
-            if reserved is not None and reserved[0].spec.num_gpu:
-                self.client.annotate_pod(namespace, name, {DEVICES_ANNOTATION: devices_text(reserved[1])})
+            if job.spec.num_gpu:
+                self.client.annotate_pod(namespace, name, {DEVICES_ANNOTATION: devices_text(devices)}, uid=uid)
             self.client.bind_pod(namespace, name, uid, node)
         except Exception as err:
-            if reserved is not None:
-                self.release(uid, "cancelled")
+            self.release(uid, "cancelled")
             return {"Error": f"quasched: binding {namespace}/{name} to {node} failed: {err}"}
         with self.service.lock:
             self._assumed.pop(uid, None)
@@ -213,6 +259,9 @@ def router(bridge: Bridge) -> APIRouter:
     routes = APIRouter(prefix=PREFIX, tags=["kubernetes"])
 
     async def call(request: Request, verb: Any) -> Any:
+        port = bridge.options.verbs_port
+        if port is not None and (request.url.scheme != "https" or (request.scope.get("server") or ("", 0))[1] != port):
+            return _error(403, f"quasched: the extender verbs are served over mutual TLS on port {port} only")
         try:
             args = wire.parse(await request.body())
             return await run_in_threadpool(verb, args)

@@ -2,7 +2,7 @@
 
 The search is over ``x ≥ 0`` in five dimensions, the weights of Headroom, BestFit,
 GpuPacking, DotProd and GpuClustering relative to FGD's (fixed at 1: the policy is
-invariant to scaling all weights), from ``x0 = (2, 0, 0, 0, 0)``, which is ``headroom``,
+invariant to scaling all weights), from ``x0 = (2, 0, 0, 0, 0)``, which is FGD + 2 × headroom,
 with per-coordinate step sizes :data:`SCALES`. The fitness of ``x`` is the mean final GPU allocation (%, at 130 % arrived GPU request; the
 return of an :class:`~quasched.learn.env.ArrivalEnv` episode) of the arrival experiment over
 the training traces and seeds, each run the registry policy ``learned`` loaded from a

@@ -7,7 +7,7 @@ restricted master LP that sets the prices, picks how many machines use each
 QUBO-found pattern, and assigns apps to the slots
 (:func:`quasched.optimize.milp.solve_milp`'s pipeline). Each sample is
 repaired and climbed to a local optimum classically (:mod:`quasched.optimize.polish`,
-on by default; ``benchmarks/qubo_ablation.py`` measures raw samples and random
+on by default; ``benchmarks/batch.py ablation`` measures raw samples and random
 starts beside it). Nothing is seeded from a greedy answer: the only starting
 columns are single-shape patterns.
 Generation stops when no sample of a pricing QUBO improves the LP, so no

@@ -9,7 +9,7 @@ relief per unit of price) and then climbs: add a job, swap one job for another,
 or swap one for two, taking the best feasible gain until none is left.
 
 This is the usual classical post-processing of annealer samples; it is measured
-separately (``benchmarks/qubo_ablation.py``) so its share of the result is known.
+separately (``benchmarks/batch.py ablation``) so its share of the result is known.
 """
 
 from __future__ import annotations

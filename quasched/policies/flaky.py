@@ -1,4 +1,5 @@
-"""Flaky posterior: keep pods off nodes that are probably flaky, the more the more they would lose.
+"""Flaky posterior: keep pods off nodes that are probably flaky, the more the more they would lose
+(``health:flaky=W``).
 
 The error model's prior (:class:`quasched.model.health.ErrorPrior`, published by the engine: a share ``s`` of
 flaky nodes whose GPUs err ``f`` times as often as an ordinary GPU's ``λ`` per second) and Poisson likelihoods

@@ -1,4 +1,4 @@
-"""Headroom: FGD plus the typical-pod *capacity* a placement destroys (our own policy, experimental).
+"""Headroom: the typical-pod *capacity* a placement destroys, a term added to FGD.
 
 FGD (:mod:`quasched.policies.fgd`) calls a node's idle GPU milli "usable" for
 a typical pod ``t`` as soon as *one* copy of ``t`` fits, GPU and CPU, and
@@ -17,16 +17,16 @@ by GPU devices, free CPU *and* free memory::
 ``slots_t`` = disjoint groups of ``k_t`` distinct devices with ``m_t`` free
 milli each (so 530 m free holds one 470 m pod, not "530 m usable").
 
-The policy ``headroom`` is a composition (:mod:`quasched.policies.registry`):
-the FGD plugin on its linear scale plus ``β`` × this plugin::
+Added to the FGD plugin on its linear scale with weight ``β`` (``learned``'s starting weights;
+``guard`` and ``power`` add the home-weighted form, :mod:`quasched.policies.home_headroom`, to FGD's
+sigmoid scale)::
 
     score = linear(ΔF) + β · linear(ΔH / N) = 50 (1 + β) + (ΔF + β · ΔH / N) / 160
 
 with ``ΔF = F(before) − F(after)`` FGD's un-truncated fragmentation decrease
 (milli-GPU), ``ΔH = H(after) − H(before) ≤ 0`` the headroom it destroys and
 ``N`` the number of pods the counts come from, so ``ΔH / N`` is, like ``ΔF``,
-an expectation over the next pod in milli-GPU. ``β = 2`` was chosen on seeds
-42–45. Sharing pods try every distinct fitting device; the best combined
+an expectation over the next pod in milli-GPU. Sharing pods try every distinct fitting device; the best combined
 device is both the node's score and the Reserve choice (tightest device on
 ties).
 
@@ -36,12 +36,11 @@ rebuilds ``t`` after 64, 128, 256, … pods from the shapes covering 95 % of
 the pods plus those covering 95 % of the GPU demand (rare multi-GPU shapes).
 It uses no knowledge of the future beyond what FGD's typical pods give.
 
-Measured (BENCHMARKS.md, "Our policy", seeds 42–51): above FGD on 13 of the
-paper's 17 openb traces (+0.2 to +1.3 points of allocation at column 130),
-fewer failed pods on 16; it is 0.05–0.22 points below FGD on multigpu30/40/50,
-where it gives the only nodes able to take 120-core 8-GPU pods (G3) to
-CPU-heavy 1-GPU pods; :mod:`quasched.policies.home_headroom` re-weighs the
-shapes (:meth:`HeadroomScore.weigh`) so that those nodes are kept.
+With ``β = 2`` alone it beat FGD on 13 of the paper's 17 openb traces but fell
+0.05–0.22 points below it on multigpu30/40/50, where it gives the only nodes able
+to take 120-core 8-GPU pods to CPU-heavy 1-GPU pods;
+:mod:`quasched.policies.home_headroom` re-weighs the shapes
+(:meth:`HeadroomScore.weigh`) so that those nodes are kept.
 
 Everything depends only on the node state (GPU model, free CPU, free memory,
 sorted free GPU milli), so scores are memoised per (pod shape, node state),

@@ -5,7 +5,7 @@
 over :data:`FEATURES` (FGD on its linear scale and Headroom per device column, BestFit,
 GpuPacking, DotProd and GpuClustering per node), composed by
 :class:`~quasched.policies.framework.Policy`; Reserve: the best device, tightest on ties.
-``w = (1, 2, 0, 0, 0, 0)`` is ``headroom``. The weights are trained in the simulator
+``w = (1, 2, 0, 0, 0, 0)`` is FGD + 2 × headroom. The weights are trained in the simulator
 (:mod:`quasched.learn`); a checkpoint is JSON ``{"features": [...], "weights": [...]}``,
 the packaged ``data/learned.json`` the one in BENCHMARKS.md ("A learned policy").
 """

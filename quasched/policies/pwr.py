@@ -22,7 +22,7 @@ The added power is exact for the devices the pod gets:
 ``until`` (percent, default 100 = always on): once the cluster's allocated GPU milli reaches
 ``until`` % of its GPU capacity the plugin scores every node alike (it stops steering), so a
 composition can save power while the cluster has room and leave the last placements, which
-decide how full the cluster gets, to its fragmentation terms (our ``pwrheadroom``).
+decide how full the cluster gets, to its fragmentation terms (``power``).
 ``terms`` counts only the GPUs' (``gpu``) or only the CPU sockets' (``cpu``) power.
 """
 

@@ -1,8 +1,9 @@
 """The HTTP API of ``quasched serve`` (FastAPI): :func:`create_app` builds the app around one
 :class:`~.runtime.Service` (store, controller, lock, timer thread) and registers the routes: jobs
 and queues (:mod:`.routes_jobs`), nodes (:mod:`.routes_nodes`), the cluster views and live stream
-(:mod:`.stream`), and here the admin routes (tokens, whoami), health, metrics and the dashboard.
-Routes and shapes: docs/service.md.
+(:mod:`.stream`), and here the admin routes (tokens, whoami), health and readiness, metrics and the
+dashboard. Routes and shapes: docs/service.md. One server writes a database (:mod:`.leadership`):
+on a standby every write under ``/api/v1`` is 503 naming the leader, ``/readyz`` is 503.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
-from fastapi import Depends, FastAPI, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from quasched.model.nodes import NodeSpec
 from quasched.service.auth import Reader, reader
+from quasched.service.leadership import LEASE_TTL_S, Elector, Fenced, identity
 from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import RequestTimer
 from quasched.service.routes_jobs import add_job_routes
@@ -85,11 +87,33 @@ def sqlite_file(db_url: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+#: methods that only read
+READS = ("GET", "HEAD", "OPTIONS")
+
+
+class StandbyGuard:
+    """ASGI middleware: while ``service`` is a standby, a write under ``/api/v1`` is 503 naming the leader."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app, self.service = app, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.service.leading and scope["method"] not in READS \
+                and scope["path"].startswith(API):
+            await refused(await run_in_threadpool(self.service.refusal))(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def refused(err: HTTPException) -> JSONResponse:
+    return JSONResponse({"detail": err.detail}, status_code=err.status_code, headers=err.headers)
+
+
 def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *, policy: str = "fgd",
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
                extensions: Sequence[Extension] = (), state_dir: Path | None = None,
-               metrics_public: bool = False) -> FastAPI:
+               advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S, metrics_public: bool = False) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -102,6 +126,9 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     With ``options.local_node`` set, the commands of jobs placed on that node run here; their logs and run
     records live under ``state_dir`` (default: ``quasched-state`` beside a SQLite database, else in the
     working directory). ``/metrics`` needs a token unless ``metrics_public``.
+    One server writes a database: on SQLite a second one raises :class:`~.leadership.LeaderHeld` naming the
+    holder; on PostgreSQL it starts as a standby and takes the lease (time-to-live ``lease_ttl_s``) over when
+    the leader's expires. ``advertise_url`` is this server's URL as standbys name it.
     """
     db_file = sqlite_file(db_url)
     if store is None:
@@ -114,7 +141,10 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
         token_file = db_file.parent / "quasched.token"
     if state_dir is None:
         state_dir = (db_file.parent if db_file is not None else Path()) / "quasched-state"
-    service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file, state_dir)
+    epoch = store.acquire_lease(identity(), advertise_url, lease_ttl_s)
+    service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file, state_dir,
+                      leading=epoch is not None)
+    service.elector = Elector(store, service, advertise_url, lease_ttl_s, standby=store.file_lock is None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -136,6 +166,13 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     )
     app.state.service = service
     app.add_exception_handler(RequestValidationError, validation_error)
+
+    async def fenced(request: Request, exc: Exception) -> Response:
+        service.step_down(str(exc))
+        return refused(await run_in_threadpool(service.refusal))
+
+    app.add_exception_handler(Fenced, fenced)
+    app.add_middleware(StandbyGuard, service=service)
     app.add_middleware(RequestTimer, metrics=service.metrics, skip=("/stream",))
     app.add_middleware(DashboardHeaders)
     add_routes(app, service, metrics_public)
@@ -161,7 +198,17 @@ def add_routes(app: FastAPI, service: Service, metrics_public: bool = False) -> 
     # ------------------------------------------------------------ health, metrics, dashboard
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+        """Alive (a leader or a standby)."""
+        return {"status": "ok", "role": "leader" if service.leading else "standby"}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> Response:
+        """200 when this server leads and schedules; 503 on a standby, naming the leader."""
+        if service.leading:
+            return JSONResponse({"status": "ready", "role": "leader", "epoch": service.store.epoch})
+        holder = service.store.leader()
+        leader = holder._asdict() if holder.alive else None
+        return JSONResponse({"status": "standby", "role": "standby", "leader": leader}, status_code=503)
 
     @app.get("/metrics", include_in_schema=False, dependencies=[] if metrics_public else [Depends(reader)])
     def metrics() -> Response:

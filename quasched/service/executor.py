@@ -141,9 +141,8 @@ class Executor:
         self.report = report
         self.gpus = gpus
         self.runs: dict[int, Run] = {}
-        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()  # None: stop
         self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
 
     # ------------------------------------------------------------ files
     def log_path(self, job_id: int) -> Path:
@@ -205,15 +204,18 @@ class Executor:
         for job_id, status in now_ended:
             self._ended(job_id, status, lost="its process ended while the service was down and left no exit status")
 
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs (between :meth:`start` and :meth:`stop`)."""
+        return self._thread is not None
+
     def start(self) -> None:
         if self._thread is None:
-            self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="quasched-executor", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop watching (the processes run on; a restart re-attaches to them)."""
-        self._stop.set()
+        """Stop watching once what was asked before is done (the processes run on; a restart re-attaches)."""
         self._inbox.put(None)
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -221,11 +223,18 @@ class Executor:
 
     # ------------------------------------------------------------ the thread
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        """Apply the changes queued, then check the processes, until :meth:`stop`'s marker (None) comes:
+        every change queued before it is applied (a kill is never dropped)."""
+        stopping = False
+        while not stopping:
             try:
-                self._apply(self._inbox.get(timeout=POLL_S))
-                while True:
-                    self._apply(self._inbox.get_nowait())
+                job = self._inbox.get(timeout=POLL_S)
+                while not stopping:
+                    if job is None:
+                        stopping = True
+                    else:
+                        self._apply(job)
+                        job = self._inbox.get_nowait()
             except queue.Empty:
                 pass
             try:
@@ -233,9 +242,7 @@ class Executor:
             except Exception as err:  # keep watching; the next round retries
                 print(f"quasched: executor: {err!r}", file=sys.stderr)
 
-    def _apply(self, job: Job | None) -> None:
-        if job is None:
-            return
+    def _apply(self, job: Job) -> None:
         run = self.runs.get(job.id)
         wanted = job.state.holds_resources and self.here(job)
         if run is not None and (not wanted or run.run != job.restarts):

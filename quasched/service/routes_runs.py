@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, AsyncIterator
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from quasched.service.auth import Reader
 from quasched.service.routing import API, JobId, not_found
@@ -52,9 +53,8 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
             raise not_found(f"log of job {job_id}: it runs no command on this machine")
         return service.executor.log_path(job_id)
 
-    def finished(job_id: int) -> bool:
-        with lock:
-            return job_id not in service.ctl.jobs
+    def finished(job_id: int) -> bool:  # one dict lookup: no lock (it would stall the event loop)
+        return job_id not in service.ctl.jobs
 
     @app.get(f"{API}/jobs/{{job_id}}/logs", tags=["jobs"], response_class=PlainTextResponse,
              responses={404: {"description": "No such job, or it runs no command here."}})
@@ -63,8 +63,8 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
                    tail: Annotated[int | None, Query(ge=0, le=1_000_000, description="Only the last lines.")] = None,
                    ) -> StreamingResponse:
         """The job's stdout and stderr (its team or an admin): whole, its last lines, or followed while it runs."""
-        path = log_of(job_id, who)
-        first, offset = tail_text(path, tail)
+        path = await run_in_threadpool(log_of, job_id, who)
+        first, offset = await run_in_threadpool(tail_text, path, tail)
 
         async def body() -> AsyncIterator[bytes]:
             nonlocal offset

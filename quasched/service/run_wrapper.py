@@ -4,7 +4,9 @@ exit status in ``EXIT_FILE``, so the service can read it even when it is not the
 ended it; the file is written whole (a temporary file renamed). The wrapper is the leader of the
 job's session and process group: the service signals the group; SIGTERM reaches the child there,
 and the wrapper outlives it to record how it ended (SIGKILL ends both, and then no status is
-recorded). The wrapper exits with the child's status."""
+recorded). When the child has ended and its status is written, the wrapper kills what is left
+of the group (processes the command started and left behind), itself last: nothing of a job runs
+on its devices after it ended."""
 
 from __future__ import annotations
 
@@ -29,13 +31,16 @@ def main(argv: list[str]) -> int:
         print("usage: python -m quasched.service.run_wrapper EXIT_FILE -- PROGRAM [ARGS...]", file=sys.stderr)
         return 2
     exit_file, command = argv[0], argv[2:]
-    signal.signal(signal.SIGTERM, lambda *_: None)  # the child, in the same group, gets it too
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))  # the child, in the same group, gets it too
     try:
         child = subprocess.Popen(command, restore_signals=True)
     except OSError as err:
         print(f"quasched: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
         write_status(exit_file, 127)
         return 127
+    if stopping:  # asked to stop while the child was being started: it may have missed the signal
+        child.send_signal(signal.SIGTERM)
     while True:
         try:
             status = child.wait()
@@ -43,7 +48,8 @@ def main(argv: list[str]) -> int:
         except InterruptedError:  # pragma: no cover - wait retries by itself since PEP 475
             continue
     write_status(exit_file, status)
-    return status if status >= 0 else 128 - status
+    os.killpg(0, signal.SIGKILL)  # the leftovers of the job, and the wrapper
+    return status  # not reached
 
 
 if __name__ == "__main__":

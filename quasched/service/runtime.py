@@ -3,10 +3,17 @@
 under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
 then published to the live stream. A background thread fires the controller's timers
 (completions by duration, grace-period ends) at :meth:`Controller.next_timer` or every half
-second. Also here: the built-in cluster, the first admin token and its file."""
+second. With a local node, the :class:`~.executor.Executor` runs the commands of the jobs placed
+on it (fed the changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its
+GPUs. Also here: the built-in cluster, the first admin token and its file.
+
+Only the leader (:mod:`.leadership`) schedules and writes; a standby answers reads from a view of
+the store rebuilt at most every :data:`VIEW_S`, refuses writes naming the leader, and takes over
+(rebuilding its state from the store) when its :class:`~.leadership.Elector` wins the lease."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -21,6 +28,7 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.auth import masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
+from quasched.service.leadership import Elector, Fenced
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions
@@ -32,6 +40,8 @@ from quasched.service.broker import Broker
 TICK_S = 0.5
 #: the queue created on a fresh database, so a new service accepts jobs at once
 DEFAULT_QUEUE = "default"
+#: a standby rebuilds its view of the store for reads at most this often (seconds)
+VIEW_S = 1.0
 
 T = TypeVar("T")
 
@@ -57,12 +67,19 @@ class Service:
 
     def __init__(self, store: Any, cluster: NodeSpec | None, options: LoopOptions,
                  clock: Callable[[], float] = time.time, token_file: Path | None = None,
-                 state_dir: Path = Path("quasched-state")) -> None:
+                 state_dir: Path = Path("quasched-state"), leading: bool = True) -> None:
         self.store = store
+        self.cluster = cluster
+        #: whether this server holds the lease and schedules (else a standby)
+        self.leading = leading
+        self.elector: Elector | None = None
+        self._viewed = -math.inf
+        self._taking_over = False  # between winning the lease and leading
+        self.state_dir = state_dir
         self.clock = clock
         self.options = options
-        self.state_dir = state_dir
-        self.executor: Executor | None = None
+        self.executor: Executor | None = None  # runs the commands of jobs on this machine's node, if any
+        self.health: HealthWatch | None = None
         self.lock = threading.RLock()
         self.metrics = ServiceMetrics()
         self.broker = Broker()
@@ -72,14 +89,46 @@ class Service:
         self._thread: threading.Thread | None = None
         self._teams: dict[int, str] = {}
         with self.lock:
-            self.records, self.ctl = self._restore(cluster)
-            self._ensure_admin_token()
-            if self.options.local_node is not None:
-                record = self.records[self.options.local_node]
-                self.executor = Executor(record.name, state_dir, self.mutate, local_gpus(record))
-                self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
+            if leading:
+                self._prepare_to_lead()
+            else:
+                self.records, self._ctl = self._view()
+
+    @property
+    def ctl(self) -> Controller:
+        """The scheduling loop (on a standby: a view of the store, refreshed at most every :data:`VIEW_S`)."""
+        if not self.leading and time.monotonic() - self._viewed > VIEW_S:
+            with self.lock:
+                self.records, self._ctl = self._view()
+        return self._ctl
+
+    @ctl.setter
+    def ctl(self, ctl: Controller) -> None:
+        self._ctl = ctl
 
     # ------------------------------------------------------------ start
+    def _prepare_to_lead(self) -> None:
+        """(Under the lock.) The loop rebuilt from the store, the first admin token, the executor (not started)."""
+        self.records, self._ctl = self._restore(self.cluster)
+        self._ensure_admin_token()
+        if self.options.local_node is not None:
+            record = self.records[self.options.local_node]
+            self.executor = Executor(record.name, self.state_dir, self._report, local_gpus(record))
+            self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
+
+    def _view(self) -> tuple[dict[str, NodeRecord], Controller]:
+        """A standby's read-only view: the loop as the store describes it, without a cycle."""
+        records, queues, jobs = self.store.load()
+        ctl = Controller.rebuilt(records, queues, jobs, self._resolved(records))
+        self._viewed = time.monotonic()
+        return {r.name: r for r in records}, ctl
+
+    def _resolved(self, records: list[NodeRecord]) -> LoopOptions:
+        """The options with the local node resolved among ``records`` (by name, host name, or the only node)."""
+        if self.options.local_node is None:
+            return self.options
+        return replace(self.options, local_node=this_node([r.name for r in records], self.options.local_node))
+
     def _restore(self, cluster: NodeSpec | None) -> tuple[dict[str, NodeRecord], Controller]:
         """Controller rebuilt from the store; on a fresh store register ``cluster`` and a default queue."""
         records, queues, jobs = self.store.load()
@@ -90,9 +139,7 @@ class Service:
         if not queues:
             queues = [QueueSpec(DEFAULT_QUEUE)]
             self.store.put_queue(queues[0])
-        if self.options.local_node is not None:
-            self.options = replace(self.options, local_node=this_node([r.name for r in records],
-                                                                     self.options.local_node))
+        self.options = self._resolved(records)
         ctl = Controller.rebuilt(records, queues, jobs, self.options)
         self._teams.update((job.id, job.spec.team) for job in jobs)
         now = self.clock()
@@ -117,30 +164,87 @@ class Service:
         """Who holds the API token ``secret`` (None if unknown, revoked or expired)."""
         return self.store.token(secret, now=self.clock())
 
-    # ------------------------------------------------------------ timer thread
+    # ------------------------------------------------------------ threads
     def start(self) -> None:
-        """Re-attach to the jobs running here and start the executor, then the timer thread (completions by
-        duration, grace periods), if they are not running."""
-        if self.executor is not None and self._thread is None:
-            with self.lock:
-                self.executor.recover(list(self.ctl.jobs.values()))
-            self.executor.start()
-            self.health.start()
+        """When leading, re-attach to the jobs running here and start the executor; start the timer thread
+        (completions by duration, grace periods) and the elector, if they are not running."""
+        if self.leading:
+            self._start_executor()
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run_timers, name="quasched-timers", daemon=True)
             self._thread.start()
+        if self.elector is not None:
+            self.elector.start()
 
     def stop(self) -> None:
-        """Stop the timer thread and the executor (the jobs' processes run on) and close the live streams."""
-        if self.executor is not None:
-            self.health.stop()
-            self.executor.stop()
+        """Stop the elector, the timer thread and the executor (the jobs' processes run on), give the lease up
+        (a standby takes over at once) and close the live streams."""
+        if self.elector is not None:
+            self.elector.stop()
+        self._stop_executor()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self.leading:
+            self.leading = False
+            self.store.release_lease()
         self.broker.close()
+
+    def _start_executor(self) -> None:
+        if self.executor is not None and not self.executor.running:
+            with self.lock:
+                self.executor.recover(list(self.ctl.jobs.values()))
+            self.executor.start()
+            if self.health is not None:
+                self.health.start()
+
+    def _stop_executor(self) -> None:
+        if self.health is not None:
+            self.health.stop()
+        if self.executor is not None:
+            self.executor.stop()
+
+    # ------------------------------------------------------------ leadership (called by the elector's thread)
+    def take_over(self, epoch: int) -> None:
+        """This server won the lease at ``epoch``: rebuild the loop from the store and serve as the leader."""
+        started, self._taking_over = time.monotonic(), True
+        try:
+            with self.lock:
+                self._prepare_to_lead()
+                self.leading = self._taking_over  # not if it stepped down meanwhile
+        except Exception as err:  # fenced or the database failed: stay a standby, the lease runs out
+            self._taking_over = False
+            print(f"quasched: could not take over (epoch {epoch}): {err}", file=sys.stderr)
+            return
+        print(f"quasched: now the leader (epoch {epoch}; rebuilt from the store in "
+              f"{time.monotonic() - started:.1f} s)", file=sys.stderr)
+        self._start_executor()
+
+    def step_down(self, reason: str) -> None:
+        """Stop scheduling at once (no lock: a write under way is fenced); :meth:`settle` stops the executor."""
+        self._taking_over = False
+        if self.leading:
+            self.leading = False
+            self._viewed = -math.inf
+            print(f"quasched: stepped down to standby: {reason}", file=sys.stderr)
+
+    def settle(self) -> None:
+        """A standby runs no executor (outside the lock: the executor's thread reports under it)."""
+        if not self.leading and not self._taking_over and self.executor is not None:
+            self._stop_executor()
+            self.executor = self.health = None
+
+    def refusal(self) -> HTTPException:
+        """The 503 a standby answers to a write: who leads (``X-Quasched-Leader``: its URL), retry shortly."""
+        holder = self.store.leader()
+        if holder.alive and holder.epoch != self.store.epoch:
+            who, headers = f"the leader is {holder.describe()}", {"X-Quasched-Leader": holder.url} if holder.url else {}
+        else:
+            who, headers = f"no leader at the moment (the last: {holder.describe()}); a standby takes over shortly", {}
+        return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"this server is a standby and does not "
+                             f"write: {who}", headers={"Retry-After": "1", **headers})
 
     def _run_timers(self) -> None:
         while not self._stop.is_set():
@@ -153,6 +257,8 @@ class Service:
 
     def tick(self) -> float:
         """Fire due timers and run a cycle; seconds until the next timer (at most :data:`TICK_S`)."""
+        if not self.leading:
+            return TICK_S
         with self.lock:
             now = self.clock()
             events = self._cycle(now)
@@ -166,9 +272,12 @@ class Service:
         if jobs or events:
             try:
                 self.store.save(jobs, events)
+            except Fenced as err:
+                self.step_down(str(err))
+                raise self.refusal() from err
             except Exception as err:  # memory ran ahead of the database: forget it, rebuild from what is stored
                 records, queues, unfinished = self.store.load()
-                self.ctl = Controller.rebuilt(records, queues, unfinished, self.options)
+                self._ctl = Controller.rebuilt(records, queues, unfinished, self.options)
                 raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                                     f"the database refused the change, nothing was applied: {err}") from err
             if self.executor is not None:
@@ -183,11 +292,20 @@ class Service:
     def mutate(self, change: Callable[[Controller, float], T]) -> T:
         """Under the lock: ``change(ctl, now)``, a scheduling cycle, persist; then publish the events."""
         with self.lock:
+            if not self.leading:
+                raise self.refusal()
             now = self.clock()
             result = change(self.ctl, now)
             events = self._cycle(now)
         self.broker.publish(list(events))
         return result
+
+    def _report(self, change: Callable[[Controller, float], Any]) -> None:
+        """The executor's reports: mutations, dropped once this server stepped down (the leader re-attaches)."""
+        try:
+            self.mutate(change)
+        except HTTPException as err:
+            print(f"quasched: executor report dropped: {err.detail}", file=sys.stderr)
 
     def set_device_health(self, name: str, device: int, healthy: bool) -> None:
         """Mark GPU ``device`` of node ``name`` healthy or failed, in the loop and the store (a mutation)."""

@@ -16,13 +16,14 @@ from typing import Any, NamedTuple, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import (JSON, Boolean, Connection, Double, Engine, Integer, MetaData, String, Table, bindparam,
-                        create_engine, event, func, insert, make_url, select, update)
+from sqlalchemy import (JSON, Boolean, ColumnElement, Connection, Double, Engine, Integer, MetaData, String, Table,
+                        bindparam, create_engine, event, extract, func, insert, make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from quasched.extras import require
 from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+from .leadership import Fenced, FileLock, Holder
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: jobs that :meth:`Store.load` hands back to the controller
@@ -97,10 +98,37 @@ class EventRow(Base):
     job_id: Mapped[int | None] = mapped_column(index=True)
     node: Mapped[str] = mapped_column(String(256))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: the lease epoch of the leader that wrote it
+    epoch: Mapped[int | None]
+
+
+class LeaseRow(Base):
+    """The one writer's lease (a single row, ``id`` 1): epoch, holder, its URL, since, expiry (database clock,
+    epoch seconds; NULL: held until released, SQLite's file lock guards it)."""
+    __tablename__ = "lease"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    epoch: Mapped[int]
+    holder: Mapped[str] = mapped_column(String(256))
+    url: Mapped[str] = mapped_column(String(1024))
+    since: Mapped[float] = mapped_column(Double)
+    expires_at: Mapped[float | None] = mapped_column(Double)
+
+
+class TermRow(Base):
+    """One term of the lease: the epoch, who took it and when."""
+    __tablename__ = "leader_terms"
+
+    epoch: Mapped[int] = mapped_column(Integer, primary_key=True)
+    holder: Mapped[str] = mapped_column(String(256))
+    url: Mapped[str] = mapped_column(String(1024))
+    since: Mapped[float] = mapped_column(Double)
 
 
 JOBS = cast(Table, JobRow.__table__)  # Core handles for the hot path
 EVENTS = cast(Table, EventRow.__table__)
+LEASE = cast(Table, LeaseRow.__table__)
+TERMS = cast(Table, TermRow.__table__)
 
 
 class NodeRow(Base):
@@ -272,10 +300,83 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        #: SQLite's writer lock (``<database>.lock``); None: the lease expires (PostgreSQL)
+        self.file_lock = FileLock(Path(f"{parsed.database}.lock")) if sqlite else None
+        #: the lease epoch this store writes under (None: unfenced, no lease taken)
+        self.epoch: int | None = None
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Release the database connections and the SQLite writer lock."""
+        if self.file_lock is not None:
+            self.file_lock.release()
         self.engine.dispose()
+
+    # the writer's lease (quasched.service.leadership)
+
+    def _db_now(self) -> ColumnElement[float]:
+        """The database's clock in epoch seconds (one clock for every replica)."""
+        if self.file_lock is not None:
+            return (func.julianday("now") - 2440587.5) * 86400.0
+        return cast(ColumnElement[float], extract("epoch", func.clock_timestamp()))
+
+    def acquire_lease(self, holder: str, url: str, ttl_s: float | None) -> int | None:
+        """Take the lease if it is free or expired (SQLite: take the file lock, else raise
+        :class:`~.leadership.LeaderHeld`); the new epoch, recorded as a term, or None if another holds it."""
+        if self.file_lock is not None:
+            self.file_lock.acquire(url)
+        now = self._db_now()
+        take = update(LEASE).where(LEASE.c.id == 1)
+        if self.file_lock is None:  # NULL: held until released (never expires)
+            take = take.where(LEASE.c.expires_at < now)
+        expires = None if self.file_lock is not None or ttl_s is None else now + ttl_s
+        with self.engine.begin() as conn:
+            row = conn.execute(take.values(epoch=LEASE.c.epoch + 1, holder=holder, url=url, since=now,
+                                           expires_at=expires).returning(LEASE.c.epoch, LEASE.c.since)).first()
+            if row is None:
+                return None
+            conn.execute(insert(TERMS).values(epoch=row.epoch, holder=holder, url=url, since=row.since))
+        self.epoch = int(row.epoch)
+        return self.epoch
+
+    def renew_lease(self, ttl_s: float | None) -> bool:
+        """Extend the lease by ``ttl_s`` from now; False if its epoch is no longer this store's."""
+        if self.epoch is None:
+            return False
+        with self.engine.begin() as conn:
+            if self.file_lock is not None or ttl_s is None:
+                return bool(conn.scalar(select(LEASE.c.epoch).where(LEASE.c.id == 1)) == self.epoch)
+            renew = update(LEASE).where(LEASE.c.id == 1, LEASE.c.epoch == self.epoch)
+            return bool(conn.execute(renew.values(expires_at=self._db_now() + ttl_s)).rowcount == 1)
+
+    def release_lease(self) -> None:
+        """Let the lease expire now (a standby takes over at its next attempt); keep the epoch (stay fenced)."""
+        if self.epoch is not None:
+            with self.engine.begin() as conn:
+                conn.execute(update(LEASE).where(LEASE.c.id == 1, LEASE.c.epoch == self.epoch).values(expires_at=0.0))
+        if self.file_lock is not None:
+            self.file_lock.release()
+
+    def leader(self) -> Holder:
+        """The lease's holder (``alive``: it has not expired)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(LEASE, self._db_now().label("now")).where(LEASE.c.id == 1)).one()
+        alive = row.epoch > 0 and (row.expires_at is None or row.expires_at > row.now)
+        return Holder(row.holder, row.url, row.since, row.epoch, alive)
+
+    def terms(self) -> list[Holder]:
+        """Every term of the lease, oldest first."""
+        with self.engine.connect() as conn:
+            return [Holder(r.holder, r.url, r.since, r.epoch) for r in conn.execute(select(TERMS).order_by(TERMS.c.epoch))]
+
+    def fence(self, conn: Connection) -> None:
+        """In a write transaction: lock the lease row (shared) and raise :class:`~.leadership.Fenced` unless
+        its epoch is this store's; a take-over then waits for this transaction, which commits first or not at all."""
+        if self.epoch is None:
+            return
+        current = conn.scalar(select(LEASE.c.epoch).where(LEASE.c.id == 1).with_for_update(read=True))
+        if current != self.epoch:
+            raise Fenced(f"another server took over (lease epoch {current}, this server's {self.epoch}); "
+                         "nothing was written")
 
     # jobs
 
@@ -286,6 +387,7 @@ class Store:
         del values["id"]
         try:
             with self.engine.begin() as conn:  # Core: one INSERT ... RETURNING, then seq = id
+                self.fence(conn)
                 job.id = job.seq = conn.execute(insert(JOBS).returning(JOBS.c.id), values).scalar_one()
                 conn.execute(update(JOBS).where(JOBS.c.id == job.id).values(seq=job.id))
                 return job
@@ -303,6 +405,7 @@ class Store:
         """
         values, events = [job_values(job) for job in jobs], list(events)
         with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
+            self.fence(conn)
             if values:
                 updated = conn.execute(update(JOBS).where(JOBS.c.id == bindparam("job_id")),
                                        [{**{k: x for k, x in v.items() if k != "id"}, "job_id": v["id"]} for v in values]).rowcount
@@ -313,7 +416,7 @@ class Store:
                                      "create jobs with insert_job")
             if events:
                 stored = conn.scalars(insert(EVENTS).returning(EVENTS.c.id, sort_by_parameter_order=True),
-                                      [event_values(ev) for ev in events]).all()
+                                      [{**event_values(ev), "epoch": self.epoch} for ev in events]).all()
                 for ev, event_id in zip(events, stored):
                     ev.id = event_id
 
@@ -367,6 +470,7 @@ class Store:
     def put_node(self, node: NodeRecord) -> None:
         """Register ``node``, or update it in place (keeping its registration order)."""
         with self._session.begin() as session:
+            self.fence(session.connection())
             row = session.scalar(select(NodeRow).where(NodeRow.name == node.name))
             if row is None:
                 session.add(NodeRow(**node_values(node)))
@@ -377,6 +481,7 @@ class Store:
     def delete_node(self, name: str) -> None:
         """Forget node ``name`` (no-op if it is not stored)."""
         with self._session.begin() as session:
+            self.fence(session.connection())
             row = session.scalar(select(NodeRow).where(NodeRow.name == name))
             if row is not None:
                 session.delete(row)
@@ -384,6 +489,7 @@ class Store:
     def put_queue(self, queue: QueueSpec) -> None:
         """Create or replace a queue's row."""
         with self._session.begin() as session:
+            self.fence(session.connection())
             session.merge(QueueRow(**queue_values(queue)))
 
     # tokens

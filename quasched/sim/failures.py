@@ -19,7 +19,7 @@ Precursors (observed, sizes assumed). GPUs report non-fatal errors before some f
 pending row remaps (Xid 63/64) and rising corrected-ECC rates (Xid 92) precede memory
 failures, and NVIDIA's Xid catalog tells operators to drain or reset on them. Here a share
 ``precursor_share`` of the fatal failures is preceded by a *warning* on the same device, an
-exponential ``precursor_lead_h`` hours earlier (at most ``chunk_days``; never before the
+exponential ``precursor_ahead_h`` hours earlier (at most ``chunk_days``; never before the
 trace starts), and ``false_warnings`` warnings per true one come before nothing (a Poisson
 process on every device, in proportion to its rate). A warning kills nothing: it goes to the
 error log. No published figure gives the share, warning time or false-alarm ratio: all three are
@@ -59,7 +59,7 @@ Migrate only when it pays (``migrate_rule``, :func:`plan_migration`; ``migrate="
 warnings). Per GPU, staying loses ``p(R) · (C/2 + r)`` in expectation: ``p(x)`` is the chance
 that the warned device fails fatally within ``x`` seconds, from the model's own parameters
 (a warning is true with odds ``1 / (1 + false_warnings)``, its time ahead of the failure is exponential with mean
-``precursor_lead_h``); ``R`` the pod's remaining work; a kill lands on average half-way
+``precursor_ahead_h``); ``R`` the pod's remaining work; a kill lands on average half-way
 through the checkpoint interval ``C``; ``r`` the reload. Moving now costs ``k + r`` (``k``
 the on-demand checkpoint). With ``migrate_at="checkpoint"`` the pod may instead keep running
 to its next periodic checkpoint, ``w`` seconds away (``w < R``), and move then for free:
@@ -106,7 +106,7 @@ class FailureConfig:
     restart_min: float = 0.0
     chunk_days: float = 7.0
     precursor_share: float = 0.0
-    precursor_lead_h: float = 24.0
+    precursor_ahead_h: float = 24.0
     false_warnings: float = 1.0
     drain_errors: int = 0
     drain_window_h: float = 168.0
@@ -126,7 +126,7 @@ class FailureConfig:
     migrate_at: Literal["now", "checkpoint"] = "now"
 
     def __post_init__(self) -> None:
-        for name in ("rate", "reset_min", "repair_h", "restart_min", "precursor_lead_h", "false_warnings",
+        for name in ("rate", "reset_min", "repair_h", "restart_min", "precursor_ahead_h", "false_warnings",
                      "drain_errors", "drain_window_h", "drain_h", "drain_lift", "checkpoint_cost_min"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be at least 0")
@@ -140,7 +140,7 @@ class FailureConfig:
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be within 0..1")
         if not self.flaky_factor >= 1:
             raise ValueError(f"failure option flaky_factor={self.flaky_factor} must be at least 1")
-        for name in ("rate", "restart_min", "precursor_lead_h", "false_warnings", "drain_lift", "checkpoint_cost_min",
+        for name in ("rate", "restart_min", "precursor_ahead_h", "false_warnings", "drain_lift", "checkpoint_cost_min",
                      "checkpoint_min", "chunk_days", "flaky_factor"):  # only outage and drain times may be inf
             if not np.isfinite(getattr(self, name)):
                 raise ValueError(f"failure option {name}={getattr(self, name)} must be a finite number")
@@ -182,7 +182,7 @@ class FailureConfig:
 
     def fatal_within(self, seconds: float) -> float:
         """Odds that a warned device fails fatally within ``seconds`` (the model's false-alarm share and warning time)."""
-        lead_s = self.precursor_lead_h * SECONDS_PER_HOUR
+        lead_s = self.precursor_ahead_h * SECONDS_PER_HOUR
         near = 1.0 - np.exp(-seconds / lead_s) if lead_s > 0 else float(seconds >= 0)
         return float(near) / (1.0 + self.false_warnings)
 
@@ -253,7 +253,7 @@ def _window(config: FailureConfig, rates: np.ndarray, num_gpus: np.ndarray, star
     if config.precursor_share > 0:
         wrng = np.random.default_rng([config.seed, 2, k])
         warned = fatal & (wrng.random(len(dev)) < config.precursor_share)
-        ahead = np.minimum(wrng.exponential(config.precursor_lead_h * SECONDS_PER_HOUR, len(dev)), window)
+        ahead = np.minimum(wrng.exponential(config.precursor_ahead_h * SECONDS_PER_HOUR, len(dev)), window)
         false_rate = rates * window * (1 - config.transient_share) * config.precursor_share * config.false_warnings
         false_dev = np.repeat(np.arange(len(rates)), wrng.poisson(false_rate))
         w_dev = np.r_[dev[warned], false_dev]

@@ -31,6 +31,32 @@ export function shellJoin(argv) {
   return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
 }
 
+/** Words of a command line as a POSIX shell splits them (quotes and backslashes; no expansion);
+ * null when a quote is left open. */
+export function shellWords(text) {
+  const words = [];
+  let word = null;
+  let quote = '';
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (quote === "'") {
+      if (c === "'") quote = ''; else word += c;
+    } else if (quote === '"') {
+      if (c === '"') quote = '';
+      else if (c === '\\' && i + 1 < text.length && '"\\$`'.includes(text[i + 1])) { i += 1; word += text[i]; } else word += c;
+    } else if (/\s/.test(c)) {
+      if (word !== null) { words.push(word); word = null; }
+    } else {
+      word = word ?? '';
+      if (c === "'" || c === '"') quote = c;
+      else if (c === '\\' && i + 1 < text.length) { i += 1; word += text[i]; } else word += c;
+    }
+  }
+  if (quote) return null;
+  if (word !== null) words.push(word);
+  return words;
+}
+
 /** Seconds as "45s", "12m", "2h 5m", "3d 4h". */
 export function fmtDuration(s) {
   if (s == null || !Number.isFinite(s)) return '–';

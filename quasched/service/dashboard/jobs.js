@@ -51,10 +51,14 @@ export function runningRows(jobs, now) {
       <td>${cancelBtn(j)}</td></tr>`).join('') + more(MAX_ROWS, jobs.length);
 }
 
+/** How a finished job ended beyond its state: a non-zero exit code, else its reason's code (Lost, ...). */
+const endNote = (j) => (j.exit_code != null && j.exit_code !== 0 ? `exit ${j.exit_code}` : (j.reason ? j.reason.code : ''));
+
 export function finishedRows(jobs) {
   if (!jobs.length) return '<tr><td colspan="5" class="empty">Nothing finished yet.</td></tr>';
   return jobs.map((j) => `<tr data-id="${j.id}">
-      <td>${jobLink(j)}</td><td>${esc(j.team)}</td><td>${esc(fmtRequest(j))}</td><td>${stateBadge(j.state)}</td>
+      <td>${jobLink(j)}</td><td>${esc(j.team)}</td><td>${esc(fmtRequest(j))}</td>
+      <td>${stateBadge(j.state)} <span class="muted small">${esc(endNote(j))}</span></td>
       <td class="nowrap">${fmtTime(j.finished_at)}</td></tr>`).join('');
 }
 

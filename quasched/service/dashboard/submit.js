@@ -1,11 +1,11 @@
 // The submit form: POST /jobs, field-level errors from FastAPI's 422 detail next to the fields.
 
 import { api, ApiError } from './api.js';
-import { esc, fmtPlacement } from './format.js';
+import { esc, fmtPlacement, shellWords } from './format.js';
 
 const NUMBER = /^\s*[+-]?(\d+\.?\d*|\.\d+)\s*$/;
 const NUMERIC = ['cpu', 'gpus', 'pods'];
-const OPTIONAL = ['user', 'gpu_model', 'duration'];
+const OPTIONAL = ['user', 'gpu_model', 'duration', 'command', 'time_limit'];
 const REMEMBER = 'quasched.submit';
 
 /** The request body: numbers where the text is a number (else the text, for the server to reject). */
@@ -15,7 +15,9 @@ export function bodyOf(form) {
   for (const [key, raw] of Object.entries(data)) {
     const value = String(raw).trim();
     if (value === '' && (OPTIONAL.includes(key) || NUMERIC.includes(key))) continue;
-    if (NUMERIC.includes(key) || ((key === 'memory' || key === 'duration') && NUMBER.test(value))) {
+    if (key === 'command') {
+      body.command = shellWords(value) ?? value; // an open quote: the text, for the server to reject
+    } else if (NUMERIC.includes(key) || (['memory', 'duration', 'time_limit'].includes(key) && NUMBER.test(value))) {
       body[key] = NUMBER.test(value) ? Number(value) : value;
     } else {
       body[key] = value;

@@ -1,0 +1,174 @@
+"""One writer per database: SQLite's lock refuses a second server; on PostgreSQL a standby answers reads,
+refuses writes naming the leader, takes over when the leader's lease ends, and a stale leader is fenced:
+it commits nothing after another took over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
+from fastapi.testclient import TestClient
+from serve_process import ServeProcess, wait_for
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from quasched.cli import app as cli
+from quasched.service.api import create_app
+from quasched.service.leadership import LeaderHeld
+from quasched.service.store import EVENTS, Store
+
+API = "/api/v1"
+
+
+def test_a_second_server_on_a_sqlite_database_is_refused_naming_the_holder(tmp_path):
+    app, _ = make_app(tmp_path)
+    with pytest.raises(LeaderHeld, match=f"pid {os.getpid()} on {socket.gethostname()} since "):
+        make_app(tmp_path)
+    result = CliRunner().invoke(cli, ["serve", "--db", db_url(tmp_path), "--port", "1"])
+    assert result.exit_code != 0 and f"pid {os.getpid()}" in result.output and "quasched.db.lock" in result.output
+    app.state.service.store.close()  # the holder is gone: a new server starts
+    make_app(tmp_path)[0].state.service.store.close()
+
+
+def pg_app(url, tmp_path, clock=None, name="a"):
+    return create_app(url, small_cluster(), token_file=tmp_path / "token", clock=clock or Clock(), lease_ttl_s=3.0,
+                      advertise_url=f"http://{name}.invalid:8080")
+
+
+def stored_events(url):
+    """(id, epoch, kind, job_id) of every stored event, by id."""
+    store = Store(url)
+    try:
+        with store.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(select(EVENTS.c.id, EVENTS.c.epoch, EVENTS.c.kind,
+                                                          EVENTS.c.job_id).order_by(EVENTS.c.id))]
+    finally:
+        store.close()
+
+
+def epochs_in_commit_order(url) -> bool:
+    """Whether no event was written under an epoch older than one already written (no stale commit)."""
+    epochs = [e for _, e, _, _ in stored_events(url)]
+    return epochs == sorted(epochs)
+
+
+def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postgres_url, tmp_path):
+    leader = pg_app(postgres_url, tmp_path)
+    admin = bearer((tmp_path / "token").read_text().strip())
+    with ExitStack() as running_leader:
+        a = running_leader.enter_context(TestClient(leader))
+        first = a.post(f"{API}/jobs", json=job_body(gpus=8, gpu_model="A100"), headers=admin).json()
+        with TestClient(pg_app(postgres_url, tmp_path, name="b")) as b:
+            assert a.get("/readyz").status_code == 200
+            ready = b.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["leader"]["epoch"] == 1
+            assert b.get("/healthz").json() == {"status": "ok", "role": "standby"}
+            refused = b.post(f"{API}/jobs", json=job_body(), headers=admin)
+            assert refused.status_code == 503 and "standby" in refused.json()["detail"]
+            assert refused.headers["x-quasched-leader"] == "http://a.invalid:8080" and refused.headers["retry-after"] == "1"
+            assert [j["id"] for j in b.get(f"{API}/jobs", headers=admin).json()] == [first["id"]]
+            running_leader.close()  # the leader stops and gives the lease up
+            wait_for(lambda: b.get("/readyz").status_code == 200, 60, "the standby takes over")
+            assert b.get("/readyz").json()["epoch"] == 2
+            assert b.get(f"{API}/jobs/{first['id']}", headers=admin).json()["placement"] == first["placement"]
+            second = b.post(f"{API}/jobs", json=job_body(gpus=8, gpu_model="A100"), headers=admin)
+            assert second.status_code == 201
+            assert second.json()["placement"][0]["node"] != first["placement"][0]["node"]
+    assert epochs_in_commit_order(postgres_url)
+
+
+def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
+    clock = Clock()
+    leader = pg_app(postgres_url, tmp_path, clock)
+    admin = bearer((tmp_path / "token").read_text().strip())
+    a = TestClient(leader)  # no lifespan: no lease thread, the test drives each step
+    ids = [a.post(f"{API}/jobs", json=job_body(gpus=8, gpu_model="A100", duration=d), headers=admin).json()["id"]
+           for d in (10, 10, 100)]
+    service_a = leader.state.service
+    assert [service_a.ctl.jobs[i].state.value for i in ids] == ["running", "running", "pending"]
+    standby = pg_app(postgres_url, tmp_path, clock)
+    service_b = standby.state.service
+    with service_a.store.engine.begin() as conn:  # the leader stalls: its lease runs out unrenewed
+        conn.exec_driver_sql("UPDATE lease SET expires_at = 0")
+    service_b.elector.round()
+    wait_for(lambda: service_b.leading, 60, "the standby takes over")
+    assert service_b.store.epoch == 2
+    before = stored_events(postgres_url)
+    clock.advance(11)  # the stale leader wakes: two jobs end, the third would start on its devices
+    with pytest.raises(Exception, match="standby"):
+        service_a.tick()
+    assert not service_a.leading
+    assert a.post(f"{API}/jobs", json=job_body(), headers=admin).status_code == 503
+    assert stored_events(postgres_url) == before  # not one write of the stale leader committed
+    service_b.tick()  # the new leader ends them and places the third
+    events = stored_events(postgres_url)
+    started = [(e, job) for _, e, kind, job in events if kind == "started"]
+    assert started == [(1, ids[0]), (1, ids[1]), (2, ids[2])]
+    assert epochs_in_commit_order(postgres_url)
+    assert [t.epoch for t in service_b.store.terms()] == [1, 2]
+    service_a.store.close()
+    service_b.store.close()
+
+
+def test_kill_9_and_a_stall_of_the_leader_between_two_servers(postgres_url, tmp_path):
+    (tmp_path / "box.yaml").write_text(
+        "pools:\n  - {name: box, count: 1, cpu: 64, memory: 256Gi, gpu: {model: A100, count: 8}}\n")
+    options = ("--cluster", "box.yaml", "--lease-ttl", "2")
+    a, b = ServeProcess(postgres_url, tmp_path, extra=options), ServeProcess(postgres_url, tmp_path, extra=options)
+    a.start()
+    b.start()
+    try:
+        assert a.ready() and not b.ready()
+        admin = bearer(a.token)
+
+        def submit(server, duration):
+            body = {**job_body(gpus=8), "duration": duration}
+            reply = httpx.post(f"{server.url}{API}/jobs", json=body, headers=admin, timeout=10)
+            assert reply.status_code == 201, reply.text
+            return reply.json()["id"]
+
+        def job(server, job_id):
+            return httpx.get(f"{server.url}{API}/jobs/{job_id}", headers=admin, timeout=10).json()
+
+        short, waiting = submit(a, 3), submit(a, 600)
+        a.signal(signal.SIGSTOP)  # the leader stalls; its short job ends while it sleeps
+        wait_for(b.ready, 60, "the standby takes over")
+        wait_for(lambda: job(b, waiting)["state"] == "running", 60, "the new leader starts the waiting job")
+        stale = [e for e in stored_events(postgres_url) if e[1] == 1]
+        a.signal(signal.SIGCONT)  # it wakes with the short job due and the waiting job to place
+        wait_for(lambda: "stepped down" in "".join(a.output), 60, "the stale leader steps down")
+        assert not a.ready() and [e for e in stored_events(postgres_url) if e[1] == 1] == stale
+        assert job(a, short)["state"] == "succeeded"
+        b.kill()
+        wait_for(a.ready, 60, "the first server takes over again")
+        third = submit(a, 600)
+        running = httpx.get(f"{a.url}{API}/jobs", params={"state": "running"}, headers=admin, timeout=10).json()
+        assert [j["id"] for j in running] == [waiting]  # 8 GPUs: never two 8-GPU jobs at once
+        assert job(a, third)["state"] == "pending"
+        assert epochs_in_commit_order(postgres_url)
+    finally:
+        for server in (a, b):
+            if server.proc is not None and server.proc.poll() is None:
+                server.signal(signal.SIGCONT)
+                server.kill()
+
+
+def test_the_two_replica_manifest_routes_to_the_leader_only():
+    import yaml
+
+    docs = {d["kind"]: d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/service-ha.yaml").read_text())}
+    deployment, service = docs["Deployment"], docs["Service"]
+    assert deployment["spec"]["replicas"] == 2
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    args = container["args"]
+    assert args[args.index("--db") + 1] == "$(QUASCHED_DB)" and "--advertise-url" in args
+    assert "postgresql" in docs["Secret"]["stringData"]["url"]
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
