@@ -276,7 +276,8 @@ def watch_bindings(kc: KubeCluster, bound_at: dict[str, float], stop: threading.
                     version = (pod.get("metadata") or {}).get("resourceVersion") or version
                     if (pod.get("spec") or {}).get("nodeName"):
                         bound_at.setdefault(pod["metadata"]["name"], time.monotonic())
-        except Exception:  # e.g. a too-old resourceVersion: watch from now on
+        except Exception as err:  # e.g. a too-old resourceVersion: watch from now on
+            print(f"kube_e2e: pod watch: {err!r}; re-opened", file=sys.stderr)
             version = ""
 
 
@@ -315,21 +316,23 @@ def run_failover(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             watcher = threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True)
             watcher.start()
             time.sleep(1.0)
-            killed_at = lease_at = None
             t0 = time.monotonic()
-            for i, m in enumerate(manifests):
-                kc.create_pod(m)
-                if killed_at is None and len(bound_at) >= args.kill_after:
-                    pairs.kill(leader)
-                    killed_at = time.monotonic()
-                if lease_at is None and killed_at is not None and pairs.leader() == survivor:
-                    lease_at = time.monotonic()
-                time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            def stream() -> None:
+                for i, m in enumerate(manifests):
+                    kc.create_pod(m)
+                    time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            creator = threading.Thread(target=stream, daemon=True)
+            creator.start()
+            wait_for(f"{args.kill_after} pods bound", lambda: len(bound_at) >= args.kill_after, args.timeout,
+                     interval_s=0.01)
+            pairs.kill(leader)
+            killed_at = time.monotonic()
+            lease_at = float(wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
+                                      time.monotonic(), 60, interval_s=0.05))
+            creator.join()
             created = time.monotonic()
-            assert killed_at is not None, "the stream ended before --kill-after pods were bound"
-            if lease_at is None:
-                lease_at = wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
-                                    time.monotonic(), 60)
             wait_for("pods bound or settled", lambda: len(bound_at) == len(names) or (
                 time.monotonic() - max(bound_at.values()) > 30), args.timeout, interval_s=0.5)
             stop.set()
