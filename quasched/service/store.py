@@ -26,6 +26,10 @@ from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, Qu
 from .leadership import Fenced, FileLock, Holder
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: PostgreSQL ends a session idle this long inside a transaction (ms): a paused writer cannot hold the lease row
+IDLE_IN_TX_MS = 5000
+#: a take-over waits this long (ms) for a write under way to commit, then tries again at its next round
+LOCK_WAIT_MS = 1000
 #: jobs that :meth:`Store.load` hands back to the controller
 UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
 
@@ -286,7 +290,10 @@ class Store:
         sqlite = parsed.get_backend_name() == "sqlite"
         if parsed.get_backend_name() == "postgresql":
             require("psycopg", "postgres")
-        self.engine = create_engine(parsed, pool_pre_ping=not sqlite)  # a server may restart under us
+        # a paused writer's open transaction would hold the lease row's lock: PostgreSQL ends it after 5 s idle
+        connect_args = {} if sqlite else {"options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TX_MS}"}
+        self.engine = create_engine(parsed, pool_pre_ping=not sqlite,  # a server may restart under us
+                                    connect_args=connect_args)
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
@@ -321,9 +328,13 @@ class Store:
             take = take.where(LEASE.c.expires_at < now)
         expires = None if self.file_lock is not None or ttl_s is None else now + ttl_s
         with self.engine.begin() as conn:
+            if self.file_lock is None:  # a write under way holds the row: wait for it, not for a paused one
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}")
             row = conn.execute(take.values(epoch=LEASE.c.epoch + 1, holder=holder, url=url, since=now,
                                            expires_at=expires).returning(LEASE.c.epoch, LEASE.c.since)).first()
             if row is None:
+                if self.epoch is None:
+                    self.epoch = 0  # a standby: fenced (no epoch is 0) until it wins one
                 return None
             conn.execute(insert(TERMS).values(epoch=row.epoch, holder=holder, url=url, since=row.since))
         self.epoch = int(row.epoch)
