@@ -8,7 +8,7 @@ Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps
 1. etcd + kube-apiserver + kube-scheduler on 127.0.0.1, ``--nodes`` fake GPU nodes sampled from
    openb's, ``quasched serve --kubeconfig`` as the extender (filter, prioritize, bind; nodeCacheCapable);
 2. ``--pods`` GPU pods from the openb trace (first GPU pods in creation order: whole GPUs and
-   ``quasched.io/gpu-shares`` below 100), all queued while the scheduler is stopped, each with ``spec.priority``
+   shares of one), all queued while the scheduler is stopped, each with ``spec.priority``
    descending so kube-scheduler's queue takes them in trace order; then the scheduler starts and
    the clock runs until its active and backoff queues are empty;
 3. throughput (bound pods / s), extender latency per verb from quasched's side (its
@@ -69,6 +69,11 @@ def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
         if len(out) == count:
             break
     return out
+
+
+def gpus_asked(pod: dict[str, Any]) -> float:
+    """GPUs a pod asks for: its ``quasched.io/gpu-shares`` over 100 (0.5 = half of one GPU)."""
+    return float(pod["spec"]["containers"][0]["resources"]["limits"][GPU]) / SHARES
 
 
 def histogram_quantiles(text: str, name: str, match: dict[str, str], qs: tuple[float, ...]) -> dict[str, Any]:
@@ -273,13 +278,9 @@ def watch_bindings(kc: KubeCluster, bound_at: dict[str, float], stop: threading.
                     version = (pod.get("metadata") or {}).get("resourceVersion") or version
                     if (pod.get("spec") or {}).get("nodeName"):
                         bound_at.setdefault(pod["metadata"]["name"], time.monotonic())
-        except Exception:  # e.g. a too-old resourceVersion: watch from now on
+        except Exception as err:  # e.g. a too-old resourceVersion: watch from now on
+            print(f"kube_e2e: pod watch: {err!r}; re-opened", file=sys.stderr)
             version = ""
-
-
-def gpus_asked(pod: dict[str, Any]) -> float:
-    """The GPUs a pod asks for: its ``quasched.io/gpu-shares`` / 100."""
-    return int(pod["spec"]["containers"][0]["resources"]["limits"][GPU]) / SHARES
 
 
 def over_commits(pods: list[dict[str, Any]]) -> int:
@@ -289,9 +290,9 @@ def over_commits(pods: list[dict[str, Any]]) -> int:
         node = (pod.get("spec") or {}).get("nodeName")
         annotations = pod["metadata"].get("annotations") or {}
         if node:
-            share = min(1.0, gpus_asked(pod))
+            per_device = min(1.0, gpus_asked(pod))  # whole GPUs: 1 on each device; a share: on its one device
             for d in filter(None, annotations.get(DEVICES, "").split(",")):
-                use[node, d] += share
+                use[node, d] += per_device
     return sum(1 for v in use.values() if v > 1 + 1e-9)
 
 
@@ -317,21 +318,23 @@ def run_failover(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             watcher = threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True)
             watcher.start()
             time.sleep(1.0)
-            killed_at = lease_at = None
             t0 = time.monotonic()
-            for i, m in enumerate(manifests):
-                kc.create_pod(m)
-                if killed_at is None and len(bound_at) >= args.kill_after:
-                    pairs.kill(leader)
-                    killed_at = time.monotonic()
-                if lease_at is None and killed_at is not None and pairs.leader() == survivor:
-                    lease_at = time.monotonic()
-                time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            def stream() -> None:
+                for i, m in enumerate(manifests):
+                    kc.create_pod(m)
+                    time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            creator = threading.Thread(target=stream, daemon=True)
+            creator.start()
+            wait_for(f"{args.kill_after} pods bound", lambda: len(bound_at) >= args.kill_after, args.timeout,
+                     interval_s=0.01)
+            pairs.kill(leader)
+            killed_at = time.monotonic()
+            lease_at = float(wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
+                                      time.monotonic(), 60, interval_s=0.05))
+            creator.join()
             created = time.monotonic()
-            assert killed_at is not None, "the stream ended before --kill-after pods were bound"
-            if lease_at is None:
-                lease_at = wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
-                                    time.monotonic(), 60)
             wait_for("pods bound or settled", lambda: len(bound_at) == len(names) or (
                 time.monotonic() - max(bound_at.values()) > 30), args.timeout, interval_s=0.5)
             stop.set()
