@@ -638,7 +638,7 @@ class Quasched:
         r.raise_for_status()
 
     def metrics(self) -> str:
-        return httpx.get(f"{self.url}/metrics", timeout=10).text
+        return self.client.get("/metrics", timeout=10).text
 
 
 # ---------------------------------------------------------------- two replicas (deploy/quasched.yaml's set-up)

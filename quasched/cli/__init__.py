@@ -50,7 +50,8 @@ app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
 for function in (policies, batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token):
+                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token,
+                 client.tokens):
     app.command()(with_clean_errors(function))
 app.command("device-plugin")(with_clean_errors(device_plugin))
 

@@ -172,6 +172,8 @@ class TokenRow(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     team: Mapped[str | None] = mapped_column(String(128))
     admin: Mapped[bool] = mapped_column(Boolean)
+    expires_at: Mapped[float | None] = mapped_column(Double)
+    revoked_at: Mapped[float | None] = mapped_column(Double)
 
 
 class TeamUsage(NamedTuple):
@@ -183,10 +185,17 @@ class TeamUsage(NamedTuple):
 
 
 class TokenInfo(NamedTuple):
-    """A stored token's name, team and admin flag (never the secret)."""
+    """A stored token's name, team and admin flag, when it expires and when it was revoked (never the secret)."""
     name: str
     team: str | None
     admin: bool
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+
+def token_info(row: TokenRow) -> TokenInfo:
+    """The :class:`TokenInfo` of a row."""
+    return TokenInfo(row.name, row.team, row.admin, row.expires_at, row.revoked_at)
 
 
 # -- rows <-> domain (the only place each way) --------------------------------------------------
@@ -520,21 +529,43 @@ class Store:
 
     # tokens
 
-    def add_token(self, name: str, team: str | None = None, admin: bool = False) -> str:
-        """A new random API token; returns its secret (only its SHA-256 is stored)."""
+    def add_token(self, name: str, team: str | None = None, admin: bool = False,
+                  expires_at: float | None = None) -> str:
+        """A new random API token; returns its secret (only its SHA-256 is stored). ValueError if a token of that
+        name exists (revoked ones included)."""
         secret = secrets.token_urlsafe(32)
         with self._session.begin() as session:
-            session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin))
+            if session.scalar(select(TokenRow.id).where(TokenRow.name == name).limit(1)) is not None:
+                raise ValueError(f"a token named {name!r} exists")
+            session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin, expires_at=expires_at))
         return secret
+
+    def tokens(self) -> list[TokenInfo]:
+        """Every token, oldest first (never a secret)."""
+        with self._session() as session:
+            return [token_info(row) for row in session.scalars(select(TokenRow).order_by(TokenRow.id))]
+
+    def revoke_token(self, name: str, now: float) -> TokenInfo | None:
+        """Revoke the token ``name`` (it stops working at once); None if there is no such token."""
+        with self._session.begin() as session:
+            row = session.scalar(select(TokenRow).where(TokenRow.name == name))
+            if row is None:
+                return None
+            if row.revoked_at is None:
+                row.revoked_at = now
+            return token_info(row)
 
     def has_admin_token(self) -> bool:
         """Whether any admin token exists (the first start creates one)."""
         with self._session() as session:
             return session.scalar(select(TokenRow.id).where(TokenRow.admin.is_(True)).limit(1)) is not None
 
-    def token(self, secret: str) -> TokenInfo | None:
-        """Who holds the API token ``secret`` (None if it is not a stored token)."""
+    def token(self, secret: str, now: float | None = None) -> TokenInfo | None:
+        """Who holds the API token ``secret``: None if it is not a stored token, is revoked, or expired by ``now``."""
         with self._session() as session:
             row = session.scalar(select(TokenRow).where(TokenRow.sha256 == digest(secret)))
-            return None if row is None else TokenInfo(row.name, row.team, row.admin)
+            if row is None or row.revoked_at is not None or (
+                    now is not None and row.expires_at is not None and row.expires_at <= now):
+                return None
+            return token_info(row)
 
