@@ -71,6 +71,15 @@ def test_repeated_client_token_returns_the_first_job(store: Store):
     assert store.insert_job(spec(), 100, 3.0).id != first.id  # jobs without a token are never merged
 
 
+def test_a_group_insert_keeps_order_and_merges_repeated_tokens(store: Store):
+    stored = store.insert_job(spec("old", client_token="old"), 100, 1.0)
+    group = store.insert_jobs([(spec("a", client_token="a"), 100), (spec("again", client_token="old"), 0),
+                               (spec("b"), 50), (spec("a2", client_token="a"), 0)], 2.0)
+    assert group[1] == stored and group[3] is group[0]  # the first job of each token
+    assert stored.id < group[0].id < group[2].id and [j.seq for j in group[::2]] == [j.id for j in group[::2]]
+    assert [(j.spec.name, j.priority) for j in store.jobs()] == [("b", 50), ("a", 100), ("old", 100)]
+
+
 def test_concurrent_inserts_of_one_client_token_make_one_row(store: Store):
     threads = 12
     barrier = threading.Barrier(threads)
