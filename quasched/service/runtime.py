@@ -1,10 +1,10 @@
 """The running service behind the HTTP API: one :class:`Service` holds the
 :class:`~.store.Store`, the :class:`~.controller.Controller` and one lock. Every mutation runs,
 under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
-then published to the live stream. Submissions that wait for the lock together are stored in one transaction
-and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combiner`); each is answered after that commit. A background thread fires the controller's timers
-(completions by duration, grace-period ends) at :meth:`Controller.next_timer` or every half
-second. With a local node, the :class:`~.executor.Executor` runs the commands of the jobs placed
+then published to the live stream. Submissions that wait for the lock together are stored in
+one transaction and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combiner`); each is
+answered after that commit. A background thread fires the controller's timers (completions by
+duration, grace-period ends) at :meth:`Controller.next_timer` or every half second. With a local node, the :class:`~.executor.Executor` runs the commands of the jobs placed
 on it (fed the changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its
 GPUs. Also here: the built-in cluster, the first admin token and its file.
 
