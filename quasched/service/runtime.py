@@ -6,7 +6,8 @@ one transaction and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combi
 answered after that commit. A background thread fires the controller's timers (completions by
 duration, grace-period ends) at :meth:`Controller.next_timer` or every half second. With a
 local node, the :class:`~.executor.Executor` runs the commands of the jobs placed on it (fed the
-changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its GPUs. Also here: the built-in cluster, the first admin token and its file.
+changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its GPUs. Also
+here: the built-in cluster, the first admin token and its file.
 
 Only the leader (:mod:`.leadership`) schedules and writes; a standby answers reads from a view of
 the store rebuilt at most every :data:`VIEW_S`, refuses writes naming the leader, and takes over
