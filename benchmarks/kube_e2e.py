@@ -8,7 +8,7 @@ Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps
 1. etcd + kube-apiserver + kube-scheduler on 127.0.0.1, ``--nodes`` fake GPU nodes sampled from
    openb's, ``quasched serve --kubeconfig`` as the extender (filter, prioritize, bind; nodeCacheCapable);
 2. ``--pods`` GPU pods from the openb trace (first GPU pods in creation order: whole GPUs and
-   ``gpu-fraction`` shares), all queued while the scheduler is stopped, each with ``spec.priority``
+   shares of one), all queued while the scheduler is stopped, each with ``spec.priority``
    descending so kube-scheduler's queue takes them in trace order; then the scheduler starts and
    the clock runs until its active and backoff queues are empty;
 3. throughput (bound pods / s), extender latency per verb from quasched's side (its
@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kube_cluster import (DEVICES, FRACTION, GPU, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
+from kube_cluster import (DEVICES, GPU, SHARES, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
                           openb_nodes, pod_manifest, replicas_missing, wait_for)
 
 VERBS = ("filter", "prioritize", "bind")
@@ -69,6 +69,11 @@ def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
         if len(out) == count:
             break
     return out
+
+
+def gpus_asked(pod: dict[str, Any]) -> float:
+    """GPUs a pod asks for: its ``quasched.io/gpu-shares`` over 100 (0.5 = half of one GPU)."""
+    return float(pod["spec"]["containers"][0]["resources"]["limits"][GPU]) / SHARES
 
 
 def histogram_quantiles(text: str, name: str, match: dict[str, str], qs: tuple[float, ...]) -> dict[str, Any]:
@@ -127,9 +132,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     q = Quasched(base / "quasched", None, policy=args.policy)
     result: dict[str, Any] = {"nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
                               "gpus": sum(s.gpus for s in shapes),
-                              "gpus_requested": round(sum(float((m["metadata"]["annotations"] or {}).get(
-                                  "gpu-fraction", m["spec"]["containers"][0]["resources"]["limits"][GPU]))
-                                  for m in manifests), 2)}
+                              "gpus_requested": round(sum(gpus_asked(m) for m in manifests), 2)}
     with KubeCluster(base / "k8s", q.verbs_url, in_tree_scores=args.in_tree_scores,
                      disable_admission=("Priority",)) as kc:
         result["startup_s"] = round(kc.startup_s, 2)
@@ -239,8 +242,7 @@ def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tupl
 def compare(kube: dict[str, Any], own: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
     kp: dict[str, tuple[str, tuple[int, ...]]] = kube["_placed"]
     model = {n["metadata"]["name"]: n["metadata"]["labels"].get("quasched.io/gpu-model", "") for n in kube["_nodes"]}
-    share = {p["metadata"]["name"]: float((p["metadata"].get("annotations") or {}).get(
-        "gpu-fraction", p["spec"]["containers"][0]["resources"]["limits"][GPU])) for p in kube["_pods"]}
+    share = {p["metadata"]["name"]: gpus_asked(p) for p in kube["_pods"]}
 
     def per_model(placed: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, float]:
         out: dict[str, float] = collections.defaultdict(float)
@@ -276,7 +278,8 @@ def watch_bindings(kc: KubeCluster, bound_at: dict[str, float], stop: threading.
                     version = (pod.get("metadata") or {}).get("resourceVersion") or version
                     if (pod.get("spec") or {}).get("nodeName"):
                         bound_at.setdefault(pod["metadata"]["name"], time.monotonic())
-        except Exception:  # e.g. a too-old resourceVersion: watch from now on
+        except Exception as err:  # e.g. a too-old resourceVersion: watch from now on
+            print(f"kube_e2e: pod watch: {err!r}; re-opened", file=sys.stderr)
             version = ""
 
 
@@ -287,9 +290,9 @@ def over_commits(pods: list[dict[str, Any]]) -> int:
         node = (pod.get("spec") or {}).get("nodeName")
         annotations = pod["metadata"].get("annotations") or {}
         if node:
-            share = float(annotations.get(FRACTION, 1.0))
+            per_device = min(1.0, gpus_asked(pod))  # whole GPUs: 1 on each device; a share: on its one device
             for d in filter(None, annotations.get(DEVICES, "").split(",")):
-                use[node, d] += share
+                use[node, d] += per_device
     return sum(1 for v in use.values() if v > 1 + 1e-9)
 
 
@@ -315,21 +318,23 @@ def run_failover(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             watcher = threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True)
             watcher.start()
             time.sleep(1.0)
-            killed_at = lease_at = None
             t0 = time.monotonic()
-            for i, m in enumerate(manifests):
-                kc.create_pod(m)
-                if killed_at is None and len(bound_at) >= args.kill_after:
-                    pairs.kill(leader)
-                    killed_at = time.monotonic()
-                if lease_at is None and killed_at is not None and pairs.leader() == survivor:
-                    lease_at = time.monotonic()
-                time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            def stream() -> None:
+                for i, m in enumerate(manifests):
+                    kc.create_pod(m)
+                    time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.monotonic()))
+
+            creator = threading.Thread(target=stream, daemon=True)
+            creator.start()
+            wait_for(f"{args.kill_after} pods bound", lambda: len(bound_at) >= args.kill_after, args.timeout,
+                     interval_s=0.01)
+            pairs.kill(leader)
+            killed_at = time.monotonic()
+            lease_at = float(wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
+                                      time.monotonic(), 60, interval_s=0.05))
+            creator.join()
             created = time.monotonic()
-            assert killed_at is not None, "the stream ended before --kill-after pods were bound"
-            if lease_at is None:
-                lease_at = wait_for("the survivor takes the Lease", lambda: pairs.leader() == survivor and
-                                    time.monotonic(), 60)
             wait_for("pods bound or settled", lambda: len(bound_at) == len(names) or (
                 time.monotonic() - max(bound_at.values()) > 30), args.timeout, interval_s=0.5)
             stop.set()

@@ -10,7 +10,7 @@ from types import ModuleType
 EXTRAS = {
     "quantum": "QUBO annealing and QAOA solvers of `quasched batch` (dimod, dwave-samplers, qiskit, qiskit-aer)",
     "postgres": "PostgreSQL as the service's database (psycopg)",
-    "kube": "the Kubernetes extender and device plugin (kubernetes, grpcio)",
+    "kube": "the Kubernetes extender and device plugin (kubernetes, grpcio, protobuf)",
     "gpu": "this machine's GPUs from NVML (nvidia-ml-py)",
     "learn": "training the learned policy (gymnasium, cma)",
     "ray": "`quasched sweep --backend ray` (ray)",

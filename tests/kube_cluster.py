@@ -40,8 +40,9 @@ import yaml
 
 K8S_VERSION = "v1.20.2"
 BIN_DIR = Path(os.environ.get("QUASCHED_K8S_BIN") or Path.home() / ".cache/quasched/k8s-v1.20.2/bin")
-GPU = "nvidia.com/gpu"
-FRACTION = "gpu-fraction"
+GPU = "quasched.io/gpu-shares"
+#: shares of one GPU
+SHARES = 100
 MODEL_LABEL = "quasched.io/gpu-model"
 MODEL_ANNOTATION = "quasched.io/gpu-model"
 DEVICES = "quasched.io/gpu-devices"
@@ -180,18 +181,16 @@ def openb_nodes(count: int, data_dir: str | Path | None = None, seed: int = 7) -
 def pod_manifest(name: str, gpus: int = 1, fraction: float | None = None, model: str | None = None,
                  cpu_milli: int = 1000, memory_mib: int = 1024, scheduler: str = "quasched",
                  namespace: str = NAMESPACE, extra_annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A GPU pod in quasched's convention (docs/kubernetes.md): ``nvidia.com/gpu: N`` whole devices, or
-    ``nvidia.com/gpu: 1`` plus annotation ``gpu-fraction`` for a share; GPU model by annotation."""
+    """A GPU pod in quasched's convention (docs/kubernetes.md): ``quasched.io/gpu-shares`` 100 per whole GPU,
+    or ``round(fraction * 100)`` for a share of one; GPU model by annotation."""
     annotations: dict[str, str] = dict(extra_annotations or {})
-    if fraction is not None:
-        annotations[FRACTION] = f"{fraction:g}"
-        gpus = 1
+    shares = round(fraction * SHARES) if fraction is not None else gpus * SHARES
     if model:
         annotations[MODEL_ANNOTATION] = model
     resources: dict[str, Any] = {"requests": {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}}
-    if gpus:
-        resources["requests"][GPU] = str(gpus)
-        resources["limits"] = {GPU: str(gpus)}
+    if shares:
+        resources["requests"][GPU] = str(shares)
+        resources["limits"] = {GPU: str(shares)}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
@@ -435,7 +434,8 @@ class KubeCluster:
         return response.json()
 
     def add_gpu_nodes(self, shapes: Iterable[NodeShape]) -> list[str]:
-        """Create fake GPU nodes (capacity/allocatable with ``nvidia.com/gpu``, GPU model label, Ready)."""
+        """Create fake GPU nodes (capacity/allocatable with 100 ``quasched.io/gpu-shares`` per GPU, as quasched's
+        device plugin advertises them; GPU model label; Ready)."""
         names: list[str] = []
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for s in shapes:
@@ -443,7 +443,7 @@ class KubeCluster:
                       "nvidia.com/gpu.product": s.model}
             self.check(self.api.post("/api/v1/nodes", json={
                 "apiVersion": "v1", "kind": "Node", "metadata": {"name": s.name, "labels": labels}}))
-            capacity = {"cpu": f"{s.cpu_milli}m", "memory": f"{s.memory_mib}Mi", "pods": "110", GPU: str(s.gpus)}
+            capacity = {"cpu": f"{s.cpu_milli}m", "memory": f"{s.memory_mib}Mi", "pods": "110", GPU: str(s.gpus * SHARES)}
             status = {"status": {
                 "capacity": capacity, "allocatable": capacity,
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -638,7 +638,7 @@ class Quasched:
         r.raise_for_status()
 
     def metrics(self) -> str:
-        return httpx.get(f"{self.url}/metrics", timeout=10).text
+        return self.client.get("/metrics", timeout=10).text
 
 
 # ---------------------------------------------------------------- two replicas (deploy/quasched.yaml's set-up)

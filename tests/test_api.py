@@ -219,7 +219,7 @@ ROUTES = [("get", "/jobs"), ("post", "/jobs"), ("get", "/jobs/1"), ("post", "/jo
           ("post", "/jobs/1/complete"), ("get", "/queues"), ("put", "/queues/x"), ("get", "/nodes"),
           ("post", "/nodes"), ("patch", "/nodes/a0"), ("put", "/nodes/a0/devices/0"), ("delete", "/nodes/a0"),
           ("get", "/snapshot"), ("get", "/timeseries"), ("get", "/events"), ("get", "/stream"),
-          ("post", "/tokens"), ("get", "/whoami")]
+          ("post", "/tokens"), ("get", "/tokens"), ("delete", "/tokens/x"), ("get", "/whoami")]
 
 
 @pytest.mark.parametrize("method,path", ROUTES)
@@ -335,7 +335,7 @@ def test_snapshot_metrics_events(env, clock):
     assert snap["gpu_allocation_pct"] == pytest.approx(100 * 8.5 / 18)
     used = {n["name"]: sum(n["gpu_used_milli"]) for n in snap["nodes"]}
     assert sorted(used.values()) == [0, 0, 500, 8000]
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=vision).text
     assert "quasched_gpu_allocation_percent 47.2" in text
     assert 'quasched_jobs_submitted_total{team="vision"} 3.0' in text
     assert 'quasched_jobs_started_total{team="vision"} 2.0' in text
@@ -346,7 +346,7 @@ def test_snapshot_metrics_events(env, clock):
     assert "quasched_scheduling_decision_seconds_count" in text
     assert 'quasched_http_request_duration_seconds_count{method="POST",route="/api/v1/jobs",status="201"} 3.0' in text
     client.post(f"{API}/jobs/{pending['id']}/cancel", headers=vision)
-    assert 'quasched_jobs_finished_total{state="cancelled"} 1.0' in client.get("/metrics").text
+    assert 'quasched_jobs_finished_total{state="cancelled"} 1.0' in client.get("/metrics", headers=vision).text
     events = client.get(f"{API}/events", headers=vision).json()
     assert [e["kind"] for e in events] == ["submitted", "started", "submitted", "started", "submitted", "cancelled"]
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)

@@ -86,3 +86,66 @@ def test_errors_never_echo_a_large_input_nor_pydantics_prefix(env):
     r = client.post(f"{API}/jobs", json=job_body(duration="soon"), headers=admin)
     detail = r.json()["detail"][0]
     assert detail["msg"].startswith("'soon' is not a duration") and detail["input"] == "soon"
+
+
+def test_tokens_expire_are_revoked_have_unique_names_and_existing_teams(env, clock):
+    client, admin, _ = env
+    assert client.put(f"{API}/queues/vision", json={}, headers=admin).status_code == 200
+    r = client.post(f"{API}/tokens", json={"name": "ghost-ci", "team": "ghosts"}, headers=admin)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "team"]
+    r = client.post(f"{API}/tokens", json={"name": "vision-ci", "team": "vision", "expires_in": "1h"},
+                    headers=admin)
+    assert r.status_code == 201 and r.json()["expires_at"] == clock() + 3600
+    short = bearer(r.json()["token"])
+    r = client.post(f"{API}/tokens", json={"name": "vision-ci", "team": "vision"}, headers=admin)
+    assert r.status_code == 409 and "vision-ci" in r.json()["detail"]
+    assert client.get(f"{API}/whoami", headers=short).status_code == 200
+    clock.advance(3600)
+    r = client.get(f"{API}/whoami", headers=short)
+    assert r.status_code == 401 and "expired" in r.json()["detail"]
+    other = bearer(client.post(f"{API}/tokens", json={"name": "vision-2", "team": "vision"},
+                               headers=admin).json()["token"])
+    assert client.get(f"{API}/whoami", headers=other).status_code == 200
+    assert client.delete(f"{API}/tokens/vision-2", headers=other).status_code == 403
+    assert client.delete(f"{API}/tokens/vision-2", headers=admin).status_code == 204
+    assert client.get(f"{API}/whoami", headers=other).status_code == 401
+    assert client.delete(f"{API}/tokens/nobody", headers=admin).status_code == 404
+    r = client.delete(f"{API}/tokens/admin", headers=admin)
+    assert r.status_code == 409 and "last working admin token" in r.json()["detail"]
+    listed = {t["name"]: t for t in client.get(f"{API}/tokens", headers=admin).json()}
+    assert set(listed) == {"admin", "vision-ci", "vision-2"} and "token" not in listed["admin"]
+    assert listed["vision-2"]["revoked_at"] == clock() and listed["admin"]["revoked_at"] is None
+
+
+def test_metrics_need_a_token_unless_public(tmp_path, clock):
+    app, token = make_app(tmp_path / "a", clock)
+    client = TestClient(app)
+    assert client.get("/metrics").status_code == 401
+    assert "quasched_gpus" in client.get("/metrics", headers=bearer(token)).text
+    public = TestClient(make_app(tmp_path / "b", clock, metrics_public=True)[0])
+    assert "quasched_gpus" in public.get("/metrics").text
+
+
+def test_the_dashboard_is_served_with_security_headers(env):
+    client, _, _ = env
+    for path in ("/", "/static/app.js"):
+        r = client.get(path)
+        assert r.status_code == 200
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_new_admin_token_is_written_not_printed_in_full(tmp_path, capsys):
+    _, token = make_app(tmp_path)
+    err = capsys.readouterr().err
+    assert token not in err and f"{token[:4]}…{token[-4:]}" in err
+
+
+def test_queue_usage_is_reported_per_gpu_model(env):
+    client, admin, _ = env
+    client.put(f"{API}/queues/vision", json={"quota": {"T4": 2, "A100": 8}}, headers=admin)
+    for model, gpus in (("T4", 1), ("A100", 2)):
+        client.post(f"{API}/jobs", json=job_body(team="vision", gpus=gpus, gpu_model=model), headers=admin)
+    vision = next(q for q in client.get(f"{API}/queues", headers=admin).json() if q["name"] == "vision")
+    assert vision["used_gpus_by_model"] == {"A100": 2, "T4": 1} and vision["used_gpus"] == 3

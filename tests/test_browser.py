@@ -140,7 +140,16 @@ def shot(page: Page, name: str, **kw: Any) -> Path:
 def open_dashboard(page: Page, service: Service) -> None:
     page.goto(service.dashboard)
     expect(page.locator("#live")).to_have_text("live")
-    page.wait_for_function("window.quasched && window.quasched.metrics.firstMapMs !== null")
+    wait_until(page, "window.quasched && window.quasched.metrics.firstMapMs !== null")
+
+
+def wait_until(page: Page, expression: str, arg: Any = None, timeout: float = 30.0) -> None:
+    """Poll ``expression`` until it is truthy: ``page.evaluate`` runs outside the page's Content-Security-Policy,
+    which forbids the string evaluation ``page.wait_for_function`` needs."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression, arg):
+        assert time.monotonic() < deadline, f"still false after {timeout} s: {expression}"
+        page.wait_for_timeout(50)
 
 
 def tab(page: Page, name: str) -> None:
@@ -198,7 +207,7 @@ def test_token_box_when_the_url_has_none(service: Service, page: Page) -> None:
 def test_live_updates_are_throttled(service: Service, page: Page) -> None:
     open_dashboard(page, service)
     tab(page, "Jobs")
-    page.wait_for_function("window.quasched.metrics.refreshes >= 1")
+    wait_until(page, "window.quasched.metrics.refreshes >= 1")
     start = page.evaluate("[window.quasched.metrics.refreshes, performance.now()]")
     for k in range(40):  # a burst of events: 40 submissions, 80 events
         service.submit(name=f"burst-{k}", team="default", cpu=1, memory="1GiB", gpus=0.25)
@@ -224,8 +233,8 @@ def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page:
     assert len(devices) == 6
 
     tab(page, "Cluster")
-    page.wait_for_function("(n) => window.quasched.map.nodes.find((x) => x.name === n)"
-                           ".gpu_used_milli.filter((u) => u === 1000).length === 6", arg=node)
+    wait_until(page, "(n) => window.quasched.map.nodes.find((x) => x.name === n)"
+                     ".gpu_used_milli.filter((u) => u === 1000).length === 6", arg=node)
     assert sorted(d for d, u in enumerate(map_used(page, node)) if u == 1000) == sorted(devices)
     for d in range(8):
         now = cell_rgb(page, node, d)
@@ -359,12 +368,18 @@ def test_teams_and_trends(page: Page, tmp_path: Path) -> None:
         tab(page, "Teams")
         teams = page.locator("#teams .team")
         expect(teams).to_have_count(3)
-        expect(page.locator('#teams .team[data-team="vision"]')).to_contain_text("quota 8")
-        expect(page.locator('#teams .team[data-team="vision"]')).to_contain_text("fair share")
+        vision = page.locator('#teams .team[data-team="vision"]')
+        expect(vision.locator('.team-model[data-model="A100"]')).to_contain_text("quota 8")
+        expect(vision).to_contain_text("fair share")
+        speech = page.locator('#teams .team[data-team="speech"]')  # one bar per GPU model, never a sum of models
+        expect(speech.locator('.team-model[data-model="T4"]')).to_contain_text("quota 4")
+        expect(speech.locator('.team-model[data-model="*"]')).to_contain_text("other models")
+        expect(page.locator("#kpis [title*='free GPU capacity'] dt")).to_have_text("Free GPUs fragmented")
+        expect(page.locator("#kpi-frag")).to_contain_text(" of ")
         shot(page, "teams")
         tab(page, "Trends")
         expect(page.locator("#chart-alloc polyline")).to_have_count(1)
-        page.wait_for_function("document.querySelector('#chart-alloc polyline').getAttribute('points').split(' ').length > 5")
+        wait_until(page, "document.querySelector('#chart-alloc polyline').getAttribute('points').split(' ').length > 5")
         expect(page.locator("#chart-queue .chart-title")).to_have_text("Pending jobs")
         shot(page, "trends")
         page.context.close()  # before the server stops (its live stream would hold the shutdown)

@@ -191,7 +191,10 @@ def test_serve_process_end_to_end(tmp_path):
                 break
             time.sleep(0.2)
         assert "e2e" in state
-        assert "quasched_jobs_finished_total{state=\"succeeded\"} 1.0" in httpx.get(f"{base}/metrics").text
+        assert httpx.get(f"{base}/metrics").status_code == 401  # metrics need a token (or --metrics-public)
+        token = (tmp_path / "quasched.token").read_text().strip()
+        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+        assert "quasched_jobs_finished_total{state=\"succeeded\"} 1.0" in metrics
     finally:
         proc.terminate()
         try:

@@ -11,7 +11,6 @@ queue's guarded retry against a naive front-to-back retry.
 from __future__ import annotations
 
 import copy
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from builders import assert_consistent, nodes, pod
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, PlacementError, Workload
-from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, fit_mask
+from quasched.model.fit import APP_DENSITY, GPU_MODEL, UNSCHEDULABLE, fit_mask
 from quasched.model.random import NumpyStream
 from quasched.policies import Scheduler, make_policy, policy_names
 from quasched.policies.devices import best_fit
@@ -489,17 +488,10 @@ OPS = st.lists(st.tuples(st.sampled_from(["arrive", "arrive", "remove", "remove"
                          st.integers(0, 10**6), QUEUED_POD_ROWS, NODE_ROWS), min_size=1, max_size=40)
 
 
-def naive_retry(scheduler: Scheduler, queue: PendingQueue,
-                admit: Callable[..., bool] | None = None) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Every queued pod, front to back, one scheduling cycle each; with ``admit``, a pod that fits somewhere but is
-    not admitted holds back the rest of its fit class for this pass."""
-    placed, held = [], set()
+def naive_retry(scheduler: Scheduler, queue: PendingQueue) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Every queued pod, front to back, one scheduling cycle each."""
+    placed = []
     for p in queue.pods():
-        if p.fit_key in held:
-            continue
-        if admit is not None and fit_mask(scheduler.cluster, p).any() and not admit(p):
-            held.add(p.fit_key)
-            continue
         decision = scheduler.schedule(p)
         if decision.placed:
             queue.discard(p.uid)
@@ -509,9 +501,8 @@ def naive_retry(scheduler: Scheduler, queue: PendingQueue,
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(NODE_ROWS, min_size=1, max_size=3), st.lists(QUEUED_POD_ROWS, min_size=1, max_size=25), OPS,
-       st.sampled_from(policy_names()), st.integers(0, 2**16), st.booleans())
-def test_guarded_retry_places_like_a_naive_retry_while_the_cluster_changes(rows, arrivals, ops, policy, seed, gated):
-    """... also with a gate (``admit``) that holds back fitting pods, which must fit again in a later pass."""
+       st.sampled_from(policy_names()), st.integers(0, 2**16))
+def test_guarded_retry_places_like_a_naive_retry_while_the_cluster_changes(rows, arrivals, ops, policy, seed):
     cluster = presized(rows)
     typical = TypicalPods.from_workload(workload_of(PROBES))
     scheduler = Scheduler(cluster, make_policy(policy, typical), np.random.default_rng(seed).permutation(
@@ -526,17 +517,12 @@ def test_guarded_retry_places_like_a_naive_retry_while_the_cluster_changes(rows,
         if not scheduler.schedule(p).placed:
             queue.push(p)  # the queue's premise: a queued pod failed on every node
 
-    passes = 0
-
-    def retry(final: bool = False) -> None:
-        nonlocal passes
-        passes += 1
-        admit = None if final or not gated else (lambda p: (3 * p.uid + passes) % 4 != 0)
+    def retry() -> None:
         twin_cluster, twin_scheduler, twin_queue = copy.deepcopy((cluster, scheduler, queue))
         waiting = len(queue)
-        got = [(p.uid, d.node, d.devices) for p, d in queue.retry(scheduler.schedule, admit)]
+        got = [(p.uid, d.node, d.devices) for p, d in queue.retry(scheduler.schedule)]
         event("retry placed " + ("nothing" if not got else "all" if len(got) == waiting else "some"))
-        assert got == naive_retry(twin_scheduler, twin_queue, admit)
+        assert got == naive_retry(twin_scheduler, twin_queue)
         assert same(cluster.snapshot(), twin_cluster.snapshot())
         assert [p.uid for p in queue.pods()] == [p.uid for p in twin_queue.pods()]
 
@@ -562,22 +548,5 @@ def test_guarded_retry_places_like_a_naive_retry_while_the_cluster_changes(rows,
         elif kind == "retry":
             retry()
         assert_consistent(cluster)
-    retry(final=True)  # ungated: every queued pod that fits now starts, held back earlier or not
+    retry()  # every queued pod that fits now starts
     assert not any(fit_mask(cluster, p).any() for p in queue.pods())
-
-
-def test_a_pod_held_back_by_the_gate_is_tried_again_on_the_nodes_it_fitted():
-    """n0 (2 GPUs) runs pods 0 and 1; pod 2 (1 GPU) waits. Pod 0 leaves: the gated pass holds pod 2 back, and the
-    next pass (nothing grew since) still places it on n0."""
-    cluster = Cluster(nodes((8_000, 1 << 20, 2, "A100")))
-    for uid in (0, 1):
-        cluster.place(pod(k=1, m=1000, uid=uid), 0, (uid,))
-    cluster.take_grown()
-    queue = PendingQueue(cluster)
-    queue.push(waiting := pod(k=1, m=1000, uid=2))
-    cluster.remove(0)
-    scheduler = Scheduler(cluster, make_policy("fgd", TypicalPods.from_workload(workload_of(PROBES))),
-                          np.arange(1), NumpyStream(0))
-    assert list(queue.retry(scheduler.schedule, lambda p: p.uid != 2)) == []
-    assert [(p.uid, d.node, d.devices) for p, d in queue.retry(scheduler.schedule)] == [(2, 0, (0,))]
-    assert waiting.uid not in queue

@@ -14,7 +14,7 @@ from quasched.extras import EXTRAS, MissingExtra, require
 
 PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
 #: distributions only a use beyond the core needs
-OPTIONAL = ("dimod", "dwave-samplers", "qiskit", "qiskit-aer", "psycopg", "kubernetes", "grpcio", "nvidia-ml-py",
+OPTIONAL = ("dimod", "dwave-samplers", "qiskit", "qiskit-aer", "psycopg", "kubernetes", "grpcio", "protobuf", "nvidia-ml-py",
             "gymnasium", "cma", "ray")
 
 
@@ -53,3 +53,10 @@ def test_postgres_without_the_postgres_extra_is_a_clean_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(MissingExtra, match=r"pip install 'quasched\[postgres\]'"):
         Store("postgresql+psycopg://user@127.0.0.1:1/quasched")
+
+
+def test_device_plugin_without_grpc_is_a_clean_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "grpc", None)
+    result = CliRunner().invoke(app, ["device-plugin", "--node-name", "n0", "--fake-gpus", "1"])
+    assert result.exit_code == 2 and "pip install 'quasched[kube]'" in result.output
+    assert "Traceback" not in result.output

@@ -42,7 +42,9 @@ def test_scheduler_configurations(name, version):
     assert ext["enableHTTPS"] is True and ext["ignorable"] is False
     assert ext["tlsConfig"] == {"certFile": "/etc/quasched/tls/client.crt", "keyFile": "/etc/quasched/tls/client.key",
                                 "caFile": "/etc/quasched/tls/ca.crt"}
-    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
+    # the device plugin's resource, counted by kube-scheduler too; nvidia.com/gpu only reaches quasched to be refused
+    assert ext["managedResources"] == [{"name": "quasched.io/gpu-shares", "ignoredByScheduler": False},
+                                       {"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
     election = config["leaderElection"]
     assert election["leaderElect"] is True and election["resourceLock"] == "leases"
     assert (election["resourceNamespace"], election["resourceName"]) == ("quasched", "quasched-scheduler")
@@ -114,3 +116,20 @@ def test_certificate_script(tmp_path):
     client = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "client.crt"), "-noout", "-text"],
                             capture_output=True, text=True, check=True).stdout
     assert "TLS Web Client Authentication" in client
+
+
+def test_device_plugin_daemonset():
+    """The node part: the kubelet's socket directory, the node's name from the downward API, and only the pod
+    verbs Allocate needs."""
+    docs = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "device-plugin.yaml").read_text()) if d}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["args"][0] == "device-plugin"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    [volume] = pod["volumes"]
+    assert volume["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    assert container["volumeMounts"][0]["mountPath"] == volume["hostPath"]["path"]
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    [rule] = docs["ClusterRole"]["rules"]
+    assert rule["resources"] == ["pods"] and sorted(rule["verbs"]) == ["get", "list", "patch"]

@@ -5,7 +5,7 @@ Runs whenever the binaries built by ``deploy/e2e/build-k8s.sh`` are in ``~/.cach
 (never passed silently). ``.ci/run`` builds the binaries when they are not cached (docs/kubernetes-e2e.md).
 
 The scenario (50 fake GPU nodes shaped like openb's): pods asking for whole GPUs, GPU shares
-(``gpu-fraction``), GPU models, and one that fits nowhere; every pod must be bound where quasched
+(``quasched.io/gpu-shares`` below 100), GPU models, and one that fits nowhere; every pod must be bound where quasched
 decided (its job's node and devices = ``spec.nodeName`` and the ``quasched.io/gpu-devices``
 annotation), no device over-committed, the unplaceable pod's ``FailedScheduling`` event carries
 quasched's reason, and a SIGKILL of quasched in the middle of a stream loses and double-books nothing.
@@ -23,7 +23,7 @@ import pytest
 
 import httpx
 
-from kube_cluster import (DEVICES, EXTENDER_PREFIX, FRACTION, GPU, KubeCluster, Pairs, Quasched, StubExtender, missing,
+from kube_cluster import (DEVICES, EXTENDER_PREFIX, GPU, SHARES, KubeCluster, Pairs, Quasched, StubExtender, missing,
                           openb_nodes, pod_manifest, replicas_missing, tail, wait_for)
 
 MODE = os.environ.get("QUASCHED_K8S_E2E", "auto")  # auto: run when the binaries exist; require; off
@@ -104,13 +104,17 @@ def devices_of(pod: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(d) for d in text.split(",") if d.strip())
 
 
+def shares_of(pod: dict[str, Any]) -> int:
+    return int(pod["spec"]["containers"][0]["resources"].get("limits", {}).get(GPU, 0))
+
+
 def share_of(pod: dict[str, Any]) -> float:
-    fraction = (pod["metadata"].get("annotations") or {}).get(FRACTION)
-    return float(fraction) if fraction is not None else 1.0
+    """The share of each of its devices the pod holds (1.0 for whole GPUs)."""
+    return min(SHARES, shares_of(pod)) / SHARES
 
 
 def gpus_of(pod: dict[str, Any]) -> int:
-    return int(pod["spec"]["containers"][0]["resources"].get("limits", {}).get(GPU, 0))
+    return -(-shares_of(pod) // SHARES)
 
 
 def wave(prefix: str, n: int) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from api_support import Clock, bearer, make_app
 
-from quasched.kube.convention import DEVICES_ANNOTATION
+from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION, DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
 from quasched.kube.verdicts import (INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE, UNKNOWN_QUEUE,
                                     pod_of)
@@ -85,18 +85,19 @@ class FakeApi:
         return copy.deepcopy(self.lease)
 
 
-def gpu_pod(name: str = "p", gpus: Any = 1, fraction: str | None = None, model: str | None = None,
+def gpu_pod(name: str = "p", gpus: int = 1, fraction: str | None = None, model: str | None = None,
             namespace: str = "team-a", uid: str | None = None, cpu: str = "2", memory: str = "8Gi",
-            queue: str | None = None) -> dict[str, Any]:
-    """A v1.Pod as kube-scheduler embeds it (camelCase, json tags)."""
+            queue: str | None = None, shares: Any = None) -> dict[str, Any]:
+    """A v1.Pod as kube-scheduler embeds it (camelCase, json tags): ``quasched.io/gpu-shares`` 100 × ``gpus``,
+    or ``fraction`` × 100, or ``shares`` verbatim."""
     annotations: dict[str, str] = {}
-    if fraction is not None:
-        annotations["gpu-fraction"] = fraction
+    if shares is None:
+        shares = str(round(float(fraction) * 100) if fraction is not None else 100 * gpus)
     if model is not None:
         annotations["quasched.io/gpu-model"] = model
     if queue is not None:
         annotations["quasched.io/queue"] = queue
-    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    limits = {"quasched.io/gpu-shares": shares} if shares != "0" else {}
     pod = {"metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}",
                          "annotations": annotations, "creationTimestamp": None},
             "spec": {"schedulerName": "quasched", "containers": [
@@ -202,7 +203,7 @@ def test_pod_keys_case_insensitive_but_labels_verbatim(env):
     client, *_ = env
     pod = gpu_pod(gpus=1, model="T4")
     shouted = {"METADATA": pod["metadata"], "Spec": {"Containers": [
-        {"Name": "main", "Resources": {"Limits": {"nvidia.com/gpu": "1"}, "Requests": {"CPU": "1"}}}]}}
+        {"Name": "main", "Resources": {"Limits": {"quasched.io/gpu-shares": "100"}, "Requests": {"CPU": "1"}}}]}}
     reply = post(client, "filter", args(shouted))
     assert reply["NodeNames"] == ["t0"]
     assert reply["FailedNodes"] == {"a0": MODEL_MISMATCH, "a1": MODEL_MISMATCH, "c0": NO_GPU}
@@ -244,12 +245,48 @@ def test_cordoned_node_reason(env):
     assert reply["FailedNodes"]["a1"] == UNKNOWN_NODE
 
 
-def test_invalid_gpu_requests_fail_every_node_with_one_reason(env):
+def _with(pod: dict[str, Any], annotations: dict[str, str] | None = None, limits: dict[str, str] | None = None,
+          containers: int = 1) -> dict[str, Any]:
+    pod["metadata"]["annotations"].update(annotations or {})
+    pod["spec"]["containers"][0]["resources"]["limits"].update(limits or {})
+    pod["spec"]["containers"] *= containers
+    return pod
+
+
+@pytest.mark.parametrize("pod, says", [
+    (gpu_pod(shares="150"), "quasched.io/gpu-shares: 1..99 (a share of one GPU) or a multiple of 100"),
+    (gpu_pod(shares="1.5"), "got 1.5"),
+    (gpu_pod(shares="lots"), "not a quantity: 'lots'"),
+    (_with(gpu_pod(), {"gpu-fraction": "0.5"}), "annotation gpu-fraction is not read: ask quasched.io/gpu-shares"),
+    (_with(gpu_pod(), {"quasched.io/gpu-fraction": "0.5"}), "annotation quasched.io/gpu-fraction is not read"),
+    (_with(gpu_pod(shares="0"), limits={"nvidia.com/gpu": "1"}), "nvidia.com/gpu is not offered"),
+    (_with(gpu_pod(shares="50"), containers=2), "only one container may ask for GPUs, 2 do"),
+])
+def test_invalid_gpu_requests_fail_every_node_with_one_reason(env, pod, says):
+    """The reason names the field and the expected form, the same on every node (one line of the event)."""
     client, *_ = env
-    for pod in (gpu_pod(gpus=2, fraction="0.5"), gpu_pod(gpus=1, fraction="half"), gpu_pod(gpus=1, fraction="1.5"),
-                gpu_pod(gpus="1.5"), gpu_pod(gpus="lots")):
-        reply = post(client, "filter", args(pod))
-        assert reply["NodeNames"] == [] and reply["FailedNodes"] == dict.fromkeys(ALL, INVALID), pod
+    reply = post(client, "filter", args(pod))
+    assert reply["NodeNames"] == [] and set(reply["FailedNodes"]) == set(ALL), pod
+    [reason] = set(reply["FailedNodes"].values())
+    assert reason.startswith(f"{INVALID}: ") and says in reason, reason
+
+
+def test_model_from_required_node_affinity(env):
+    """A required nodeAffinity ``In`` on the model label restricts the model as the annotation does; with the
+    annotation too, the models both allow."""
+    client, *_ = env
+    pod = gpu_pod()
+    term = {"matchExpressions": [{"key": "quasched.io/gpu-model", "operator": "In", "values": ["T4", "H100"]}]}
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}
+    assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
+    both = _with(gpu_pod(), {"quasched.io/gpu-model": "A100|T4"})
+    both["spec"]["affinity"] = pod["spec"]["affinity"]
+    assert post(client, "filter", args(both))["NodeNames"] == ["t0"]
+    clash = _with(gpu_pod(), {"quasched.io/gpu-model": "A100"})
+    clash["spec"]["affinity"] = pod["spec"]["affinity"]
+    assert set(post(client, "filter", args(clash))["FailedNodes"].values()) == {
+        f"{INVALID}: quasched.io/gpu-model, nodeSelector and nodeAffinity allow no GPU model in common"}
 
 
 def test_unknown_queue_and_quota(env):
@@ -390,9 +427,15 @@ def test_bind_reserves_annotates_and_binds(env):
     client, api, token, _ = env
     pod = gpu_pod(name="train", gpus=2, model="A100")
     post(client, "filter", args(pod))
+    before = time.time_ns()
     assert post(client, "bind", bind_args(pod, "a1")) == {"Error": ""}
-    assert api.calls == [("get", "team-a", "train"), ("annotate", "team-a", "train", {DEVICES_ANNOTATION: "0,1"}),
-                         ("bind", "team-a", "train", "uid-team-a-train", "a1")]
+    [get, annotate, bind] = api.calls
+    assert get == ("get", "team-a", "train") and bind == ("bind", "team-a", "train", "uid-team-a-train", "a1")
+    # before the Binding, what the device plugin's Allocate reads: devices, assume time, not yet assigned
+    assert annotate[:3] == ("annotate", "team-a", "train")
+    assert annotate[3] | {ASSUME_TIME_ANNOTATION: "t"} == {DEVICES_ANNOTATION: "0,1", ASSIGNED_ANNOTATION: "false",
+                                                          ASSUME_TIME_ANNOTATION: "t"}
+    assert before <= int(annotate[3][ASSUME_TIME_ANNOTATION]) <= time.time_ns()
     assert node_use(client, token)["a1"][:3] == [1000, 1000, 0]
     [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
     assert job["state"] == "running" and job["name"] == "team-a/train" and job["placement"] == [
@@ -612,15 +655,15 @@ def test_odd_pods_never_500(env):
     """Well-formed bodies with strange pods answer 200 with reasons (or pass-through), never a 500."""
     client, *_ = env
     odd = [{}, {"metadata": None, "spec": None}, {"spec": {"containers": None}}, {"spec": {"containers": [1, "x"]}},
-           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": None}}}]}},
-           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": True}}}]}},
-           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "-1"}}}]}},
-           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1e400"}}}]}},
-           {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"memory": "1Zi"}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": None}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": True}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": "1"}, "requests": {"cpu": "-1"}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": "1e400"}}}]}},
+           {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": 1}, "requests": {"memory": "1Zi"}}}]}},
            {"metadata": {"annotations": {"gpu-fraction": None}}, "spec": {"containers": [
-               {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+               {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}},
            {"metadata": {"annotations": "x"}, "spec": {"nodeSelector": "y", "containers": [
-               {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}]
+               {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}}]
     for pod in odd:
         for verb in ("filter", "prioritize"):
             r = client.post(f"{PREFIX}/{verb}", json=args(pod))

@@ -79,7 +79,7 @@ def test_init_container_counts_when_larger():
 
 
 def test_limits_stand_for_missing_requests():
-    pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "2Gi"}}}]}}
+    pod = {"spec": {"containers": [{"resources": {"limits": {"quasched.io/gpu-shares": 100, "cpu": "4", "memory": "2Gi"}}}]}}
     want = pod_gpu(pod)
     assert (want.cpu_milli, want.memory_mib, want.num_gpu) == (4000, 2048, 1)
 
@@ -100,6 +100,17 @@ def test_device_annotation(annotation, devices):
 
 
 # ---------------------------------------------------------------- nodes
+def test_node_gpus_are_shares_capacity_over_100():
+    """GPUs = capacity / 100 (an unhealthy device lowers allocatable, not the devices' indices); nvidia.com/gpu
+    alone is not quasched's: no GPU."""
+    node = copy.deepcopy(fixture("node-a100"))
+    node["status"]["allocatable"]["quasched.io/gpu-shares"] = "700"
+    assert node_record(node).num_gpus == 8
+    del node["status"]["capacity"]["quasched.io/gpu-shares"], node["status"]["allocatable"]["quasched.io/gpu-shares"]
+    node["status"]["capacity"]["nvidia.com/gpu"] = "8"
+    assert node_record(node).num_gpus == 0
+
+
 def test_node_fixtures():
     a = node_record(fixture("node-a100"))
     assert (a.name, a.cpu_milli, a.memory_mib, a.num_gpus, a.gpu_model, a.cordoned) == (
@@ -128,12 +139,12 @@ def test_node_changes():
                         {}).add == []
 
 
-@pytest.mark.parametrize("resource, amount", [("nvidia.com/gpu", "65"), ("nvidia.com/gpu", "1e9"), ("cpu", "1e20"),
-                                              ("memory", "1e30")])
+@pytest.mark.parametrize("resource, amount", [("quasched.io/gpu-shares", "6500"), ("quasched.io/gpu-shares", "1e9"),
+                                              ("cpu", "1e20"), ("memory", "1e30")])
 def test_a_node_beyond_the_limits_is_named_not_registered(resource, amount):
     # 1e9 GPUs would have grown the cluster's nodes x GPUs matrix until memory ran out
     node = copy.deepcopy(fixture("node-a100"))
-    node["status"]["allocatable"][resource] = amount
+    node["status"]["allocatable"][resource] = node["status"]["capacity"][resource] = amount
     with pytest.raises(PodError, match="node gpu-a0: more than 64 GPUs, or CPU or memory out of range"):
         node_record(node)
 
@@ -204,7 +215,7 @@ class ClusterApi(FakeApi):
 def k8s_node(name: str, gpus: int, model: str, cordoned: bool = False) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": model}},
             "spec": {"unschedulable": cordoned},
-            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "quasched.io/gpu-shares": str(100 * gpus)},
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 

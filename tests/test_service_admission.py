@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quasched.service.domain import JobState, QueueSpec, Reason
+from quasched.service.domain import JobState, NodeRecord, QueueSpec, Reason
 from quasched.service.loop_state import SpecError
 from test_service_controller import A, B, cluster, job, make, submit
 
@@ -137,3 +137,15 @@ def test_a_preempted_jobs_reason_says_by_whom_and_when():
     ctl.finish(1, 40.0)
     ctl.cycle(40.0)
     assert victim.state == JobState.RUNNING and victim.reason is None
+
+
+@pytest.mark.parametrize("policy", ["fgd", "firstfit", "dotprod"])
+def test_cpu_only_jobs_go_to_nodes_without_gpus_while_one_fits(policy):
+    records = [NodeRecord("n0", 8000, 256_000, 2, A), NodeRecord("n1", 16_000, 256_000, 0, "")]
+    without = make(records, policy=policy, cpu_pods_off_gpu_nodes=False)  # what the simulators keep doing
+    assert submit(without, 1, job("a", 0, cpu_milli=7000)).placement[0][0] == "n0"
+    ctl = make(records, policy=policy)
+    assert submit(ctl, 1, job("a", 0, cpu_milli=7000)).placement[0][0] == "n1"
+    assert submit(ctl, 2, job("a", 0, cpu_milli=8000)).placement[0][0] == "n1"
+    assert submit(ctl, 3, job("a", 1, cpu_milli=1000)).placement[0][0] == "n0"
+    assert submit(ctl, 4, job("a", 0, cpu_milli=7000)).placement[0][0] == "n0"  # n1 is full: a GPU node will do

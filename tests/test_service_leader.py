@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from quasched.cli import app as cli
 from quasched.service.api import create_app
-from quasched.service.leadership import LeaderHeld
+from quasched.service.domain import QueueSpec
+from quasched.service.leadership import Fenced, LeaderHeld
 from quasched.service.store import EVENTS, Store
 
 API = "/api/v1"
@@ -73,6 +74,8 @@ def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postg
             assert refused.status_code == 503 and "standby" in refused.json()["detail"]
             assert refused.headers["x-quasched-leader"] == "http://a.invalid:8080" and refused.headers["retry-after"] == "1"
             assert [j["id"] for j in b.get(f"{API}/jobs", headers=admin).json()] == [first["id"]]
+            with pytest.raises(Fenced):  # below the API too: a standby's store writes nothing
+                b.app.state.service.store.put_queue(QueueSpec("sneaky"))
             running_leader.close()  # the leader stops and gives the lease up
             wait_for(lambda: b.get("/readyz").status_code == 200, 60, "the standby takes over")
             assert b.get("/readyz").json()["epoch"] == 2
@@ -172,3 +175,31 @@ def test_the_two_replica_manifest_routes_to_the_leader_only():
     assert args[args.index("--db") + 1] == "$(QUASCHED_DB)" and "--advertise-url" in args
     assert "postgresql" in docs["Secret"]["stringData"]["url"]
     assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_leader_paused_inside_a_write_does_not_block_the_take_over(postgres_url, tmp_path):
+    from sqlalchemy import insert
+
+    leader = pg_app(postgres_url, tmp_path)
+    standby = pg_app(postgres_url, tmp_path, name="b").state.service
+    store_a = leader.state.service.store
+    conn = store_a.engine.connect()
+    write = conn.begin()
+    store_a.fence(conn)  # the leader pauses here, holding the lease row's share lock
+    conn.execute(insert(EVENTS).values(time=0.0, kind="stale", job_id=None, node="", data={}, epoch=1))
+    # no renewals (no lifespan): the lease runs out after its 3 s while the write stays open
+
+    def attempt() -> bool:
+        try:
+            standby.elector.round()
+        except Exception:  # lock_timeout: the paused write still holds the row; PostgreSQL ends it soon
+            pass
+        return standby.leading
+
+    wait_for(attempt, 60, "the standby takes over")
+    with pytest.raises(Exception):
+        write.commit()  # the paused leader wakes: its session was ended, nothing of it is stored
+    assert "stale" not in [kind for _, _, kind, _ in stored_events(postgres_url)]
+    conn.close()
+    store_a.close()
+    standby.store.close()

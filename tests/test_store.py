@@ -173,8 +173,15 @@ def test_tokens_are_stored_hashed(store: Store):
     team = store.add_token("ci", "vision", False)
     assert admin != team and len(admin) >= 40
     assert store.token(admin) == TokenInfo("root", None, True)
-    assert store.token(team) == ("ci", "vision", False)
+    assert store.token(team) == ("ci", "vision", False, None, None)
     assert store.token("nope") is None and store.token(admin[:-1]) is None
+    with pytest.raises(ValueError, match="a token named 'ci' exists"):
+        store.add_token("ci", "nlp")
+    brief = store.add_token("brief", "vision", expires_at=100.0)
+    assert store.token(brief, now=99.0) is not None and store.token(brief, now=100.0) is None
+    assert store.revoke_token("ci", now=5.0) == ("ci", "vision", False, None, 5.0)
+    assert store.token(team) is None and store.revoke_token("nobody", now=6.0) is None
+    assert [t.name for t in store.tokens()] == ["root", "ci", "brief"]
     with store.engine.connect() as c:
         stored = " ".join(str(v) for row in c.execute(text("SELECT * FROM tokens")) for v in row)
     assert admin not in stored and team not in stored

@@ -1,8 +1,8 @@
 """Command line: ``quasched policies``, ``simulate``, ``sweep``, ``replay``, ``batch``, ``federation``, ``traces list|show``;
 the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
-``logs``, ``usage``, ``token``. This module assembles the typer app (the order of registration is the order of
+``logs``, ``usage``, ``token``; ``device-plugin`` on Kubernetes GPU nodes. This module assembles the typer app (the order of registration is the order of
 ``--help``); the commands live in ``common`` (shared options and checks), ``policies``, ``experiments``, ``replay``,
-``federation``, ``serve``, ``client`` and ``runs``."""
+``federation``, ``serve``, ``client``, ``runs`` and ``node``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from quasched.cli.common import fail
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
 from quasched.cli.federation import federation
 from quasched.cli.policies import policies
+from quasched.cli.node import device_plugin
 from quasched.cli.replay import replay
 from quasched.cli.serve import serve
 from quasched.extras import MissingExtra
@@ -49,8 +50,10 @@ app.add_typer(traces_app, name="traces")
 traces_app.command("list")(with_clean_errors(traces_list))
 traces_app.command("show")(with_clean_errors(traces_show))
 for function in (policies, batch, federation, simulate, sweep, replay, serve, client.submit, client.jobs, client.queues,
-                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token):
+                client.queue, client.nodes, client.job, client.cancel, client.complete, runs.logs, runs.usage, client.token,
+                 client.tokens):
     app.command()(with_clean_errors(function))
+app.command("device-plugin")(with_clean_errors(device_plugin))
 
 
 def one_line_summaries(typer_app: typer.Typer) -> None:

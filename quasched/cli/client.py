@@ -1,5 +1,5 @@
 """The service's client commands: ``submit``, ``jobs``, ``job``, ``queues``, ``queue``, ``nodes``,
-``cancel``, ``complete`` and ``token``, each one call of the HTTP API (server and token from options, the environment or the
+``cancel``, ``complete``, ``token`` and ``tokens``, each one call of the HTTP API (server and token from options, the environment or the
 token file ``quasched serve`` wrote), printed as a line or a rich table."""
 
 from __future__ import annotations
@@ -279,8 +279,6 @@ def job(
     token: Optional[str] = TokenOption,
 ) -> None:
     """A job in detail: request, state, placement, queue position, reason and its events."""
-    from datetime import datetime, timezone
-
     j = call(server, token, "GET", f"/jobs/{job_id}")
     console.print(f"[bold]job {j['id']}[/] ({j['name']}) {j['state']}, team {j['team']}, {j['priority_class']}")
     console.print(f"  asks {j['pods']} x ({gpus_text(j['gpus'])} GPU {j['gpu_model'] or 'any model'}, "
@@ -292,9 +290,8 @@ def job(
     if j["reason"]:
         console.print(f"  {j['reason']['code']}: {j['reason']['message']}")
     for ev in j["events"]:
-        when = datetime.fromtimestamp(ev["time"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
         data = " ".join(f"{k}={v}" for k, v in ev["data"].items())
-        console.print(f"  {when} {ev['kind']}{' ' + ev['node'] if ev['node'] else ''} {data}".rstrip())
+        console.print(f"  {when(ev['time'])} {ev['kind']}{' ' + ev['node'] if ev['node'] else ''} {data}".rstrip())
 
 
 def complete(
@@ -309,15 +306,45 @@ def complete(
 
 
 def token(
-    name: str = typer.Argument(..., help="A name for the token (e.g. vision-ci)."),
-    team: Optional[str] = typer.Option(None, help="The team the token acts for."),
+    name: str = typer.Argument(..., help="The token's name (e.g. vision-ci); unique."),
+    team: Optional[str] = typer.Option(None, help="The team the token acts for (an existing queue)."),
     admin: bool = typer.Option(False, help="An admin token (no team)."),
+    expires_in: Optional[str] = typer.Option(None, help="It stops working after this long: 30d, 12h, 90m."),
+    revoke: bool = typer.Option(False, "--revoke", help="Revoke the token NAME instead: it stops working at once."),
     server: str = ServerOption,
     token_: Optional[str] = typer.Option(None, "--token", envvar="QUASCHED_TOKEN", help=TOKEN_HELP,
                                          show_default=False),
 ) -> None:
-    """Create an API token (needs an admin token); prints the secret once."""
+    """Create an API token (needs an admin token) and print its secret once; or revoke one with --revoke."""
+    if revoke:
+        call(server, token_, "DELETE", f"/tokens/{name}")
+        console.print(f"token {name} revoked")
+        return
     if admin == (team is not None):
         fail("give --team TEAM for a team token, or --admin")
-    made = call(server, token_, "POST", "/tokens", json={"name": name, "team": team, "admin": admin})
+    made = call(server, token_, "POST", "/tokens",
+                json={"name": name, "team": team, "admin": admin, "expires_in": expires_in})
     console.print(made["token"])
+
+
+def tokens(
+    server: str = ServerOption,
+    token: Optional[str] = TokenOption,
+) -> None:
+    """API tokens: name, team or admin, expiry, revocation (needs an admin token; never shows a secret)."""
+    from rich.table import Table
+
+    table = Table(title="tokens")
+    for column in ("name", "acts for", "expires", "revoked"):
+        table.add_column(column)
+    for t in call(server, token, "GET", "/tokens"):
+        table.add_row(t["name"], "admin" if t["admin"] else t["team"], when(t["expires_at"]) or "never",
+                      when(t["revoked_at"]))
+    console.print(table)
+
+
+def when(seconds: float | None) -> str:
+    """An epoch second as ``2026-11-28 09:15 UTC`` (empty for ``None``)."""
+    from datetime import datetime, timezone
+
+    return "" if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

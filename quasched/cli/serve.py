@@ -120,6 +120,9 @@ def serve(
                                         "so a waiting multi-GPU job can start (0 = off)."),
     batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
                                                "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
+    metrics_public: bool = typer.Option(False, "--metrics-public", help=(
+        "Serve /metrics without a token (default: any valid API token, e.g. Prometheus' authorization "
+        "credentials_file).")),
     kube_extender: bool = typer.Option(False, "--kube-extender", help=(
         "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
         "Kubernetes nodes and GPU pods (docs/kubernetes.md). Needs API-server credentials: --kubeconfig, "
@@ -236,7 +239,8 @@ def serve(
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
                               local_node=local_node if kube is None else None)
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
-                                 state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl)
+                                 state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
+                                 metrics_public=metrics_public)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
     from quasched.service.auth import masked

@@ -90,6 +90,12 @@ class KubernetesClient:
         _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body,
                                 headers=self._headers()))
 
+    def node_pods(self, node: str) -> list[dict[str, Any]]:
+        """The pods bound to ``node`` (the device plugin's view)."""
+        reply = _checked(self.http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node}"},
+                                       headers=self._headers()))
+        return list(reply.get("items") or [])
+
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
         return _checked(self.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
                                       headers=self._headers()))

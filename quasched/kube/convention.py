@@ -4,23 +4,27 @@ Pure functions over the JSON of ``v1.Pod`` and ``v1.Node`` objects (plain dicts,
 as the API server and kube-scheduler send them), so they are tested on recorded
 fixtures with no cluster:
 
-- whole GPUs: ``resources.limits["nvidia.com/gpu"]: N`` (or ``requests``), summed over the
-  containers (an init container asking for more counts instead, as in Kubernetes);
-- a share of one GPU: ``nvidia.com/gpu: 1`` plus the annotation ``gpu-fraction: "0.5"``
-  (KAI Scheduler's name; 0 < f ≤ 1, rounded to 1/1000);
+- GPUs: the extended resource ``quasched.io/gpu-shares`` (100 shares = one GPU) in one container's
+  ``resources.limits`` (or ``requests``): 1..99 is a share of one device, 100·N is N whole devices;
+  quasched's device plugin advertises 100 shares per GPU, so the kubelet's count agrees;
 - GPU model: the node label ``quasched.io/gpu-model``, else ``nvidia.com/gpu.product``; a pod
-  restricts it with the annotation ``quasched.io/gpu-model: "A100|H100"`` or a ``nodeSelector``
-  on either label;
+  restricts it with the annotation ``quasched.io/gpu-model: "A100|H100"``, a ``nodeSelector`` or a
+  required ``nodeAffinity`` (``In``) on either label (all that are given must agree);
+- bind's record for the device plugin: annotations ``quasched.io/gpu-devices`` (device indices),
+  ``quasched.io/assume-time`` (ns) and ``quasched.io/assigned`` (``false`` until the plugin's Allocate);
 - queue: the annotation ``quasched.io/queue`` (default ``default``);
 - CPU and memory: the containers' requests (limits when a request is absent), in the usual
   quantities (``500m``, ``2``, ``16Gi``, ``1G``, ``1e3``).
 
-A pod without a GPU request is not managed by quasched (the extender passes it through).
+A pod without a GPU request is not managed by quasched (the extender passes it through). A pod
+asking for ``nvidia.com/gpu``, or carrying an old share annotation (``gpu-fraction``) or a
+``quasched.io/`` annotation quasched does not know, is refused with a reason naming the field.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Mapping
@@ -28,11 +32,19 @@ from typing import Any, Mapping
 from quasched.model.nodes import MAX_NODE_GPUS
 from quasched.service.domain import JobSpec, NodeRecord
 
-GPU_RESOURCE = "nvidia.com/gpu"
-FRACTION_ANNOTATION = "gpu-fraction"
+GPU_RESOURCE = "quasched.io/gpu-shares"
+#: shares of one GPU
+SHARES = 100
 MODEL_ANNOTATION = "quasched.io/gpu-model"
 QUEUE_ANNOTATION = "quasched.io/queue"
 DEVICES_ANNOTATION = "quasched.io/gpu-devices"
+ASSUME_TIME_ANNOTATION = "quasched.io/assume-time"
+ASSIGNED_ANNOTATION = "quasched.io/assigned"
+KNOWN_ANNOTATIONS = frozenset({MODEL_ANNOTATION, QUEUE_ANNOTATION, DEVICES_ANNOTATION, ASSUME_TIME_ANNOTATION,
+                               ASSIGNED_ANNOTATION})
+#: GPU requests of other conventions, refused with a reason rather than read as something else
+FOREIGN_RESOURCE = "nvidia.com/gpu"
+FOREIGN_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "nvidia.com/gpu-fraction")
 #: node labels naming the GPU model, first found wins
 MODEL_LABELS = ("quasched.io/gpu-model", "nvidia.com/gpu.product")
 DEFAULT_QUEUE = "default"
@@ -129,23 +141,99 @@ def pod_request(pod: Mapping[str, Any], resource: str, convert: Any = milli, pre
     return max(total, init)
 
 
-def gpu_count(pod: Mapping[str, Any]) -> Decimal:
-    """Devices of ``nvidia.com/gpu`` the pod asks for (limits first, the extended-resource convention)."""
+def shares_of(pod: Mapping[str, Any]) -> Decimal:
+    """The ``quasched.io/gpu-shares`` the pod asks for (limits first, the extended-resource convention)."""
     return Decimal(pod_request(pod, GPU_RESOURCE, quantity, prefer="limits"))
 
 
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = _get(pod, "metadata", "annotations") or {}
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def _names_resource(pod: Mapping[str, Any], resource: str) -> bool:
+    for kind in ("containers", "initContainers"):
+        for c in _containers(pod, kind):
+            for part in ("limits", "requests"):
+                values = _get(c, "resources", part)
+                if isinstance(values, Mapping) and resource in values:
+                    return True
+    return False
+
+
 def is_managed(pod: Mapping[str, Any]) -> bool:
-    """Whether quasched owns this pod's GPU placement (it asks for ``nvidia.com/gpu``)."""
-    try:
-        return gpu_count(pod) > 0
-    except PodError:
-        return True  # it names the resource: ours, and its error is reported
+    """Whether quasched owns this pod's GPU placement: it asks for ``quasched.io/gpu-shares``, or for GPUs
+    in a convention quasched refuses (``nvidia.com/gpu``, an old share annotation), so the reason is told."""
+    if _names_resource(pod, GPU_RESOURCE) or _names_resource(pod, FOREIGN_RESOURCE):
+        return True
+    return any(key in _annotations(pod) for key in FOREIGN_ANNOTATIONS)
 
 
 def pod_key(pod: Mapping[str, Any]) -> tuple[str, str, str]:
     """``(namespace, name, uid)``."""
     meta = pod.get("metadata") or {}
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
+
+
+def gpu_request(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """``(num_gpu, gpu_milli)`` of the pod's ``quasched.io/gpu-shares``; :class:`PodError` names what is wrong."""
+    annotations = _annotations(pod)
+    for key in annotations:
+        if key in FOREIGN_ANNOTATIONS or (str(key).startswith("quasched.io/") and key not in KNOWN_ANNOTATIONS):
+            raise PodError(f"annotation {key} is not read: ask {GPU_RESOURCE} ({SHARES} = one GPU, 50 = half of one)")
+    if _names_resource(pod, FOREIGN_RESOURCE):
+        raise PodError(f"{FOREIGN_RESOURCE} is not offered: ask {GPU_RESOURCE} ({SHARES} = one GPU)")
+    asking = [c for kind in ("containers", "initContainers") for c in _containers(pod, kind)
+              if _amount(c, GPU_RESOURCE, quantity, "limits")]
+    if len(asking) > 1:
+        raise PodError(f"{GPU_RESOURCE}: only one container may ask for GPUs, {len(asking)} do")
+    shares = shares_of(pod)
+    if shares != shares.to_integral_value() or not 0 <= shares <= MAX_GPUS * SHARES or (
+            shares > SHARES and shares % SHARES):
+        raise PodError(f"{GPU_RESOURCE}: 1..{SHARES - 1} (a share of one GPU) or a multiple of {SHARES} "
+                       f"(whole GPUs, up to {MAX_GPUS}), got {shares}")
+    if shares >= SHARES:
+        return int(shares) // SHARES, MILLI
+    return (1, int(shares) * MILLI // SHARES) if shares else (0, 0)
+
+
+def _affinity_models(pod: Mapping[str, Any]) -> set[str] | None:
+    """The GPU models a required nodeAffinity allows (None: it does not restrict them). Terms are ORed: every
+    term must name the model label with ``In`` for the affinity to restrict the model."""
+    terms = _get(pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                 "nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        return None
+    allowed: set[str] = set()
+    for term in terms:
+        exprs = _get(term, "matchExpressions")
+        values = [set(map(str, e.get("values") or [])) for e in exprs or [] if isinstance(e, Mapping)
+                  and e.get("key") in MODEL_LABELS and e.get("operator") == "In"] if isinstance(exprs, list) else []
+        if not values:
+            return None
+        allowed |= set.intersection(*values)
+    return allowed
+
+
+def pod_models(pod: Mapping[str, Any]) -> str:
+    """The pod's GPU-model constraint ``A|B`` (empty: any), from the annotation, the ``nodeSelector`` and a
+    required nodeAffinity; where several are given, the models all of them allow."""
+    wanted: list[set[str]] = []
+    model = str(_annotations(pod).get(MODEL_ANNOTATION) or "").strip()
+    if model:
+        wanted.append({m.strip() for m in model.split("|") if m.strip()})
+    selector = _get(pod, "spec", "nodeSelector") or {}
+    if isinstance(selector, Mapping):
+        wanted += [{str(selector[k])} for k in MODEL_LABELS if selector.get(k)]
+    affinity = _affinity_models(pod)
+    if affinity is not None:
+        wanted.append(affinity)
+    if not wanted:
+        return ""
+    common = set.intersection(*wanted)
+    if not common:
+        raise PodError(f"{MODEL_ANNOTATION}, nodeSelector and nodeAffinity allow no GPU model in common")
+    return "|".join(sorted(common))
 
 
 @dataclass(frozen=True)
@@ -164,33 +252,13 @@ def pod_gpu(pod: Mapping[str, Any]) -> PodGpu:
     """Read the pod's GPU, model, queue, CPU and memory request; :class:`PodError` names what is wrong."""
     if not isinstance(pod, Mapping):
         raise PodError("pod: not an object")
-    count = gpu_count(pod)
-    if count != count.to_integral_value() or not 0 <= count <= MAX_GPUS:
-        raise PodError(f"{GPU_RESOURCE}: a whole number of devices up to {MAX_GPUS}, got {count}")
-    num_gpu, gpu_milli = int(count), MILLI if count else 0
-    annotations = _get(pod, "metadata", "annotations") or {}
-    if not isinstance(annotations, Mapping):
-        annotations = {}
-    fraction = annotations.get(FRACTION_ANNOTATION)
-    if fraction is not None:
-        try:
-            share = float(str(fraction).strip())
-        except ValueError:
-            raise PodError(f"annotation {FRACTION_ANNOTATION}: not a number: {fraction!r}") from None
-        if not (0 < share <= 1) or not math.isfinite(share):
-            raise PodError(f"annotation {FRACTION_ANNOTATION}: a share 0 < f <= 1 of one GPU, got {fraction!r}")
-        if num_gpu != 1:
-            raise PodError(f"annotation {FRACTION_ANNOTATION} needs {GPU_RESOURCE}: 1, got {num_gpu}")
-        gpu_milli = min(MILLI, max(1, round(share * MILLI)))
-    selector = _get(pod, "spec", "nodeSelector") or {}
-    model = str(annotations.get(MODEL_ANNOTATION) or "").strip()
-    if not model and isinstance(selector, Mapping):
-        model = next((str(selector[k]) for k in MODEL_LABELS if selector.get(k)), "")
-    queue = str(annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE)
+    num_gpu, gpu_milli = gpu_request(pod)
+    model = pod_models(pod) if num_gpu else ""
+    queue = str(_annotations(pod).get(QUEUE_ANNOTATION) or DEFAULT_QUEUE)
     cpu, memory = pod_request(pod, "cpu", milli), pod_request(pod, "memory", mebibytes)
     if cpu > MAX_AMOUNT or memory > MAX_AMOUNT:
         raise PodError("cpu or memory request out of range")
-    return PodGpu(num_gpu, gpu_milli, model if num_gpu else "", int(cpu), int(memory), queue[:128])
+    return PodGpu(num_gpu, gpu_milli, model, int(cpu), int(memory), queue[:128])
 
 
 def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:
@@ -226,6 +294,14 @@ def devices_text(devices: tuple[int, ...]) -> str:
     return ",".join(str(d) for d in devices)
 
 
+def bind_annotations(devices: tuple[int, ...], now_ns: int | None = None) -> dict[str, str]:
+    """What bind writes on the pod before the Binding, for the device plugin's Allocate: the devices, when
+    they were assumed (ns) and ``assigned: "false"`` (the plugin sets ``"true"`` once it hands them out)."""
+    return {DEVICES_ANNOTATION: devices_text(devices),
+            ASSUME_TIME_ANNOTATION: str(time.time_ns() if now_ns is None else now_ns),
+            ASSIGNED_ANNOTATION: "false"}
+
+
 # ---------------------------------------------------------------- nodes
 def node_model(labels: Mapping[str, Any]) -> str:
     """A node's GPU model from the first set label of :data:`MODEL_LABELS` (empty if none)."""
@@ -233,8 +309,9 @@ def node_model(labels: Mapping[str, Any]) -> str:
 
 
 def node_record(node: Mapping[str, Any]) -> NodeRecord:
-    """A Kubernetes node as quasched registers it: allocatable CPU, memory and ``nvidia.com/gpu``,
-    GPU model from its labels, cordoned when ``spec.unschedulable`` or its Ready condition is not True."""
+    """A Kubernetes node as quasched registers it: allocatable CPU and memory, GPUs = the capacity of
+    ``quasched.io/gpu-shares`` / 100 (what the device plugin advertises, unhealthy devices included: they keep
+    their index), GPU model from its labels, cordoned when ``spec.unschedulable`` or its Ready condition is not True."""
     meta = node.get("metadata") or {}
     name = str(meta.get("name") or "")
     if not name:
@@ -245,7 +322,8 @@ def node_record(node: Mapping[str, Any]) -> NodeRecord:
     try:
         cpu = milli(offered.get("cpu", 0))
         memory = int(quantity(offered.get("memory", 0)) / MIB)
-        gpus = int(quantity(offered.get(GPU_RESOURCE, 0)))
+        shares = (status.get("capacity") or offered).get(GPU_RESOURCE, 0)
+        gpus = int(quantity(shares) // SHARES)
     except PodError as err:
         raise PodError(f"node {name}: {err}") from None
     if gpus > MAX_NODE_GPUS or cpu > MAX_AMOUNT or memory > MAX_AMOUNT:

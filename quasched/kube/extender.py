@@ -2,7 +2,7 @@
 
 Routes under :data:`PREFIX` (``POST /k8s/scheduler/{filter,prioritize,bind}``), in the
 ``extender/v1`` wire format (:mod:`.wire`). The extender owns whole and fractional GPU
-placement (``managedResources: nvidia.com/gpu, ignoredByScheduler: true``):
+placement (``managedResources: quasched.io/gpu-shares``, advertised by quasched's device plugin):
 
 - **filter** runs the one fit rule (:func:`quasched.model.fit.fit_checks`, as the service's
   loop does) on the controller's cluster for the names given and answers the first failing
@@ -19,15 +19,16 @@ placement (``managedResources: nvidia.com/gpu, ignoredByScheduler: true``):
   does not hold the leader Lease: :mod:`.admission`), then confirms the assumed reservation (or
   reserves with the policy's Reserve step if the node differs or nothing is held): the pod is a
   running quasched job on that node (stored, on the dashboard), its devices are written to the pod
-  (annotation ``quasched.io/gpu-devices``, on that uid only), then the Binding is created through the
+  (annotations ``quasched.io/gpu-devices``, ``quasched.io/assume-time`` and ``quasched.io/assigned: "false"``,
+  read by the device plugin's Allocate; on that uid only), then the Binding is created through the
   API server; if either call fails, the reservation is rolled back (the job is cancelled).
 
 A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
 do on a submission to ``quasched serve``.
 
 There is no preempt verb: kube-scheduler computes preemption victims with its in-tree
-filters, which ignore ``nvidia.com/gpu`` here, and the extender's ProcessPreemption can only
-narrow that set, never add the victims a GPU shortage needs (docs/kubernetes.md).
+filters, which count shares but not which device holds them, and the extender's ProcessPreemption
+can only narrow that set, never add the victims a GPU shortage needs (docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from quasched.policies.base import CycleState
 from quasched.service.domain import Job
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
-from quasched.kube.convention import DEVICES_ANNOTATION, PodError, devices_of, devices_text, pod_key
+from quasched.kube.convention import PodError, bind_annotations, devices_of, pod_key
 from quasched.kube.reservations import PodJobs
 from quasched.kube.verdicts import extender_scores, verdicts
 
@@ -238,7 +239,7 @@ class Bridge(PodJobs):
         assert self.client is not None
         try:
             if job.spec.num_gpu:
-                self.client.annotate_pod(namespace, name, {DEVICES_ANNOTATION: devices_text(devices)}, uid=uid)
+                self.client.annotate_pod(namespace, name, bind_annotations(devices), uid=uid)
             self.client.bind_pod(namespace, name, uid, node)
         except Exception as err:
             self.release(uid, "cancelled")

@@ -20,7 +20,8 @@ from quasched.service.domain import JobSpec
 if TYPE_CHECKING:
     from quasched.service.controller import Controller
 
-#: the stable FailedNodes strings (what users see, aggregated, in the FailedScheduling event)
+#: the stable FailedNodes strings (what users see, aggregated, in the FailedScheduling event); INVALID is
+#: followed by ``: <what is wrong>`` (the field and the expected form)
 NO_GPU = "quasched: not enough free GPU"
 MODEL_MISMATCH = "quasched: GPU model mismatch"
 UNKNOWN_NODE = "quasched: node cordoned or unknown"
@@ -47,8 +48,8 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
         return {}, None, []
     try:
         spec = job_spec(pod)
-    except PodError:
-        return {n: INVALID for n in names}, None, []
+    except PodError as err:  # the same text on every node: it aggregates into one line of the event
+        return dict.fromkeys(names, f"{INVALID}: {err}"), None, []
     if spec.team not in ctl.quota.queues:
         return {n: UNKNOWN_QUEUE for n in names}, None, []
     c = ctl.cluster

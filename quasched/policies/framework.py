@@ -122,13 +122,18 @@ class Decision:
 class Scheduler:
     """Runs scheduling cycles of one policy on one (possibly changing) cluster."""
 
-    def __init__(self, cluster: Cluster, policy: Policy, rank: np.ndarray, rng: RandomStream) -> None:
+    def __init__(self, cluster: Cluster, policy: Policy, rank: np.ndarray, rng: RandomStream,
+                 cpu_pods_off_gpu_nodes: bool = False) -> None:
+        """``cpu_pods_off_gpu_nodes``: a pod without GPUs goes to a node without GPUs whenever one fits it (the
+        policy's scores choose among those), so GPU nodes keep their CPU and memory for GPU pods; off in the
+        simulators, whose published placements it would change."""
         if sorted(rank.tolist()) != list(range(cluster.n_nodes)):
             raise ValueError("rank must be a permutation of the node indices")
         self.cluster = cluster
         self.policy = policy
         self.rank = np.asarray(rank, dtype=np.int64)
         self.rng = rng
+        self.cpu_pods_off_gpu_nodes = cpu_pods_off_gpu_nodes
         self.feasibility = Feasibility(cluster)
         self.board = HostBoard(cluster)
         policy.attach(cluster, rng)
@@ -144,6 +149,8 @@ class Scheduler:
             return Decision(UNSCHEDULED)
         state = CycleState()
         alone, node = self.policy.alone, None
+        if self.cpu_pods_off_gpu_nodes and not pod.is_gpu and (spare := mask & (self.cluster.num_gpus == 0)).any():
+            mask, n_feasible, alone = spare, int(np.count_nonzero(spare)), None  # the board ranks every fitting node
         if alone is not None and (epoch := alone.epoch()) is not None:
             node = self.board.pick(alone, epoch, pod, key, mask, self._ranks())
         if node is None:

@@ -15,9 +15,7 @@ therefore tests classes × grown nodes in one vectorised step, walks the class
 heads in FIFO order, runs a cycle only for a head whose class still fits a
 grown node, and after each placement refreshes the column of the node that
 took the pod. This yields exactly the placements (and random draws) of
-retrying every queued pod one by one (``tests/test_replay_properties.py``). A retry may be gated
-(``admit``: a federation dispatcher's guard); a class held back by the gate has not failed on the grown
-nodes it fits, so they count as grown again in the next retry.
+retrying every queued pod one by one (``tests/test_replay_properties.py``).
 """
 
 from __future__ import annotations
@@ -84,7 +82,6 @@ class PendingQueue:
         self._live: dict[int, tuple[int, int]] = {}  # uid -> (sequence, class)
         self._class_live = np.zeros(16, dtype=np.int64)  # queued pods per fit class
         self._seq = 0
-        self._held = np.empty(0, dtype=np.int64)  # grown nodes a held-back class fits (:meth:`retry`)
 
     def __len__(self) -> int:
         return len(self._live)
@@ -123,18 +120,12 @@ class PendingQueue:
             queue.popleft()
         return queue[0] if queue else None
 
-    def retry(self, schedule: Callable[[Pod], Decision],
-              admit: Callable[[Pod], bool] | None = None) -> Iterator[tuple[Pod, Decision]]:
+    def retry(self, schedule: Callable[[Pod], Decision]) -> Iterator[tuple[Pod, Decision]]:
         """One front-to-back pass after capacity grew; yields each pod placed with its decision.
 
-        ``schedule`` runs a full scheduling cycle and binds on success. ``admit`` (optional, asked just before the
-        cycle) may hold back a pod that fits; its fit class is then out for this pass, as one that does not fit, and
-        the grown nodes it fits count as grown again in the next pass (the guard: it has not failed on them).
+        ``schedule`` runs a full scheduling cycle and binds on success.
         """
         grown = self.cluster.take_grown()
-        if len(self._held):
-            grown = np.union1d(grown, self._held[self.cluster.present[self._held]])
-            self._held = self._held[:0]
         active = np.flatnonzero(self._class_live > 0)
         if not len(self._live) or not len(grown) or not len(active):
             return
@@ -150,9 +141,6 @@ class PendingQueue:
             if not fit[row[cls]].any():
                 continue  # the class is out for this round: the state only gets fuller
             pod = self._queues[cls][0][1]
-            if admit is not None and not admit(pod):
-                self._held = np.union1d(self._held, grown[fit[row[cls]]])
-                continue
             decision = schedule(pod)
             col = int(np.searchsorted(grown, decision.node))
             if not decision.placed or col == len(grown) or grown[col] != decision.node:

@@ -13,26 +13,35 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from quasched.model.nodes import NodeSpec
-from quasched.service.auth import Admin, Reader
+from quasched.service.auth import Reader, reader
 from quasched.service.leadership import LEASE_TTL_S, Elector, Fenced, identity
 from quasched.service.loop_state import LoopOptions
 from quasched.service.metrics import RequestTimer
 from quasched.service.routes_jobs import add_job_routes
+from quasched.service.routes_tokens import add_token_routes
 from quasched.service.routes_nodes import add_node_routes
 from quasched.service.routes_runs import add_run_routes
-from quasched.service.routing import API, field_error, validation_error
+from quasched.service.routing import API, validation_error
 from quasched.service.runtime import Service
-from quasched.service.schemas import TokenCreate, TokenOut, WhoAmI
+from quasched.service.schemas import WhoAmI
 from quasched.service.routes_cluster import add_cluster_routes
 
 DASHBOARD = Path(__file__).parent / "dashboard"
+#: what the dashboard's pages may load and do: only this origin's scripts, no framing, no type sniffing
+DASHBOARD_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                 b"img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                                 b"frame-ancestors 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+]
 #: largest request body (bytes); a larger one is 413 before it is read
 MAX_BODY = 1024 * 1024
 
@@ -47,6 +56,26 @@ class Lifecycle(Protocol):
 
 #: adds routes to the app of a service; returns what must start and stop with it, if anything
 Extension = Callable[[FastAPI, Service], Lifecycle | None]
+
+
+class DashboardHeaders:
+    """ASGI middleware: :data:`DASHBOARD_HEADERS` on the dashboard's page and assets (``/``, ``/static/...``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == "/" or path.startswith("/static/")):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *DASHBOARD_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def sqlite_file(db_url: str) -> Path | None:
@@ -84,7 +113,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
                extensions: Sequence[Extension] = (), state_dir: Path | None = None,
-               advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S) -> FastAPI:
+               advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S, metrics_public: bool = False) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -96,7 +125,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     stops with it (the kube-scheduler extender: :func:`quasched.kube.mount.extender`).
     With ``options.local_node`` set, the commands of jobs placed on that node run here; their logs and run
     records live under ``state_dir`` (default: ``quasched-state`` beside a SQLite database, else in the
-    working directory).
+    working directory). ``/metrics`` needs a token unless ``metrics_public``.
     One server writes a database: on SQLite a second one raises :class:`~.leadership.LeaderHeld` naming the
     holder; on PostgreSQL it starts as a standby and takes the lease (time-to-live ``lease_ttl_s``) over when
     the leader's expires. ``advertise_url`` is this server's URL as standbys name it.
@@ -145,35 +174,28 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     app.add_exception_handler(Fenced, fenced)
     app.add_middleware(StandbyGuard, service=service)
     app.add_middleware(RequestTimer, metrics=service.metrics, skip=("/stream",))
-    add_routes(app, service)
+    app.add_middleware(DashboardHeaders)
+    add_routes(app, service, metrics_public)
     parts = [part for part in (extend(app, service) for extend in extensions) if part is not None]
     return app
 
 
-def add_routes(app: FastAPI, service: Service) -> None:
-    """Register the ``/api/v1`` routes of ``service`` on ``app``."""
+def add_routes(app: FastAPI, service: Service, metrics_public: bool = False) -> None:
+    """Register the ``/api/v1`` routes of ``service`` on ``app``, and health, metrics and the dashboard."""
     lock = service.lock
     add_job_routes(app, service)
     add_node_routes(app, service)
     add_run_routes(app, service)
     add_cluster_routes(app, service)
+    add_token_routes(app, service)
 
     # ------------------------------------------------------------ admin
-    @app.post(f"{API}/tokens", status_code=201, response_model=TokenOut, tags=["admin"])
-    def create_token(body: TokenCreate, who: Admin) -> TokenOut:
-        """A new API token (admin); the secret is shown once."""
-        if body.admin == (body.team is not None):
-            raise field_error("team", "give a team for a team token, or admin=true without a team")
-        with lock:
-            secret = service.store.add_token(body.name, body.team, body.admin)
-        return TokenOut(name=body.name, team=body.team, admin=body.admin, token=secret)
-
     @app.get(f"{API}/whoami", response_model=WhoAmI, tags=["admin"])
     def whoami(who: Reader) -> WhoAmI:
         """The caller's token: name, team, admin."""
         return WhoAmI(name=who.name, team=who.team, admin=who.admin)
 
-    # ------------------------------------------------------------ unauthenticated
+    # ------------------------------------------------------------ health, metrics, dashboard
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         """Alive (a leader or a standby)."""
@@ -188,7 +210,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
         leader = holder._asdict() if holder.alive else None
         return JSONResponse({"status": "standby", "role": "standby", "leader": leader}, status_code=503)
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", include_in_schema=False, dependencies=[] if metrics_public else [Depends(reader)])
     def metrics() -> Response:
         with lock:
             service.metrics.refresh(service.ctl)

@@ -55,8 +55,8 @@ def principal_of(request: Request, secret: str | None) -> Principal:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers=UNAUTHORIZED)
     found = request.app.state.service.lookup_token(secret)
     if found is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers=UNAUTHORIZED)
-    name, team, is_admin = found
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown, expired or revoked token", headers=UNAUTHORIZED)
+    name, team, is_admin = found[:3]
     return Principal(str(name), None if team is None else str(team), bool(is_admin))
 
 

@@ -56,6 +56,8 @@ class LoopOptions:
     batch_size: int = 16
     #: seconds between time-series samples
     sample_s: float = 5.0
+    #: a job without GPUs goes to a node without GPUs whenever one fits it (off: as the simulators place)
+    cpu_pods_off_gpu_nodes: bool = True
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
 
 
@@ -70,7 +72,8 @@ class LoopState:
         self.cluster = Cluster(nodes)
         self.window = TypicalWindow(initial=typical) if typical is None else None
         self.typical: TypicalPods | TypicalWindow = typical if typical is not None else self.window  # type: ignore[assignment]
-        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng)
+        self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng,
+                                   cpu_pods_off_gpu_nodes=options.cpu_pods_off_gpu_nodes)
         self.quota = QuotaBook(queues)
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)

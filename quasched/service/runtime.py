@@ -161,8 +161,8 @@ class Service:
         print(f"quasched: created admin token {shown}{where}", file=sys.stderr)
 
     def lookup_token(self, secret: str) -> Any:
-        """Who holds the API token ``secret`` (None if unknown)."""
-        return self.store.token(secret)
+        """Who holds the API token ``secret`` (None if unknown, revoked or expired)."""
+        return self.store.token(secret, now=self.clock())
 
     # ------------------------------------------------------------ threads
     def start(self) -> None:

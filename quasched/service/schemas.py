@@ -314,6 +314,16 @@ class TokenCreate(Strict):
     name: Annotated[str, Field(min_length=1, max_length=63, pattern=TEAM_PATTERN)]
     team: TeamName | None = Field(None, description="The team this token acts for (none: an admin token).")
     admin: bool = False
+    expires_in: str | float | None = Field(None, description=(
+        "The token stops working after this long: seconds or 30s, 90m, 2h, 30d (omitted: it does not expire)."),
+        examples=["30d"])
+
+    @field_validator("expires_in")
+    @classmethod
+    def _expires(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            parse_duration(value)
+        return value
 
 
 # ---------------------------------------------------------------- responses
@@ -410,6 +420,8 @@ class QueueOut(BaseModel):
     quota: dict[str, float]
     borrowing_limit: float | None
     used_gpus: float
+    used_gpus_by_model: dict[str, float] = Field(default_factory=dict, description=(
+        "GPUs used per quota key: a GPU model, or '*' for the models the quota does not name."))
     borrowed_gpus: float
     fair_share_gpus: float
     share: float
@@ -461,11 +473,17 @@ class SampleOut(BaseModel):
     pending: int
 
 
-class TokenOut(BaseModel):
-    """A created token; ``token`` is the secret, shown only here."""
+class TokenInfoOut(BaseModel):
+    """A token as admins list it (never its secret)."""
     name: str
     team: str | None
     admin: bool
+    expires_at: float | None = Field(None, description="When it stops working (epoch seconds; null: never).")
+    revoked_at: float | None = Field(None, description="When it was revoked (null: it was not).")
+
+
+class TokenOut(TokenInfoOut):
+    """A created token; ``token`` is the secret, shown only here."""
     token: str
 
 

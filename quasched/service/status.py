@@ -50,7 +50,8 @@ def snapshot(ctl: LoopViews) -> dict[str, Any]:
             "running": sum(1 for j in ctl.jobs.values() if j.state.holds_resources)}
 
 def queue_status(ctl: LoopViews) -> list[dict[str, Any]]:
-    """Per queue: quota, cohort, weight, GPUs used and borrowed, fair share, share, pending and running jobs."""
+    """Per queue: quota, cohort, weight, GPUs used (in all and per quota key: a GPU model or '*') and borrowed, fair
+    share, share, pending and running jobs."""
     fair = ctl.quota.fair_share()
     out = []
     for name, spec in ctl.quota.queues.items():
@@ -58,6 +59,8 @@ def queue_status(ctl: LoopViews) -> list[dict[str, Any]]:
         jobs = [j for j in ctl.jobs.values() if j.spec.team == name]
         out.append({"name": name, "cohort": spec.cohort, "weight": spec.weight, "quota": dict(spec.quota),
                     "borrowing_limit": spec.borrowing_limit, "used_gpus": used / 1000,
+                    "used_gpus_by_model": {k: v / 1000 for (q, k), v in sorted(ctl.quota.usage.items())
+                                           if q == name and v},
                     "borrowed_gpus": ctl.quota.borrowed(name) / 1000, "fair_share_gpus": fair[name] / 1000,
                     "share": ctl.quota.share(name),
                     "pending": sum(1 for j in jobs if j.state == JobState.PENDING),

@@ -26,6 +26,10 @@ from .domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, Qu
 from .leadership import Fenced, FileLock, Holder
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: PostgreSQL ends a session idle this long inside a transaction (ms): a paused writer cannot hold the lease row
+IDLE_IN_TX_MS = 5000
+#: a take-over waits this long (ms) for a write under way to commit, then tries again at its next round
+LOCK_WAIT_MS = 1000
 #: jobs that :meth:`Store.load` hands back to the controller
 UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
 
@@ -168,6 +172,8 @@ class TokenRow(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     team: Mapped[str | None] = mapped_column(String(128))
     admin: Mapped[bool] = mapped_column(Boolean)
+    expires_at: Mapped[float | None] = mapped_column(Double)
+    revoked_at: Mapped[float | None] = mapped_column(Double)
 
 
 class TeamUsage(NamedTuple):
@@ -179,10 +185,17 @@ class TeamUsage(NamedTuple):
 
 
 class TokenInfo(NamedTuple):
-    """A stored token's name, team and admin flag (never the secret)."""
+    """A stored token's name, team and admin flag, when it expires and when it was revoked (never the secret)."""
     name: str
     team: str | None
     admin: bool
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+
+def token_info(row: TokenRow) -> TokenInfo:
+    """The :class:`TokenInfo` of a row."""
+    return TokenInfo(row.name, row.team, row.admin, row.expires_at, row.revoked_at)
 
 
 # -- rows <-> domain (the only place each way) --------------------------------------------------
@@ -286,7 +299,10 @@ class Store:
         sqlite = parsed.get_backend_name() == "sqlite"
         if parsed.get_backend_name() == "postgresql":
             require("psycopg", "postgres")
-        self.engine = create_engine(parsed, pool_pre_ping=not sqlite)  # a server may restart under us
+        # a paused writer's open transaction would hold the lease row's lock: PostgreSQL ends it after 5 s idle
+        connect_args = {} if sqlite else {"options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TX_MS}"}
+        self.engine = create_engine(parsed, pool_pre_ping=not sqlite,  # a server may restart under us
+                                    connect_args=connect_args)
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
@@ -321,9 +337,13 @@ class Store:
             take = take.where(LEASE.c.expires_at < now)
         expires = None if self.file_lock is not None or ttl_s is None else now + ttl_s
         with self.engine.begin() as conn:
+            if self.file_lock is None:  # a write under way holds the row: wait for it, not for a paused one
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}")
             row = conn.execute(take.values(epoch=LEASE.c.epoch + 1, holder=holder, url=url, since=now,
                                            expires_at=expires).returning(LEASE.c.epoch, LEASE.c.since)).first()
             if row is None:
+                if self.epoch is None:
+                    self.epoch = 0  # a standby: fenced (no epoch is 0) until it wins one
                 return None
             conn.execute(insert(TERMS).values(epoch=row.epoch, holder=holder, url=url, since=row.since))
         self.epoch = int(row.epoch)
@@ -485,21 +505,43 @@ class Store:
 
     # tokens
 
-    def add_token(self, name: str, team: str | None = None, admin: bool = False) -> str:
-        """A new random API token; returns its secret (only its SHA-256 is stored)."""
+    def add_token(self, name: str, team: str | None = None, admin: bool = False,
+                  expires_at: float | None = None) -> str:
+        """A new random API token; returns its secret (only its SHA-256 is stored). ValueError if a token of that
+        name exists (revoked ones included)."""
         secret = secrets.token_urlsafe(32)
         with self._session.begin() as session:
-            session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin))
+            if session.scalar(select(TokenRow.id).where(TokenRow.name == name).limit(1)) is not None:
+                raise ValueError(f"a token named {name!r} exists")
+            session.add(TokenRow(name=name, sha256=digest(secret), team=team, admin=admin, expires_at=expires_at))
         return secret
+
+    def tokens(self) -> list[TokenInfo]:
+        """Every token, oldest first (never a secret)."""
+        with self._session() as session:
+            return [token_info(row) for row in session.scalars(select(TokenRow).order_by(TokenRow.id))]
+
+    def revoke_token(self, name: str, now: float) -> TokenInfo | None:
+        """Revoke the token ``name`` (it stops working at once); None if there is no such token."""
+        with self._session.begin() as session:
+            row = session.scalar(select(TokenRow).where(TokenRow.name == name))
+            if row is None:
+                return None
+            if row.revoked_at is None:
+                row.revoked_at = now
+            return token_info(row)
 
     def has_admin_token(self) -> bool:
         """Whether any admin token exists (the first start creates one)."""
         with self._session() as session:
             return session.scalar(select(TokenRow.id).where(TokenRow.admin.is_(True)).limit(1)) is not None
 
-    def token(self, secret: str) -> TokenInfo | None:
-        """Who holds the API token ``secret`` (None if it is not a stored token)."""
+    def token(self, secret: str, now: float | None = None) -> TokenInfo | None:
+        """Who holds the API token ``secret``: None if it is not a stored token, is revoked, or expired by ``now``."""
         with self._session() as session:
             row = session.scalar(select(TokenRow).where(TokenRow.sha256 == digest(secret)))
-            return None if row is None else TokenInfo(row.name, row.team, row.admin)
+            if row is None or row.revoked_at is not None or (
+                    now is not None and row.expires_at is not None and row.expires_at <= now):
+                return None
+            return token_info(row)
 

@@ -58,7 +58,7 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
     typical = typical or TypicalPods.from_workload(workload)
     ctl = Controller(nodes, [QueueSpec("default")],
                      LoopOptions(policy=policy, seed=seed, rng=rng, order="fifo", preemption=False,
-                                 sample_s=float("inf")), typical=typical)
+                                 sample_s=float("inf"), cpu_pods_off_gpu_nodes=False), typical=typical)
     n = len(workload)
     run = VirtualRun(ctl, np.full(n, -1), np.full(n, np.nan), np.full(n, "", dtype=object), [()] * n, 0)
     row_of: dict[int, int] = {}

@@ -145,7 +145,8 @@ function renderHeader() {
   $('#kpi-nodes').textContent = s.nodes.length.toLocaleString();
   $('#kpi-gpus').textContent = s.gpus.toLocaleString();
   $('#kpi-alloc').textContent = fmtPct(s.gpu_allocation_pct);
-  $('#kpi-frag').textContent = fmtPct(s.fragmentation_pct);
+  const free = s.gpus * (1 - s.gpu_allocation_pct / 100);
+  $('#kpi-frag').textContent = `${fmtPct(s.fragmentation_pct)} of ${fmtNum(free)}`;
   $('#kpi-running').textContent = s.running;
   $('#kpi-pending').textContent = s.pending;
   $('#tab-count-jobs').textContent = s.pending ? String(s.pending) : '';
@@ -226,7 +227,7 @@ function renderTrends() {
   if (state.tab !== 'trends') return;
   const s = state.samples;
   lineChart($('#chart-alloc'), s, { key: 'gpu_allocation_pct', title: 'GPU allocation', unit: '%', color: '#2f6db5', max: 100 });
-  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'GPU fragmentation', unit: '%', color: '#e07b1a', max: 100 });
+  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'Free GPUs fragmented', unit: '%', color: '#e07b1a', max: 100 });
   lineChart($('#chart-queue'), s, { key: 'pending', title: 'Pending jobs', color: '#8e5cb5', digits: 0 });
 }
 
