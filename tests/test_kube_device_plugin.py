@@ -163,3 +163,4 @@ def test_registers_again_when_the_kubelet_restarts(running):
         assert again.registered[0].resource_name == "quasched.io/gpu-shares"
     finally:
         again.stop()
+

@@ -189,12 +189,25 @@ def test_unschedulable_pod_reports_quasched_reason(stack: tuple[KubeCluster, Qua
     kc.create_pod(pod_manifest("too-big", gpus=16, cpu_milli=1000, memory_mib=1024))  # no node has 16 GPUs
     event = kc.wait_event("too-big", "FailedScheduling", timeout_s=60)
     message = event["message"]
-    assert NO_GPU in message, message
-    assert f"0/{NODES} nodes are available" in message, message
+    # kube-scheduler's own resource fit counts the shares the nodes advertise, as the kubelet will
+    assert f"0/{NODES} nodes are available: {NODES} Insufficient {GPU}" in message, message
     assert not kc.pod("too-big")["spec"].get("nodeName")
     # quasched holds nothing for it
     assert not [j for j in q.jobs() if j["name"] == "default/too-big" and j["state"] == "running"]
     kc.delete_pod("too-big")
+
+
+def test_bad_share_count_reports_the_expected_form(stack: tuple[KubeCluster, Quasched]) -> None:
+    """150 shares (neither a share of one GPU nor whole GPUs): quasched's reason, naming the field and the form."""
+    kc, _ = stack
+    manifest = pod_manifest("odd-shares", gpus=0)
+    manifest["spec"]["containers"][0]["resources"]["limits"] = {GPU: "150"}
+    manifest["spec"]["containers"][0]["resources"]["requests"][GPU] = "150"
+    kc.create_pod(manifest)
+    message = kc.wait_event("odd-shares", "FailedScheduling", timeout_s=60)["message"]
+    assert "quasched: invalid GPU request: quasched.io/gpu-shares: 1..99 (a share of one GPU) or a multiple of 100" \
+        in message, message
+    kc.delete_pod("odd-shares")
 
 
 def test_model_nobody_has_reports_mismatch(stack: tuple[KubeCluster, Quasched]) -> None:

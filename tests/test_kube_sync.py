@@ -305,3 +305,28 @@ def test_sync_watch_events(tmp_path):
         assert set(uses(client, token)) == {"n0"}
         states = {j["name"]: j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()}
         assert states == {"team-a/w": "cancelled", "team-a/x": "cancelled"}
+
+
+def test_an_unverified_api_server_is_said_once_not_per_call(tmp_path, capsys):
+    """insecure-skip-tls-verify: one line on stderr, and urllib3's per-request warning silenced."""
+    import json
+    import warnings
+
+    from urllib3.exceptions import InsecureRequestWarning
+
+    from quasched.kube.client import KubernetesClient
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        KubernetesClient(str(config))
+        KubernetesClient(str(config))
+        for _ in range(3):
+            warnings.warn("unverified", InsecureRequestWarning)
+    assert not [w for w in caught if issubclass(w.category, InsecureRequestWarning)]
+    assert capsys.readouterr().err.count("certificate is not verified") == 1

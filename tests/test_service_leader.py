@@ -37,6 +37,21 @@ def test_a_second_server_on_a_sqlite_database_is_refused_naming_the_holder(tmp_p
     make_app(tmp_path)[0].state.service.store.close()
 
 
+def test_a_sqlite_server_stopped_and_started_again_leads_again(tmp_path):
+    """A stop gives the lock up; the next start takes it again (and refuses while another server holds it)."""
+    app, token = make_app(tmp_path)
+    for _ in range(2):
+        with TestClient(app) as client:
+            assert client.get("/readyz").status_code == 200
+            assert client.post(f"{API}/jobs", json=job_body(), headers=bearer(token)).status_code == 201
+    other, _ = make_app(tmp_path)  # the lock is free while ``app`` is stopped
+    with pytest.raises(LeaderHeld):
+        with TestClient(app):
+            pass
+    other.state.service.store.close()
+    app.state.service.store.close()
+
+
 def pg_app(url, tmp_path, clock=None, name="a"):
     return create_app(url, small_cluster(), token_file=tmp_path / "token", clock=clock or Clock(), lease_ttl_s=3.0,
                       advertise_url=f"http://{name}.invalid:8080")

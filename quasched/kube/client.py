@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
+import warnings
 from typing import Any, Iterator, Mapping
 
 import httpx
@@ -52,6 +54,17 @@ def http_client(configuration: Any) -> httpx.Client:
     return httpx.Client(base_url=configuration.host, verify=verify, timeout=10.0)
 
 
+def unverified_once() -> None:
+    """The kubeconfig skips TLS verification: say so once on stderr, instead of urllib3's
+    ``InsecureRequestWarning`` on every list and watch call of the ``kubernetes`` client."""
+    from urllib3.exceptions import InsecureRequestWarning
+
+    if not any(f[2] is InsecureRequestWarning and f[0] == "ignore" for f in warnings.filters):
+        warnings.simplefilter("ignore", InsecureRequestWarning)
+        print("quasched kube: the API server's certificate is not verified (insecure-skip-tls-verify in the "
+              "kubeconfig)", file=sys.stderr, flush=True)
+
+
 class KubernetesClient:
     """:class:`~.extender.KubeClient` on a real API server (a kubeconfig file, or in-cluster credentials)."""
 
@@ -65,6 +78,8 @@ class KubernetesClient:
             config.load_kube_config(config_file=kubeconfig, context=context)
         self.api = client.CoreV1Api()
         self.configuration = client.Configuration.get_default_copy()
+        if not self.configuration.verify_ssl:
+            unverified_once()
         self.http = http_client(self.configuration)
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:

@@ -131,6 +131,13 @@ class Elector:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Run the elector; a sole writer (SQLite) that gave its lock up at a stop takes it again first, rebuilding
+        from the store (another server may have written meanwhile), or raises :class:`LeaderHeld`."""
+        if not self.standby and not self.candidate.leading:
+            epoch = self.store.acquire_lease(identity(), self.url, self.ttl_s)
+            if epoch is not None:
+                self.held = True
+                self.candidate.take_over(epoch)
         if self._thread is None:
             self._stop.clear()
             self._renewed = time.monotonic()
