@@ -2,6 +2,10 @@
 
     python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--in-tree-scores] [--data-dir ../shared/traces] [--json out.json]
     python benchmarks/kube_e2e.py --failover [--rate 40] [--kill-after 300] [--json out.json]
+    python benchmarks/kube_e2e.py --in-process [--nodes 1000] [--pods 1000] [--policy guard]
+
+``--in-process`` needs no binaries: it calls filter, prioritize and bind on the extender's Bridge directly
+(node names only, as with ``nodeCacheCapable``) and reports p50/p99/mean per verb.
 
 Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
 
