@@ -2,6 +2,10 @@
 
     python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--in-tree-scores] [--data-dir ../shared/traces] [--json out.json]
     python benchmarks/kube_e2e.py --failover [--rate 40] [--kill-after 300] [--json out.json]
+    python benchmarks/kube_e2e.py --in-process [--nodes 1000] [--pods 1000] [--policy guard]
+
+``--in-process`` needs no binaries: it calls filter, prioritize and bind on the extender's Bridge directly
+(node names only, as with ``nodeCacheCapable``) and reports p50/p99/mean per verb.
 
 Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
 
@@ -370,6 +374,74 @@ def run_failover(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     return out
 
 
+class RecordingApi:
+    """The API-server calls of bind, on the benchmark's own pods (no API server: the in-process mode)."""
+
+    def __init__(self, pods: dict[str, dict[str, Any]]) -> None:
+        self.pods = pods
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.pods[name]
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Any, uid: str = "") -> None:
+        self.pods[name]["metadata"].setdefault("annotations", {}).update(annotations)
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.pods[name]["spec"]["nodeName"] = node
+
+
+def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """filter + prioritize (+ bind) called on the extender's Bridge directly, as kube-scheduler would with
+    ``nodeCacheCapable`` (node names only), on ``--nodes`` openb nodes; per-call latency quantiles."""
+    from quasched.kube import wire
+    from quasched.kube.extender import KubeOptions
+    from quasched.kube.mount import extender
+    from quasched.model.nodes import NodeSpec
+    from quasched.service.api import create_app
+
+    shapes = openb_nodes(args.nodes, args.data_dir)
+    manifests = trace_pods(args.pods, args.data_dir)
+    pods = {m["metadata"]["name"]: m for m in manifests}
+    for i, m in enumerate(manifests):
+        m["metadata"]["uid"] = f"uid-{i:06d}"
+    cluster = NodeSpec(name=np.array([s.name for s in shapes], dtype=object),
+                       cpu_milli=np.array([s.cpu_milli for s in shapes], dtype=np.int64),
+                       memory_mib=np.array([s.memory_mib for s in shapes], dtype=np.int64),
+                       num_gpus=np.array([s.gpus for s in shapes], dtype=np.int64),
+                       gpu_model=np.array([s.model for s in shapes], dtype=object))
+    app = create_app(f"sqlite:///{base / 'quasched.db'}", cluster, policy=args.policy,
+                     extensions=[extender(KubeOptions(client=RecordingApi(pods)))])
+    bridge = app.state.kube
+    names = [s.name for s in shapes]
+    times: dict[str, list[float]] = {"filter": [], "prioritize": [], "filter+prioritize": [], "bind": []}
+    bound = 0
+    for m in manifests:
+        body = json.dumps({"Pod": m, "Nodes": None, "NodeNames": names}).encode()
+        t0 = time.perf_counter()
+        passed = bridge.filter(wire.parse(body))["NodeNames"]
+        t1 = time.perf_counter()
+        scores = bridge.prioritize(wire.parse(json.dumps({"Pod": m, "Nodes": None, "NodeNames": passed}).encode()))
+        t2 = time.perf_counter()
+        times["filter"].append(t1 - t0)
+        times["prioritize"].append(t2 - t1)
+        times["filter+prioritize"].append(t2 - t0)
+        if not passed:
+            continue
+        best = max(scores, key=lambda s: s["Score"])["Host"]
+        meta = m["metadata"]
+        reply = bridge.bind({"PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
+                             "PodUID": meta["uid"], "Node": best})
+        times["bind"].append(time.perf_counter() - t2)
+        bound += not reply["Error"]
+    out: dict[str, Any] = {"mode": "in-process", "nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
+                           "bound": bound}
+    for verb, ts in times.items():
+        ms = 1000 * np.asarray(ts or [0.0])
+        out[f"{verb}_ms"] = {"p50": round(float(np.percentile(ms, 50)), 2),
+                             "p99": round(float(np.percentile(ms, 99)), 2), "mean": round(float(ms.mean()), 2)}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
@@ -381,11 +453,13 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="no cluster: time filter + prioritize (+ bind) on the extender's Bridge directly")
     ap.add_argument("--failover", action="store_true", help="two replicas; kill -9 the leader pair mid-stream")
     ap.add_argument("--rate", type=float, default=40.0, help="with --failover: pods created per second")
     ap.add_argument("--kill-after", type=int, default=300, help="with --failover: kill once this many are bound")
     args = ap.parse_args()
-    reason = missing() or (replicas_missing() if args.failover else None)
+    reason = None if args.in_process else missing() or (replicas_missing() if args.failover else None)
     if reason:
         print(f"kube_e2e: {reason}", file=sys.stderr)
         return 2
@@ -393,8 +467,8 @@ def main() -> int:
     args.data_dir = args.data_dir or os.environ.get("QUASCHED_DATA") or str(
         Path(__file__).resolve().parents[2] / "shared/traces")
     tmp = tempfile.mkdtemp(prefix="quasched-kube-bench-")
-    if args.failover:
-        out = run_failover(args, Path(tmp))
+    if args.failover or args.in_process:
+        out = run_failover(args, Path(tmp)) if args.failover else run_in_process(args, Path(tmp))
         text = json.dumps(out, indent=2)
         print(text)
         if args.json:

@@ -189,7 +189,7 @@ class Bridge(PodJobs):
         assert pod is not None
         names, _ = wire.node_names(args)
         self.remember(pod)
-        scores = dict.fromkeys(names, 0)
+        scores: dict[str, int] = {}
         with self.service.lock:
             _, qpod, fitting = verdicts(self.service.ctl, pod, names)
             if qpod is not None and fitting:
@@ -198,10 +198,9 @@ class Bridge(PodJobs):
                 raw = np.asarray(scheduler.policy.score(c, qpod, idx, CycleState()), dtype=float)
                 weight = sum(abs(w) for _, w in scheduler.policy.plugins) or 1.0
                 pick = int(np.searchsorted(idx, scheduler.select(idx, raw)))
-                for slot, score in zip(idx.tolist(), extender_scores(raw / weight, pick).tolist()):
-                    scores[str(c.names[slot])] = int(score)
+                scores = dict(zip(c.names[idx].tolist(), extender_scores(raw / weight, pick).tolist()))
                 self.assume(pod, str(c.names[idx[pick]]))
-        return [{"Host": n, "Score": s} for n, s in scores.items()]
+        return [{"Host": n, "Score": scores.get(n, 0)} for n in dict.fromkeys(names)]
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
@@ -265,7 +264,7 @@ def router(bridge: Bridge) -> APIRouter:
             return _error(403, f"quasched: the extender verbs are served over mutual TLS on port {port} only")
         try:
             args = wire.parse(await request.body())
-            return await run_in_threadpool(verb, args)
+            return JSONResponse(await run_in_threadpool(verb, args))  # plain json.dumps: no per-node encoder walk
         except wire.BadRequest as err:
             return _error(400, str(err))
 

@@ -29,14 +29,38 @@ class PodJobs:
         self.service = service
         #: pod uid → monotonic time it was held (prioritize), for the pods not bound yet (under the lock)
         self._assumed: dict[str, float] = {}
+        #: pod uid → its job, for the controller ``_indexed`` up to job id ``_indexed_up_to`` (:meth:`job_of`)
+        self._by_uid: dict[str, list[Job]] = {}
+        self._indexed: Any = None
+        self._indexed_up_to = -1
 
     # ------------------------------------------------------------ jobs of pods
     def job_of(self, uid: str) -> Job | None:
-        """The unfinished job standing for pod ``uid`` (call under the service lock)."""
-        for job in self.service.ctl.jobs.values():
-            if not job.state.finished and token_uid(job.spec.client_token) == uid:
-                return job
-        return None
+        """The unfinished job standing for pod ``uid`` (call under the service lock).
+
+        Indexed by uid: job ids grow, so only the jobs that entered the controller since the last call are
+        read (newest first, down to the last id read); a rebuilt controller is read in full, and so is the
+        controller once the index holds many more pods than it has jobs (the rest finished)."""
+        ctl = self.service.ctl
+        if ctl is not self._indexed or len(self._by_uid) > 2 * len(ctl.jobs) + 1024:
+            self._by_uid, self._indexed, self._indexed_up_to = {}, ctl, -1
+        newest, fresh = self._indexed_up_to, []
+        for job_id in reversed(ctl.jobs):
+            if job_id <= self._indexed_up_to:
+                break
+            newest = max(newest, job_id)
+            fresh.append(ctl.jobs[job_id])
+        self._indexed_up_to = newest
+        for job in reversed(fresh):  # in the controller's order, as a full scan reads them
+            key = token_uid(job.spec.client_token)
+            if key is not None:
+                self._by_uid.setdefault(key, []).append(job)
+        jobs = [j for j in self._by_uid.get(uid, ()) if not j.state.finished and ctl.jobs.get(j.id) is j]
+        if jobs:
+            self._by_uid[uid] = jobs
+        else:
+            self._by_uid.pop(uid, None)
+        return jobs[0] if jobs else None
 
     def pod_jobs(self) -> dict[str, Job]:
         """Pod uid → unfinished job, for every job standing for a pod (call under the lock)."""

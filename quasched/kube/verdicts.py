@@ -61,20 +61,23 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
     failed: dict[str, str] = {}
     slots: list[int] = []
     wanted: list[str] = []
-    for name in names:
-        try:
-            slots.append(c.node(name))
-            wanted.append(name)
-        except PlacementError:
+    for name, slot in zip(names, c.slots_of(names)):
+        if slot is None:
             failed[name] = UNKNOWN_NODE
+        else:
+            slots.append(slot)
+            wanted.append(name)
     if not slots:
         return failed, qpod, []
     idx = np.asarray(slots, dtype=np.int64)
     pending = np.ones(len(idx), dtype=bool)
     for check, ok in fit_checks(c, Demand.of([qpod]), idx, detail=True):
-        failing = pending & ~ok[0]
-        for i in np.flatnonzero(failing).tolist():
-            failed[wanted[i]] = reason(c, check, qpod, spec, int(idx[i]))
+        failing = np.flatnonzero(pending & ~ok[0]).tolist()
+        if failing:
+            per_node = check == GPU_MODEL  # the only check whose reason depends on the node
+            text = "" if per_node else reason(c, check, qpod, spec, int(idx[failing[0]]))
+            for i in failing:
+                failed[wanted[i]] = reason(c, check, qpod, spec, int(idx[i])) if per_node else text
         pending &= ok[0]
     return failed, qpod, idx[pending].tolist()
 

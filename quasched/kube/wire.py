@@ -44,7 +44,7 @@ def canonical(value: Any, depth: int = 0) -> Any:
             out[name] = item if name in DATA_MAPS and isinstance(item, dict) else canonical(item, depth + 1)
         return out
     if isinstance(value, list):
-        return [canonical(item, depth + 1) for item in value]
+        return [canonical(item, depth + 1) if isinstance(item, (dict, list)) else item for item in value]
     return value
 
 

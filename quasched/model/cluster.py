@@ -249,6 +249,11 @@ class Cluster:
             raise PlacementError(f"no node at index {node}")
         return int(node)
 
+    def slots_of(self, names: Sequence[str]) -> list[int | None]:
+        """The slot of each present node named in ``names`` (None for a name that is not one)."""
+        index = self._node_index
+        return [index.get(name) for name in names]
+
     def _refresh(self, node: int) -> None:
         """Recompute the derived per-node arrays after any change of ``node``."""
         self.schedulable[node] = self.present[node] and not self.cordoned[node]
