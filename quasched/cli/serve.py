@@ -13,7 +13,7 @@ import typer
 
 from quasched.cli.client import TOKEN_FILE
 from quasched.cli.common import (
-    DataDirOption, Rng, RngOption, console, fail, finite_number, load_inputs,
+    Rng, console, fail, finite_number, load_inputs,
     native_seed,
 )
 
@@ -97,83 +97,59 @@ def database_url(db: str) -> str:
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 = every interface)."),
     port: int = typer.Option(8080, min=1, max=65535, help="TCP port."),
-    db: str = typer.Option("sqlite:///quasched.db", help=(
-        "Database: a SQLAlchemy URL (sqlite:///quasched.db, postgresql+psycopg://user@host/db) or a SQLite file path.")),
-    cluster_file: Optional[Path] = typer.Option(None, "--cluster", help=(
-        "YAML cluster file registered on the first start (docs/file-formats.md); default: the built-in "
-        "synthetic cluster (120 GPU nodes). A database that has nodes keeps them.")),
-    policy: str = typer.Option("guard", help="Placement policy spec; `quasched policies` lists them."),
-    clock: Clock = typer.Option("wall", help=(
-        "'wall': the wall clock drives the scheduling loop; 'virtual': a trace drives the same loop at full speed "
-        "(no server, no database): each row is submitted at its creation time and runs its trace lifetime, and the "
-        "placements are checked against `quasched replay`'s.")),
-    trace: str = typer.Option("synthetic", help="With --clock virtual: the trace to drive the loop (openb-*, synthetic)."),
+    db: str = typer.Option("sqlite:///quasched.db", help="Database: a SQLAlchemy URL (SQLite, PostgreSQL) or a file."),
+    cluster_file: Optional[Path] = typer.Option(None, "--cluster", show_default=False, help=(
+        "Cluster file for the first start (default: the built-in 120-node cluster).")),
+    policy: str = typer.Option("guard", help="Placement policy; `quasched policies` lists them."),
+    clock: Clock = typer.Option("wall", help="'virtual': drive the loop by --trace at full speed, check vs replay."),
+    trace: str = typer.Option("synthetic", help="With --clock virtual: the trace."),
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
-    rng: Rng = RngOption,
-    data_dir: Optional[Path] = DataDirOption,
-    order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay, submission) or 'fifo'."),
-    decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="The k-th pending job of one user/app weighs "
-                                                "alpha^(k-1) in the queue order (e.g. 0.6); default off."),
-    grace: float = typer.Option(30.0, min=0, callback=finite_number, help="Seconds a preempted job gets to stop."),
-    preemption: bool = typer.Option(True, help="Preempt for higher priority and to reclaim borrowed quota."),
-    defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrate at most this many running jobs per hour "
-                                        "so a waiting multi-GPU job can start (0 = off)."),
-    batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch every cycle "
-                                               "with milp, qubo-sa, qaoa or greedy (default: online placement)."),
-    metrics_public: bool = typer.Option(False, "--metrics-public", help=(
-        "Serve /metrics without a token (default: any valid API token, e.g. Prometheus' authorization "
-        "credentials_file).")),
-    kube_extender: bool = typer.Option(False, "--kube-extender", help=(
-        "Serve the kube-scheduler extender under /k8s/scheduler (filter, prioritize, bind) and mirror the "
-        "Kubernetes nodes and GPU pods (docs/kubernetes.md). Needs API-server credentials: --kubeconfig, "
-        "$KUBECONFIG or ~/.kube/config, or the in-cluster service account. Implies no quasched preemption "
-        "(Kubernetes owns evictions); without --cluster the node set is Kubernetes' alone.")),
-    kubeconfig: Optional[Path] = typer.Option(None, envvar="KUBECONFIG", help=(
-        "With --kube-extender: kubeconfig file of the API server (default: $KUBECONFIG, ~/.kube/config, "
-        "else in-cluster credentials).")),
-    kube_context: Optional[str] = typer.Option(None, help="With --kube-extender: the kubeconfig context."),
-    local_node: str = typer.Option("", help=(
-        "The node that is this machine: the commands of jobs placed on it run here (docs/service.md, "
-        "'Running jobs'). Default: the node named like the host name, else the only node; jobs on other nodes "
-        "are bookkeeping only. Without --cluster on a fresh database, a machine whose GPUs NVML sees is "
-        "registered as that one node."), show_default=False),
-    state_dir: Optional[Path] = typer.Option(None, help=(
-        "Directory of the jobs' logs and run records (default: quasched-state beside a SQLite database, else "
-        "in the working directory)."), show_default=False),
-    advertise_url: str = typer.Option("", help=(
-        "This server's URL as the other replicas name it to clients when it is the leader (default: http://HOST:PORT, "
-        "the host name for 0.0.0.0)."), show_default=False),
+    rng: Rng = typer.Option("native", help="With --clock virtual: 'native' (NumPy) or 'go' (the FGD artifact's)."),
+    data_dir: Optional[Path] = typer.Option(None, help="With --clock virtual: the traces' folder ($QUASCHED_DATA)."),
+    order: Order = typer.Option("fair", help="Queue order: 'fair' (priority, fair share, decay) or 'fifo'."),
+    decay_alpha: Optional[float] = typer.Option(None, min=0, max=1, help="A user's k-th pending job weighs "
+                                                "alpha^(k-1) (default off)."),
+    grace: float = typer.Option(30.0, min=0, callback=finite_number, help="Seconds a stopped job gets to end."),
+    preemption: bool = typer.Option(True, help="Preempt for priority and to reclaim lent quota."),
+    defrag_per_hour: int = typer.Option(0, min=0, help="Job swapping: migrations per hour at most (0 = off)."),
+    batch_solver: Optional[BatchSolver] = typer.Option(None, help="Batch mode: assign the pending batch with this "
+                                                       "solver."),
+    metrics_public: bool = typer.Option(False, "--metrics-public", help="Serve /metrics without a token."),
+    local_node: str = typer.Option("", show_default=False, help=(
+        "The node that is this machine, where commands run (default: the host's name, or the only node).")),
+    state_dir: Optional[Path] = typer.Option(None, show_default=False, help=(
+        "Jobs' logs and run records (default: quasched-state beside a SQLite database).")),
+    advertise_url: str = typer.Option("", show_default=False, help=(
+        "This server's URL as standbys name it (default: http://HOST:PORT).")),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
-        "PostgreSQL: seconds the leader's lease lasts unless renewed (renewed 5 times as often); a standby takes "
-        "over this long after the leader died, plus the rebuild.")),
-    kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", help=(
-        "With --kube-extender: list and watch nodes and pods (off: the extender works on the registered nodes "
-        "and binds through the API server only).")),
-    kube_tls_cert: Optional[Path] = typer.Option(None, help=(
-        "With --kube-extender: the server certificate (PEM) of the verbs' HTTPS listener; with --kube-tls-key and "
-        "--kube-client-ca the verbs answer only there, to clients whose certificate that CA signed "
-        "(deploy/extender-certs.sh makes all three).")),
-    kube_tls_key: Optional[Path] = typer.Option(None, help="With --kube-tls-cert: its private key (PEM)."),
-    kube_client_ca: Optional[Path] = typer.Option(None, help=(
-        "With --kube-tls-cert: the CA (PEM) that must have signed the client certificate (kube-scheduler's).")),
-    kube_tls_host: str = typer.Option("127.0.0.1", help="With --kube-tls-cert: the verbs' listening address."),
-    kube_tls_port: int = typer.Option(8443, min=1, max=65535, help="With --kube-tls-cert: the verbs' TCP port."),
-    kube_plain_http: bool = typer.Option(False, "--kube-plain-http", help=(
-        "With --kube-extender and no certificates: serve the verbs on --port without authentication "
-        "(anyone reaching the port can bind pods; for a trusted test set-up only).")),
-    kube_lease: Optional[str] = typer.Option(None, help=(
-        "With --kube-extender: NAMESPACE/NAME of kube-scheduler's leader Lease; bind then refuses unless this "
-        "replica's kube-scheduler holds it (two replicas, docs/kubernetes.md 'No single point of failure').")),
-    kube_scheduler_identity: str = typer.Option("", help=(
-        "With --kube-lease: this replica's kube-scheduler identity in the Lease (holderIdentity IDENTITY_<uuid>); "
-        "default: the host name, which the containers of one pod share.")),
-    kube_scheduler_name: list[str] = typer.Option(["quasched"], help=(
-        "With --kube-extender: a schedulerName whose pods bind may bind (repeat for several profiles).")),
+        "PostgreSQL: seconds the leader's lease lasts unless renewed.")),
+    kube_extender: bool = typer.Option(False, "--kube-extender", rich_help_panel="Kubernetes", help=(
+        "Serve the kube-scheduler extender (docs/kubernetes.md).")),
+    kubeconfig: Optional[Path] = typer.Option(None, envvar="KUBECONFIG", rich_help_panel="Kubernetes", help=(
+        "The API server's kubeconfig (default: ~/.kube/config, else in-cluster).")),
+    kube_context: Optional[str] = typer.Option(None, rich_help_panel="Kubernetes", help="The kubeconfig context."),
+    kube_sync: bool = typer.Option(True, "--kube-sync/--no-kube-sync", rich_help_panel="Kubernetes", help=(
+        "List and watch nodes and pods.")),
+    kube_tls_cert: Optional[Path] = typer.Option(None, rich_help_panel="Kubernetes", help=(
+        "The verbs' server certificate (PEM; deploy/extender-certs.sh).")),
+    kube_tls_key: Optional[Path] = typer.Option(None, rich_help_panel="Kubernetes", help="Its private key (PEM)."),
+    kube_client_ca: Optional[Path] = typer.Option(None, rich_help_panel="Kubernetes", help=(
+        "The CA that must sign kube-scheduler's client certificate.")),
+    kube_tls_host: str = typer.Option("127.0.0.1", rich_help_panel="Kubernetes", help="The verbs' address."),
+    kube_tls_port: int = typer.Option(8443, min=1, max=65535, rich_help_panel="Kubernetes", help="The verbs' port."),
+    kube_plain_http: bool = typer.Option(False, "--kube-plain-http", rich_help_panel="Kubernetes", help=(
+        "Verbs on --port without authentication (trusted tests only).")),
+    kube_lease: Optional[str] = typer.Option(None, rich_help_panel="Kubernetes", help=(
+        "NAMESPACE/NAME of kube-scheduler's Lease: bind only while ours holds it.")),
+    kube_scheduler_identity: str = typer.Option("", show_default=False, rich_help_panel="Kubernetes", help=(
+        "Our kube-scheduler's identity in the Lease (default: the host name).")),
+    kube_scheduler_name: list[str] = typer.Option(["quasched"], rich_help_panel="Kubernetes", help=(
+        "A schedulerName whose pods bind may bind (repeatable).")),
 ) -> None:
     """Run the scheduler service: HTTP API under /api/v1 (docs at /docs), dashboard at /, metrics at /metrics.
 
-    The first start creates an admin token, prints it and writes it to quasched.token beside a
-    SQLite database (mode 0600), where the client commands find it."""
+    The first start creates an admin token and writes it to quasched.token beside a SQLite database (mode 0600),
+    where the client commands find it. Every option in detail: docs/service.md and docs/kubernetes.md."""
     from quasched.policies.registry import parse_specs
     from quasched.traces.errors import TraceError
 
