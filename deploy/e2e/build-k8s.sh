@@ -7,7 +7,13 @@ set -euo pipefail
 CACHE="${QUASCHED_K8S_CACHE:-$HOME/.cache/quasched/k8s-v1.20.2}"
 BIN="$CACHE/bin"
 TARGETS=(kube-apiserver kube-scheduler kubelet)
+#: what the binaries are built from; binaries of another build (e.g. with the vendored reflect2 1.0.1) are rebuilt
+BUILD="kubernetes v1.20.2, Debian's reflect2 1.0.2 and json-iterator 1.1.12"
 have_all() { for t in "${TARGETS[@]}"; do [[ -x "$BIN/$t" ]] || return 1; done; }
+if [[ -d "$BIN" && "$(cat "$BIN/BUILD" 2>/dev/null)" != "$BUILD" ]]; then
+    echo "build-k8s: binaries in $BIN are of another build; rebuilding"
+    rm -f "${TARGETS[@]/#/$BIN/}"
+fi
 if have_all; then
     echo "build-k8s: binaries present in $BIN, nothing to do"
     exit 0
@@ -100,5 +106,6 @@ if [[ ! -x "$BIN/kube-apiserver" ]]; then
     mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
 fi
 
+echo "$BUILD" > "$BIN/BUILD"
 for t in "${TARGETS[@]}"; do "$BIN/$t" --version || true; done
 echo "build-k8s: done in $(( $(date +%s) - start )) s; binaries in $BIN"
