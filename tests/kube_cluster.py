@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Self, Sequence
 
 import httpx
 import yaml
@@ -200,7 +200,28 @@ def pod_manifest(name: str, gpus: int = 1, fraction: float | None = None, model:
 
 
 # ---------------------------------------------------------------- the control plane
-class KubeCluster:
+class Started:
+    """A context manager over ``start()`` / ``stop()``: a failed start stops what it had started."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class KubeCluster(Started):
     """etcd + kube-apiserver + kube-scheduler running ``deploy/scheduler-config-v1beta1.yaml`` (quasched as extender;
     ``in_tree_scores`` turns kube-scheduler's own score plugins back on)."""
 
@@ -239,17 +260,6 @@ class KubeCluster:
         self.startup_s = 0.0
 
     # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> KubeCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
     def start(self) -> None:
         """etcd, kube-apiserver and (``lone_scheduler``) one kube-scheduler; ``start_scheduler(replica)`` adds
         replicas that elect a leader."""

@@ -23,9 +23,8 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
 
-from kube_cluster import BIN_DIR, KubeCluster, free_port, stop_process, tail, wait_for
+from kube_cluster import BIN_DIR, KubeCluster, Started, free_port, stop_process, tail, wait_for
 
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 BUSYBOX = Path("/bin/busybox")
@@ -100,7 +99,7 @@ def busybox_image(out: Path, tags: tuple[str, ...], cmd: list[str]) -> Path:
     return out
 
 
-class KubeletNode:
+class KubeletNode(Started):
     """containerd + kubelet (node ``name``) + ``quasched device-plugin --fake-gpus gpus`` against ``cluster``."""
 
     def __init__(self, cluster: KubeCluster, workdir: Path, name: str, gpus: int, model: str,
@@ -111,17 +110,6 @@ class KubeletNode:
         self.sock = self.dir / "containerd.sock"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-
-    def __enter__(self) -> KubeletNode:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = self.dir / f"{name}.log"
