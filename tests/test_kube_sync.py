@@ -7,7 +7,7 @@ import copy
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 from fastapi.testclient import TestClient
@@ -193,20 +193,16 @@ class ClusterApi(FakeApi):
     def watch_pods(self, resource_version: str, timeout_s: float) -> Any:
         return iter(())
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        super().bind_pod(namespace, name, uid, node)
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None:
+        super().bind_pod(namespace, name, uid, node, annotations)
         for pod in self.pending:
             if pod["metadata"]["uid"] == uid:
                 pod = copy.deepcopy(pod)
                 pod["spec"]["nodeName"] = node
                 pod["status"]["phase"] = "Running"
-                pod["metadata"]["annotations"].update(self.annotations.get(uid, {}))
+                pod["metadata"]["annotations"].update(annotations or {})
                 self.bound.append(pod)
-
-    def annotate_pod(self, namespace: str, name: str, annotations: Any, uid: str = "") -> None:
-        super().annotate_pod(namespace, name, annotations, uid)
-        uid = next(p["metadata"]["uid"] for p in self.pending if p["metadata"]["name"] == name)
-        self.annotations[uid] = dict(annotations)
 
     pending: list[dict[str, Any]] = []
     annotations: dict[str, dict[str, str]] = {}
