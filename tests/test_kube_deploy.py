@@ -92,7 +92,7 @@ def test_rbac_narrowed_and_network_policy():
     rules = {(group, resource, verb) for rule in kinds["ClusterRole/quasched-extender"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     assert rules == {("", "nodes", v) for v in ("get", "list", "watch")} | {
-        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")}
+        ("", "pods", v) for v in ("get", "list", "watch")} | {("", "pods/binding", "create")}
     lease_rules = kinds["Role/quasched-scheduler-leases"]["rules"]
     assert kinds["Role/quasched-scheduler-leases"]["metadata"]["namespace"] == "quasched"
     assert [r["resources"] for r in lease_rules] == [["leases"]]

@@ -275,6 +275,32 @@ def test_sync_after_restart_no_double_booking(tmp_path):
         assert reply["FailedNodes"] == {"n0": "quasched: not enough free GPU"}
 
 
+def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
+    """A pod bound while a re-list is under way is missing from it: its job stays (the watch that follows the
+    list reports the binding). Ending it left a bound pod without a job whose devices went to the next pods."""
+    api = ClusterApi([k8s_node("n0", 4, "A100")], [])
+    late = gpu_pod(name="late", gpus=2)
+    api.pending = [late]
+    app = sync_app(tmp_path, api)
+    token = (tmp_path / "quasched.token").read_text().strip()
+    with TestClient(app) as client:
+        snapshot = api.list_pods
+
+        def list_then_bind() -> tuple[list[dict[str, Any]], str]:
+            listed = snapshot()  # the API server's answer, then kube-scheduler's bind of "late" lands
+            post(client, "filter", args(late, names=["n0"]))
+            assert post(client, "bind", bind_args(late, "n0")) == {"Error": ""}
+            return listed
+
+        api.list_pods = list_then_bind  # type: ignore[method-assign]
+        app.state.kube.sync.relist_pods()
+        assert uses(client, token)["n0"] == [1000, 1000, 0, 0]
+        assert [j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()] == ["running"]
+        api.list_pods = snapshot  # type: ignore[method-assign]
+        app.state.kube.sync.relist_pods()  # the next list shows it bound: nothing changes
+        assert uses(client, token)["n0"] == [1000, 1000, 0, 0]
+
+
 def test_sync_watch_events(tmp_path):
     api = ClusterApi([k8s_node("n0", 2, "A100")], [])
     app = sync_app(tmp_path, api)
