@@ -3,7 +3,7 @@
 import { api, ApiError, clearToken, followLog, getToken, openStream, setToken, takeTokenFromUrl } from './api.js';
 import { lineChart } from './charts.js';
 import { detailHtml } from './detail.js';
-import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, since } from './format.js';
+import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, freeGpus, since, unusableGpus } from './format.js';
 import { finishedRows, pendingRows, runningRows, stateBadge } from './jobs.js';
 import { ClusterMap, legendHtml } from './map.js';
 import { fillOptions, setupSubmit } from './submit.js';
@@ -145,8 +145,13 @@ function renderHeader() {
   $('#kpi-nodes').textContent = s.nodes.length.toLocaleString();
   $('#kpi-gpus').textContent = s.gpus.toLocaleString();
   $('#kpi-alloc').textContent = fmtPct(s.gpu_allocation_pct);
-  const free = s.gpus * (1 - s.gpu_allocation_pct / 100);
-  $('#kpi-frag').textContent = `${fmtPct(s.fragmentation_pct)} of ${fmtNum(free)}`;
+  const free = freeGpus(s);
+  $('#kpi-free').textContent = free.text;
+  $('#kpi-free-box').title = free.title;
+  const frag = unusableGpus(s);
+  $('#kpi-frag').textContent = frag.text;
+  $('#kpi-frag').classList.toggle('muted', frag.quiet);
+  $('#kpi-frag-box').title = frag.title;
   $('#kpi-running').textContent = s.running;
   $('#kpi-pending').textContent = s.pending;
   $('#tab-count-jobs').textContent = s.pending ? String(s.pending) : '';
@@ -227,7 +232,7 @@ function renderTrends() {
   if (state.tab !== 'trends') return;
   const s = state.samples;
   lineChart($('#chart-alloc'), s, { key: 'gpu_allocation_pct', title: 'GPU allocation', unit: '%', color: '#2f6db5', max: 100 });
-  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'Free GPUs fragmented', unit: '%', color: '#e07b1a', max: 100 });
+  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'Free GPUs unusable by typical jobs', unit: '%', color: '#e07b1a', max: 100 });
   lineChart($('#chart-queue'), s, { key: 'pending', title: 'Pending jobs', color: '#8e5cb5', digits: 0 });
 }
 
