@@ -401,6 +401,26 @@ def test_teams_and_trends(page: Page, tmp_path: Path) -> None:
         page.context.close()  # before the server stops (its live stream would hold the shutdown)
 
 
+def test_a_standby_says_so_and_names_the_leader(page: Page, tmp_path: Path, postgres_url: str) -> None:
+    token_file = tmp_path / "quasched.token"
+
+    def server(name: str) -> Any:
+        return api_module.create_app(postgres_url, small_cluster(), token_file=token_file, lease_ttl_s=3.0,
+                                     advertise_url=f"http://{name}.invalid:8080")
+
+    with LiveServer(server("leader")), LiveServer(server("standby")) as standby_url:
+        service = Service(standby_url, token_file.read_text().strip())
+        page.goto(service.dashboard)
+        expect(page.locator("#live")).to_have_text("standby")
+        banner = page.locator("#banner")
+        expect(banner).to_contain_text("This server is a standby: it schedules nothing")
+        expect(banner.get_by_role("link", name="http://leader.invalid:8080")).to_be_visible()
+        expect(page.locator("#kpi-nodes")).to_have_text("7")  # it still shows the cluster, as the database has it
+        shot(page, "standby")
+        page.context.close()
+        service.http.close()
+
+
 def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
     with running_service(tmp_path, openb_size_cluster()) as service:
         rng = np.random.default_rng(7)

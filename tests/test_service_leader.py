@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
 import socket
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,9 +17,10 @@ import httpx
 import psycopg
 import pytest
 from alembic.script import ScriptDirectory
-from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
+from api_support import Clock, bearer, db_url, job_body, live_server, make_app, small_cluster
 from fastapi.testclient import TestClient
 from serve_process import ServeProcess, wait_for
+from test_api_stream import next_item, read_events
 from sqlalchemy import Engine, event, select
 from typer.testing import CliRunner
 
@@ -102,6 +105,30 @@ def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postg
             assert second.status_code == 201
             assert second.json()["placement"][0]["node"] != first["placement"][0]["node"]
     assert epochs_in_commit_order(postgres_url)
+
+
+def test_a_standby_s_live_stream_says_it_is_a_standby_naming_the_leader_then_that_it_leads(postgres_url, tmp_path):
+    with ExitStack() as running_leader:
+        running_leader.enter_context(TestClient(pg_app(postgres_url, tmp_path)))
+        token = (tmp_path / "token").read_text().strip()
+        with live_server(pg_app(postgres_url, tmp_path, name="b")) as base:
+            out: queue.Queue = queue.Queue()
+            ready, stop = threading.Event(), threading.Event()
+            reader = threading.Thread(target=read_events, args=(f"{base}{API}/stream", {"token": token}, {}, out,
+                                                                 ready, stop), daemon=True)
+            reader.start()
+            assert next_item(out)[:2] == ("status", 200)
+            kind, event = next_item(out)
+            assert kind == "role" and event["data"]["role"] == "standby" and event["id"] is None
+            leader = event["data"]["leader"]
+            assert leader["url"] == "http://a.invalid:8080" and leader["epoch"] == 1
+            running_leader.close()  # the leader stops: the standby takes over and says so on the open stream
+            kind, event = next_item(out, timeout=60)
+            assert kind == "role" and event["data"]["role"] == "leader"
+            assert event["data"]["leader"]["url"] == "http://b.invalid:8080" and event["data"]["leader"]["epoch"] == 2
+            stop.set()  # the reader hangs up at the next event
+            assert httpx.post(f"{base}{API}/jobs", json=job_body(), headers=bearer(token)).status_code == 201
+            reader.join(10)
 
 
 def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):

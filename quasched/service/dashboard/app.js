@@ -362,7 +362,7 @@ function showBanner(text, kind = 'refresh') {
 
 function hideBanner() {
   const b = $('#banner');
-  if (b.dataset.kind !== 'action') b.hidden = true;
+  if (b.dataset.kind === 'refresh') b.hidden = true;
 }
 
 function handleError(err) {
@@ -382,14 +382,38 @@ function connect() {
   if (stream) stream.close();
   clearTimeout(retry);
   // every event kind can change occupancy, the queue and a job's detail; the refresh is throttled
-  stream = openStream(() => invalidate('snapshot', 'jobs', 'queues', 'detail'), (s) => {
-    state.live = s;
-    const el = $('#live');
-    el.dataset.state = s;
-    el.textContent = { live: 'live', connecting: 'connecting…', off: 'offline' }[s];
+  stream = openStream((kind, ev) => (kind === 'role' ? setRole(ev.data) : invalidate('snapshot', 'jobs', 'queues', 'detail')), (s) => {
+    setLive(s);
     if (s === 'live') invalidate(...ALL); // catch up on anything missed while connecting
     if (s === 'off' && getToken()) retry = setTimeout(connect, POLL_DOWN_MS);
   });
+}
+
+/** The live indicator: 'live', 'connecting', 'off' or 'standby' (the page then polls, as when the stream is down). */
+function setLive(s, title = 'Live updates (Server-Sent Events)') {
+  state.live = s;
+  const el = $('#live');
+  el.dataset.state = s;
+  el.textContent = { live: 'live', connecting: 'connecting…', off: 'offline', standby: 'standby' }[s];
+  el.title = title;
+}
+
+/** A ``role`` event: on a standby, say so and name the leader (its stream is quiet until it takes over). */
+function setRole({ role, leader }) {
+  const b = $('#banner');
+  if (role !== 'standby') {
+    if (b.dataset.kind === 'standby') b.hidden = true;
+    setLive('live');
+    invalidate(...ALL);
+    return;
+  }
+  const url = leader && /^https?:\/\//.test(leader.url) ? leader.url : '';
+  const who = !leader ? 'No leader is known at the moment; a standby takes over shortly.'
+    : `The leader is ${esc(leader.holder)}${url ? ` at <a href="${esc(url)}">${esc(url)}</a>` : ''} (epoch ${leader.epoch}).`;
+  showBanner('', 'standby');
+  b.innerHTML = `This server is a <b>standby</b>: it schedules nothing and sends no live events until it takes over;
+    this page shows the database as it was at most a few seconds ago. ${who}`;
+  setLive('standby', 'A standby: no live events; the page refreshes every 5 s');
 }
 
 function setupToken() {
