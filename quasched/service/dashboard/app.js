@@ -381,8 +381,9 @@ let retry = null;
 function connect() {
   if (stream) stream.close();
   clearTimeout(retry);
-  // every event kind can change occupancy, the queue and a job's detail; the refresh is throttled
-  stream = openStream((kind, ev) => (kind === 'role' ? setRole(ev.data) : invalidate('snapshot', 'jobs', 'queues', 'detail')), (s) => {
+  // every event kind but role can change occupancy, the queue and a job's detail; the refresh is throttled
+  const onEvent = (kind, ev) => (kind === 'role' ? setRole(ev.data) : invalidate('snapshot', 'jobs', 'queues', 'detail'));
+  stream = openStream(onEvent, (s) => {
     setLive(s);
     if (s === 'live') invalidate(...ALL); // catch up on anything missed while connecting
     if (s === 'off' && getToken()) retry = setTimeout(connect, POLL_DOWN_MS);
