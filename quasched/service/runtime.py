@@ -30,7 +30,7 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.auth import masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
-from quasched.service.leadership import Elector, Fenced, Holder
+from quasched.service.leadership import Elector, Fenced, Holder, identity
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions, SpecError
@@ -225,7 +225,8 @@ class Service:
             return
         print(f"quasched: now the leader (epoch {epoch}; rebuilt from the store in "
               f"{time.monotonic() - started:.1f} s)", file=sys.stderr)
-        self.broker.publish([self.role_event(self.store.leader())])
+        url = self.elector.url if self.elector is not None else ""
+        self.broker.publish([self.role_event(Holder(identity(), url, time.time(), epoch))])
         self._start_executor()
 
     def step_down(self, reason: str) -> None:
