@@ -40,7 +40,9 @@ def load(paths: list[Path]) -> dict[tuple[str, int, str], dict]:
 
 
 def entry(row: dict | None) -> str:
-    return "" if row is None else f"{row['jobs']}/{row['apps']}/{float(row['weighted']):.3f}"
+    if row is None:
+        return ""
+    return "no answer" if row["status"] == "no_answer" else f"{row['jobs']}/{row['apps']}/{float(row['weighted']):.3f}"
 
 
 def milp_cell(row: dict | None) -> str:

@@ -1,21 +1,21 @@
 """Benchmark: GPU pods through a real kube-scheduler v1.20.2 with quasched serve as its extender.
 
-    python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--in-tree-scores] [--data-dir ../shared/traces] [--json out.json]
+    python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--data-dir ../shared/traces] [--json out.json]
     python benchmarks/kube_e2e.py --failover [--rate 40] [--kill-after 300] [--json out.json]
     python benchmarks/kube_e2e.py --in-process [--nodes 1000] [--pods 1000] [--policy guard]
 
-``--in-process`` needs no binaries: it calls filter, prioritize and bind on the extender's Bridge directly
+``--in-process`` needs no binaries: it calls filter (the decision) and bind on the extender's Bridge directly
 (node names only, as with ``nodeCacheCapable``) and reports p50/p99/mean per verb.
 
 Needs the binaries of ``deploy/e2e/build-k8s.sh`` (tests/kube_cluster.py). Steps:
 
 1. etcd + kube-apiserver + kube-scheduler on 127.0.0.1, ``--nodes`` fake GPU nodes sampled from
-   openb's, ``quasched serve --kubeconfig`` as the extender (filter, prioritize, bind; nodeCacheCapable);
+   openb's, ``quasched serve --kubeconfig`` as the extender (filter, bind; nodeCacheCapable);
 2. ``--pods`` GPU pods from the openb trace (first GPU pods in creation order: whole GPUs and
    shares of one), all queued while the scheduler is stopped, each with ``spec.priority``
    descending so kube-scheduler's queue takes them in trace order; then the scheduler starts and
    the clock runs until its active and backoff queues are empty;
-3. throughput (bound pods / s), extender latency per verb from quasched's side (its
+3. throughput (bound pods / s, from a watch of the pods), extender latency per verb from quasched's side (its
    ``quasched_http_request_duration_seconds`` histogram for the ``/k8s/scheduler/*`` routes,
    p50/p99 interpolated within buckets), kube-scheduler's own attempt and binding latency;
 With ``--failover``: two replicas of deploy/quasched.yaml (kube-scheduler + quasched sidecar each, leader
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kube_cluster import (DEVICES, GPU, SHARES, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
                           openb_nodes, pod_manifest, replicas_missing, wait_for)
 
-VERBS = ("filter", "prioritize", "bind")
+VERBS = ("filter", "bind")
 
 
 def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
@@ -137,8 +137,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
                               "gpus": sum(s.gpus for s in shapes),
                               "gpus_requested": round(sum(gpus_asked(m) for m in manifests), 2)}
-    with KubeCluster(base / "k8s", q.verbs_url, in_tree_scores=args.in_tree_scores,
-                     disable_admission=("Priority",)) as kc:
+    with KubeCluster(base / "k8s", q.verbs_url, disable_admission=("Priority",)) as kc:
         result["startup_s"] = round(kc.startup_s, 2)
         q.attach(kc)
         kc.add_gpu_nodes(shapes)
@@ -152,23 +151,24 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             for m in manifests:
                 kc.create_pod(m)
             result["create_s"] = round(time.monotonic() - t, 2)
+            bound_at: dict[str, float] = {}
+            names = [m["metadata"]["name"] for m in manifests]
+            stop = threading.Event()  # a watch, not a list of every pod 10 times a second (API server CPU)
+            watcher = threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True)
+            watcher.start()
+            time.sleep(1.0)
             t0 = time.monotonic()
             kc.start_scheduler()
             t_ready = time.monotonic()
-            bound_at: dict[str, float] = {}
-            names = [m["metadata"]["name"] for m in manifests]
 
             def settled() -> bool:
-                pods = kc.pods()
-                now = time.monotonic()
-                for n in names:
-                    if n not in bound_at and (pods[n].get("spec") or {}).get("nodeName"):
-                        bound_at[n] = now
+                if len(bound_at) == len(names):
+                    return True
                 queues = scheduler_queues(kc)
-                return len(bound_at) == len(names) or (
-                    queues.get("active", 1) == 0 and queues.get("backoff", 1) == 0 and now - max(
-                        bound_at.values(), default=t_ready) > 3)
-            wait_for("all pods tried", settled, args.timeout, interval_s=0.1)
+                return queues.get("active", 1) == 0 and queues.get("backoff", 1) == 0 and time.monotonic() - max(
+                    bound_at.values(), default=t_ready) > 3
+            wait_for("all pods tried", settled, args.timeout, interval_s=0.5)
+            stop.set()
             last = max(bound_at.values(), default=t_ready)
             result["bound"] = len(bound_at)
             result["unbound"] = len(names) - len(bound_at)
@@ -189,8 +189,8 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             }
             ametrics = kc.api.get("/metrics").text
             result["apiserver_ms"] = {
-                "patch_pod": histogram_quantiles(ametrics, "apiserver_request_duration_seconds",
-                                                 {"verb": "PATCH", "resource": "pods", "subresource": ""}, (0.5, 0.99)),
+                "get_pod": histogram_quantiles(ametrics, "apiserver_request_duration_seconds",
+                                               {"verb": "GET", "resource": "pods", "subresource": ""}, (0.5, 0.99)),
                 "create_binding": histogram_quantiles(ametrics, "apiserver_request_duration_seconds",
                                                       {"verb": "POST", "resource": "pods", "subresource": "binding"},
                                                       (0.5, 0.99)),
@@ -383,15 +383,13 @@ class RecordingApi:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self.pods[name]
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Any, uid: str = "") -> None:
-        self.pods[name]["metadata"].setdefault("annotations", {}).update(annotations)
-
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str, annotations: Any = None) -> None:
         self.pods[name]["spec"]["nodeName"] = node
+        self.pods[name]["metadata"].setdefault("annotations", {}).update(annotations or {})
 
 
 def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    """filter + prioritize (+ bind) called on the extender's Bridge directly, as kube-scheduler would with
+    """filter (the decision) and bind called on the extender's Bridge directly, as kube-scheduler would with
     ``nodeCacheCapable`` (node names only), on ``--nodes`` openb nodes; per-call latency quantiles."""
     from quasched.kube import wire
     from quasched.kube.extender import KubeOptions
@@ -413,25 +411,20 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                      extensions=[extender(KubeOptions(client=RecordingApi(pods)))])
     bridge = app.state.kube
     names = [s.name for s in shapes]
-    times: dict[str, list[float]] = {"filter": [], "prioritize": [], "filter+prioritize": [], "bind": []}
+    times: dict[str, list[float]] = {"filter": [], "bind": []}
     bound = 0
     for m in manifests:
         body = json.dumps({"Pod": m, "Nodes": None, "NodeNames": names}).encode()
         t0 = time.perf_counter()
-        passed = bridge.filter(wire.parse(body))["NodeNames"]
+        passed = bridge.filter(wire.parse(body))["NodeNames"]  # parsing the body included, as over HTTP
         t1 = time.perf_counter()
-        scores = bridge.prioritize(wire.parse(json.dumps({"Pod": m, "Nodes": None, "NodeNames": passed}).encode()))
-        t2 = time.perf_counter()
         times["filter"].append(t1 - t0)
-        times["prioritize"].append(t2 - t1)
-        times["filter+prioritize"].append(t2 - t0)
         if not passed:
             continue
-        best = max(scores, key=lambda s: s["Score"])["Host"]
         meta = m["metadata"]
         reply = bridge.bind({"PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
-                             "PodUID": meta["uid"], "Node": best})
-        times["bind"].append(time.perf_counter() - t2)
+                             "PodUID": meta["uid"], "Node": passed[0]})
+        times["bind"].append(time.perf_counter() - t1)
         bound += not reply["Error"]
     out: dict[str, Any] = {"mode": "in-process", "nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
                            "bound": bound}
@@ -448,13 +441,11 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--policy", default="fgd")
     ap.add_argument("--data-dir", default=None, help="traces folder (default $QUASCHED_DATA)")
-    ap.add_argument("--in-tree-scores", action="store_true",
-                    help="turn kube-scheduler's in-tree score plugins on (deploy/ turns them off: quasched alone ranks)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     ap.add_argument("--in-process", action="store_true",
-                    help="no cluster: time filter + prioritize (+ bind) on the extender's Bridge directly")
+                    help="no cluster: time filter (the decision) and bind on the extender's Bridge directly")
     ap.add_argument("--failover", action="store_true", help="two replicas; kill -9 the leader pair mid-stream")
     ap.add_argument("--rate", type=float, default=40.0, help="with --failover: pods created per second")
     ap.add_argument("--kill-after", type=int, default=300, help="with --failover: kill once this many are bound")
@@ -482,7 +473,6 @@ def main() -> int:
     own = run_own_loop(kube, args.policy)
     kube["placement_quality"] = compare(kube, own)
     out = {k: v for k, v in kube.items() if not k.startswith("_")}
-    out["in_tree_scores"] = args.in_tree_scores
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:

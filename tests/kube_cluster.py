@@ -222,12 +222,11 @@ class Started:
 
 
 class KubeCluster(Started):
-    """etcd + kube-apiserver + kube-scheduler running ``deploy/scheduler-config-v1beta1.yaml`` (quasched as extender;
-    ``in_tree_scores`` turns kube-scheduler's own score plugins back on)."""
+    """etcd + kube-apiserver + kube-scheduler running ``deploy/scheduler-config-v1beta1.yaml`` (quasched as extender)."""
 
     def __init__(self, workdir: str | Path, extender_url: str | None, scheduler_name: str = "quasched",
                  extender: Mapping[str, Any] | None = None, percentage_of_nodes_to_score: int | None = None,
-                 in_tree_scores: bool = False, disable_admission: Sequence[str] = (),
+                 disable_admission: Sequence[str] = (),
                  verbosity: int = 1, lone_scheduler: bool = True) -> None:
         reason = missing()
         if reason:
@@ -240,7 +239,6 @@ class KubeCluster(Started):
         self.scheduler_name = scheduler_name
         self.extender_overrides = dict(extender or {})
         self.percentage = percentage_of_nodes_to_score
-        self.in_tree_scores = in_tree_scores
         self.verbosity = verbosity
         self.lone_scheduler = lone_scheduler
         # ServiceAccount: no controller manager creates the default account; TaintNodesByCondition: no
@@ -370,8 +368,6 @@ class KubeCluster(Started):
         config: dict[str, Any] = yaml.safe_load(DEPLOY_CONFIG.read_text())
         [profile] = config["profiles"]
         profile["schedulerName"] = self.scheduler_name
-        if self.in_tree_scores:
-            profile.pop("plugins", None)
         health, metrics = self.sched_ports[replica]
         config.update({
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 500, "burst": 1000},
@@ -693,13 +689,14 @@ class Pairs:
 
 # ---------------------------------------------------------------- a minimal extender (harness self-check)
 class StubExtender:
-    """A stdlib extender on 127.0.0.1 (TCP_NODELAY): filter passes every node, prioritize scores 0, bind
-    creates the Binding. Records every call's verb in ``calls`` as it arrives (before the work, so a
-    pod seen bound has its bind recorded)."""
+    """A stdlib extender on 127.0.0.1 (TCP_NODELAY): filter passes the first node given alone (kept in
+    ``answered`` per pod), prioritize (if configured and called) scores 0, bind creates the Binding. Records
+    every call's verb in ``calls`` as it arrives (before the work, so a pod seen bound has its bind recorded)."""
 
     def __init__(self, cluster: KubeCluster | None = None) -> None:
         self.cluster = cluster
         self.calls: list[str] = []
+        self.answered: dict[str, str] = {}
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -719,7 +716,8 @@ class StubExtender:
                 reply: Any
                 if verb == "filter":
                     names = body.get("NodeNames") or [n["metadata"]["name"] for n in (body.get("Nodes") or {}).get("items", [])]
-                    reply = {"Nodes": None, "NodeNames": names, "FailedNodes": {}, "Error": ""}
+                    stub.answered[body["Pod"]["metadata"]["name"]] = names[0]
+                    reply = {"Nodes": None, "NodeNames": names[:1], "FailedNodes": {}, "Error": ""}
                 elif verb == "prioritize":
                     names = body.get("NodeNames") or []
                     reply = [{"Host": n, "Score": 0} for n in names]

@@ -358,6 +358,17 @@ def test_snapshot_metrics_events(env, clock):
     assert samples and set(samples[0]) == {"time", "gpu_allocation_pct", "fragmentation_pct", "pending"}
 
 
+def test_snapshot_free_gpus_and_those_the_typical_jobs_cannot_use(env):
+    client, admin, _, vision, _ = env
+    snap = client.get(f"{API}/snapshot", headers=admin).json()
+    assert (snap["free_gpus"], snap["free_whole_gpus"], snap["fragmented_gpus"]) == (18, 18, None)  # no job yet
+    submit(client, vision, team="vision", gpus=0.5, gpu_model="T4")  # the typical job: half a T4
+    snap = client.get(f"{API}/snapshot", headers=admin).json()
+    assert (snap["free_gpus"], snap["free_whole_gpus"]) == (17.5, 17)
+    # a half-T4 job can use the T4 node's 1.5 free GPUs, none of the 16 free A100s
+    assert snap["fragmented_gpus"] == 16 and snap["fragmentation_pct"] == pytest.approx(100 * 16 / 17.5)
+
+
 def test_openapi_and_docs(env):
     client = env[0]
     schema = client.get("/openapi.json").json()

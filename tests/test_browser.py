@@ -219,6 +219,9 @@ def test_live_updates_are_throttled(service: Service, page: Page) -> None:
 
 def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page: Page) -> None:
     open_dashboard(page, service)
+    expect(page.locator("#kpi-free")).to_have_text("28")
+    expect(page.locator("#kpi-frag")).to_have_text("–")  # no job yet: no typical jobs to measure against
+    expect(page.locator("#kpi-frag-box")).to_have_attribute("title", re.compile("No job submitted yet"))
     before = {(n, d): cell_rgb(page, n, d) for n in ("a100-0", "a100-1") for d in range(8)}
     tab(page, "Submit job")
     expect(page.locator("#f-gpu_model option")).to_have_count(4)  # any + A100, T4, V100
@@ -243,6 +246,12 @@ def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page:
         else:
             assert now == before[node, d]
     expect(page.locator("#kpi-running")).to_have_text("1")
+    expect(page.locator("#kpi-free")).to_have_text("22")
+    # the typical job (6 A100s) fits only on the other A100 node: 2 + 8 T4 + 4 V100 = 14 of 22 free GPUs unusable
+    expect(page.locator("#kpi-frag-box dt")).to_have_text("Unusable by typical jobs")
+    expect(page.locator("#kpi-frag")).to_have_text("14 GPUs (63.6%)")
+    expect(page.locator("#kpi-frag-box")).to_have_attribute(
+        "title", re.compile(r"free GPU capacity that the typical jobs .* could not use.* Now 14 of 22 free GPUs\.$"))
     shot(page, "map-small")
 
     # hover: the tooltip names the node, its model, the per-device use and the job
@@ -277,6 +286,13 @@ def test_submit_through_form_fills_the_map_and_the_queue(service: Service, page:
     expect(running).to_contain_text("train-a")
     expect(running).to_contain_text("6 GPUs A100")
     expect(running).to_contain_text(node)
+
+    # idle again: what remains is how the nodes suit the typical job (12 of 28 GPUs are not A100s), shown quietly
+    assert service.http.post("/jobs/1/cancel").status_code == 200
+    expect(page.locator("#kpi-running")).to_have_text("0")
+    expect(page.locator("#kpi-frag")).to_have_text("12 GPUs (42.9%)")
+    expect(page.locator("#kpi-frag")).to_have_class("muted")
+    expect(page.locator("#kpi-frag-box")).to_have_attribute("title", re.compile("Nothing is allocated"))
 
 
 def test_pending_reason_evidence_detail_and_cancel(service: Service, page: Page) -> None:
@@ -374,8 +390,8 @@ def test_teams_and_trends(page: Page, tmp_path: Path) -> None:
         speech = page.locator('#teams .team[data-team="speech"]')  # one bar per GPU model, never a sum of models
         expect(speech.locator('.team-model[data-model="T4"]')).to_contain_text("quota 4")
         expect(speech.locator('.team-model[data-model="*"]')).to_contain_text("other models")
-        expect(page.locator("#kpis [title*='free GPU capacity'] dt")).to_have_text("Free GPUs fragmented")
-        expect(page.locator("#kpi-frag")).to_contain_text(" of ")
+        expect(page.locator("#kpi-frag-box dt")).to_have_text("Unusable by typical jobs")
+        expect(page.locator("#kpi-frag")).to_have_text(re.compile(r"^\d+(\.\d)? GPUs \(\d+\.\d%\)$"))
         shot(page, "teams")
         tab(page, "Trends")
         expect(page.locator("#chart-alloc polyline")).to_have_count(1)
@@ -383,6 +399,26 @@ def test_teams_and_trends(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#chart-queue .chart-title")).to_have_text("Pending jobs")
         shot(page, "trends")
         page.context.close()  # before the server stops (its live stream would hold the shutdown)
+
+
+def test_a_standby_says_so_and_names_the_leader(page: Page, tmp_path: Path, postgres_url: str) -> None:
+    token_file = tmp_path / "quasched.token"
+
+    def server(name: str) -> Any:
+        return api_module.create_app(postgres_url, small_cluster(), token_file=token_file, lease_ttl_s=3.0,
+                                     advertise_url=f"http://{name}.invalid:8080")
+
+    with LiveServer(server("leader")), LiveServer(server("standby")) as standby_url:
+        service = Service(standby_url, token_file.read_text().strip())
+        page.goto(service.dashboard)
+        expect(page.locator("#live")).to_have_text("standby")
+        banner = page.locator("#banner")
+        expect(banner).to_contain_text("This server is a standby: it schedules nothing")
+        expect(banner.get_by_role("link", name="http://leader.invalid:8080")).to_be_visible()
+        expect(page.locator("#kpi-nodes")).to_have_text("7")  # it still shows the cluster, as the database has it
+        shot(page, "standby")
+        page.context.close()
+        service.http.close()
 
 
 def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
@@ -427,6 +463,14 @@ def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
         page.mouse.move(box["x"] + rect["x"] + rect["w"] / 2, box["y"] + rect["y"] + rect["h"] / 2)
         expect(page.locator("#map-tip")).to_contain_text("syn-node-0005")
         expect(page.locator("#map-tip")).to_contain_text("unhealthy")
+        # shares leave part of some GPUs free: whole free GPUs, then the shared remainder in GPUs (never a bare fraction)
+        snap = service.http.get("/snapshot").json()
+        shared = snap["free_gpus"] - snap["free_whole_gpus"]
+        assert shared > 0
+        expect(page.locator("#kpi-free")).to_have_text(f"{snap['free_whole_gpus']:,} + {shared:.1f} shared")
+        expect(page.locator("#kpi-free-box")).to_have_attribute(
+            "title", f"{snap['free_whole_gpus']:,} GPUs with nothing allocated, plus {shared:.1f} GPUs' worth free on "
+                     f"GPUs that jobs share ({snap['free_gpus']:.1f} in all). Unhealthy GPUs are not free.")
         shot(page, "map-1213")
         page.context.close()
 

@@ -42,8 +42,8 @@ def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     assert app.state.kube.options.verbs_port is None and app.state.kube.options.lease is None
     assert app.state.service.options.preemption is False
     assert ran["http"] is NoDelayH11Protocol
-    assert set(app.openapi()["paths"]) >= {"/k8s/scheduler/filter", "/k8s/scheduler/prioritize",
-                                           "/k8s/scheduler/bind"}
+    assert {p for p in app.openapi()["paths"] if p.startswith("/k8s/")} == {"/k8s/scheduler/filter",
+                                                                          "/k8s/scheduler/bind"}
     app.state.service.store.close()
 
 
@@ -66,7 +66,7 @@ def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
             "--kube-client-ca", str(pki / "ca.crt"), "--kube-lease", "quasched/quasched-scheduler",
             "--kube-scheduler-identity", "replica-a")
     assert r.exit_code == 0, r.output
-    assert f"urlPrefix https://127.0.0.1:{port}/k8s/scheduler (filter, prioritize, bind, mutual TLS)" in r.output
+    assert f"urlPrefix https://127.0.0.1:{port}/k8s/scheduler (filter, bind, mutual TLS)" in r.output
     assert ran["verbs"] == ("127.0.0.1", port)
     assert "Lease quasched/quasched-scheduler is held by replica-a_*" in r.output
     options = ran["app"].state.kube.options

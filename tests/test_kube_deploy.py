@@ -31,14 +31,14 @@ def test_scheduler_configurations(name, version):
     assert config["apiVersion"] == f"kubescheduler.config.k8s.io/{version}"
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert [p["schedulerName"] for p in config["profiles"]] == ["quasched"]
-    # quasched's prioritize alone ranks every node: its pick is the unique top score
+    # quasched's filter sees every feasible node and answers its pick alone: kube-scheduler does not score
     assert config["percentageOfNodesToScore"] == 100
     assert config["profiles"][0]["plugins"]["score"]["disabled"] == [{"name": "*"}]
     [ext] = config["extenders"]
     assert ext["urlPrefix"] == f"https://127.0.0.1:8443{PREFIX}"  # the sidecar of the same pod
-    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
-    assert "preemptVerb" not in ext
-    assert ext["nodeCacheCapable"] is True and ext["weight"] > 0 and ext["httpTimeout"] == "5s"
+    assert (ext["filterVerb"], ext["bindVerb"]) == ("filter", "bind")
+    assert "preemptVerb" not in ext and "prioritizeVerb" not in ext and "weight" not in ext
+    assert ext["nodeCacheCapable"] is True and ext["httpTimeout"] == "5s"
     assert ext["enableHTTPS"] is True and ext["ignorable"] is False
     assert ext["tlsConfig"] == {"certFile": "/etc/quasched/tls/client.crt", "keyFile": "/etc/quasched/tls/client.key",
                                 "caFile": "/etc/quasched/tls/ca.crt"}
@@ -92,7 +92,7 @@ def test_rbac_narrowed_and_network_policy():
     rules = {(group, resource, verb) for rule in kinds["ClusterRole/quasched-extender"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     assert rules == {("", "nodes", v) for v in ("get", "list", "watch")} | {
-        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")}
+        ("", "pods", v) for v in ("get", "list", "watch")} | {("", "pods/binding", "create")}
     lease_rules = kinds["Role/quasched-scheduler-leases"]["rules"]
     assert kinds["Role/quasched-scheduler-leases"]["metadata"]["namespace"] == "quasched"
     assert [r["resources"] for r in lease_rules] == [["leases"]]

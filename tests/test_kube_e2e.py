@@ -41,8 +41,10 @@ NO_GPU = "quasched: not enough free GPU"  # quasched.kube.verdicts.NO_GPU, the s
 
 
 def test_harness_scheduler_calls_a_stub_extender(tmp_path: Path) -> None:
-    """The harness on its own: the real scheduler calls an extender's filter, prioritize and bind."""
-    with StubExtender() as stub, KubeCluster(tmp_path, stub.url) as kc:
+    """The harness on its own: the real scheduler calls an extender's filter and bind; when filter leaves one
+    node, kube-scheduler binds it there without scoring: prioritize, configured here, is never called."""
+    prioritize = {"prioritizeVerb": "prioritize", "weight": 1}
+    with StubExtender() as stub, KubeCluster(tmp_path, stub.url, extender=prioritize) as kc:
         stub.cluster = kc
         kc.add_gpu_nodes(openb_nodes(3))
         for i in range(3):
@@ -50,8 +52,9 @@ def test_harness_scheduler_calls_a_stub_extender(tmp_path: Path) -> None:
         kc.create_pod(pod_manifest("no-gpu", gpus=0))  # not a managed resource: the extender is not asked
         pods = kc.wait_bound([f"stub-{i}" for i in range(3)] + ["no-gpu"], timeout_s=60)
         assert all(p["spec"]["nodeName"].startswith("gpu-node-") for p in pods.values())
+        assert {n: pods[n]["spec"]["nodeName"] for n in stub.answered} == stub.answered
         verbs = collections.Counter(stub.calls)
-        assert verbs["filter"] == 3 and verbs["prioritize"] == 3 and verbs["bind"] == 3, verbs
+        assert verbs == {"filter": 3, "bind": 3}, verbs
 
 
 def test_control_plane_starts_without_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

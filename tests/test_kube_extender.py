@@ -22,8 +22,8 @@ from api_support import Clock, bearer, make_app
 
 from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION, DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
-from quasched.kube.verdicts import (INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE, UNKNOWN_QUEUE,
-                                    pod_of)
+from quasched.kube.verdicts import (BINDING, INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE,
+                                    UNKNOWN_QUEUE, pod_of)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube"
 ALL = ["a0", "a1", "t0", "c0"]
@@ -42,13 +42,13 @@ def fresh_api_pods():
 
 class FakeApi:
     """The API-server calls of bind, recorded, on the pods of :data:`API_PODS` (uid preconditions, one
-    binding per pod, as the API server checks them); ``fail_bind``/``fail_annotate`` make the call fail."""
+    binding per pod, the Binding's annotations merged into the pod, as the API server does); ``fail_bind``
+    makes the Binding fail."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.pods = API_PODS
         self.fail_bind: str | None = None
-        self.fail_annotate: str | None = None
         self.lease: dict[str, Any] = {}
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
@@ -63,20 +63,18 @@ class FakeApi:
             raise LookupError(f"409: Precondition failed: UID in precondition: {uid}")
         return pod
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str], uid: str = "") -> None:
-        if self.fail_annotate:
-            raise RuntimeError(self.fail_annotate)
-        self._stored(namespace, name, uid)["metadata"].setdefault("annotations", {}).update(annotations)
-        self.calls.append(("annotate", namespace, name, dict(annotations)))
-
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None:
         if self.fail_bind:
             raise RuntimeError(self.fail_bind)
         pod = self._stored(namespace, name, uid)
+        if pod["metadata"].get("deletionTimestamp"):
+            raise LookupError(f"pod {name} is being deleted, cannot be assigned to a host")
         if pod["spec"].get("nodeName"):
             raise LookupError(f'409: pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
         pod["spec"]["nodeName"] = node
-        self.calls.append(("bind", namespace, name, uid, node))
+        pod["metadata"].setdefault("annotations", {}).update(annotations or {})
+        self.calls.append(("bind", namespace, name, uid, node, dict(annotations or {})))
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
         self.calls.append(("lease", namespace, name))
@@ -151,30 +149,56 @@ def node_use(client: TestClient, token: str) -> dict[str, list[int]]:
     return {n["name"]: n["gpu_used_milli"] for n in client.get("/api/v1/nodes", headers=bearer(token)).json()}
 
 
+def fits(client: TestClient, pod: dict[str, Any], names: list[str] = ALL) -> tuple[list[str], dict[str, str]]:
+    """The nodes of ``names`` where the fit rule places ``pod`` and the reasons of the others: filter asked one
+    node at a time (each call a new cycle of the pod, which drops the last one's hold; the last is dropped too)."""
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    for name in names:
+        reply = post(client, "filter", args(pod, names=[name]))
+        passed += reply["NodeNames"]
+        failed.update(reply["FailedNodes"])
+    post(client, "filter", args(pod, names=[]))
+    return passed, failed
+
+
+def own_pick(app: Any, pod: dict[str, Any]) -> str:
+    """The node quasched's own loop chooses for ``pod`` now (its host selection on the whole cluster)."""
+    from quasched.kube.convention import job_spec
+
+    ctl = app.state.service.ctl
+    return str(ctl.cluster.names[ctl.scheduler.decide(pod_of(job_spec(pod))).node])
+
+
 # ---------------------------------------------------------------- filter
-def test_filter_node_names_only_pascal_case_reply(env):
-    client, *_ = env
-    reply = post(client, "filter", args(gpu_pod(gpus=2)))
+def test_filter_answers_quasched_pick_alone_pascal_case_reply(env):
+    """One feasible node: kube-scheduler skips scoring and binds quasched's pick; the other nodes are left out."""
+    client, _, _, app = env
+    pod = gpu_pod(gpus=2)
+    pick = own_pick(app, pod)
+    reply = post(client, "filter", args(pod))
     assert set(reply) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
     assert reply["Nodes"] is None and reply["Error"] == ""
-    assert reply["NodeNames"] == ["a0", "a1", "t0"]
-    assert reply["FailedNodes"] == {"c0": NO_GPU}
+    assert reply["NodeNames"] == [pick] and pick in ("a0", "a1", "t0")
+    assert reply["FailedNodes"] == {}
+    assert fits(client, pod) == (["a0", "a1", "t0"], {"c0": NO_GPU})
 
 
 def test_filter_full_nodes_without_node_names(env):
-    """nodeCacheCapable: false sends Nodes.items and ``"NodeNames": null``; the reply keeps the node objects."""
+    """nodeCacheCapable: false sends Nodes.items and ``"NodeNames": null``; the reply keeps the pick's node object."""
     client, *_ = env
     reply = post(client, "filter", args(gpu_pod(gpus=4), names=None, nodes=["a0", "t0", "c0"]))
     assert [n["metadata"]["name"] for n in reply["Nodes"]["items"]] == ["a0"]
-    assert reply["NodeNames"] == ["a0"]
-    assert reply["FailedNodes"] == {"t0": NO_GPU, "c0": NO_GPU}
+    assert reply["NodeNames"] == ["a0"] and reply["FailedNodes"] == {}
+    nowhere = post(client, "filter", args(gpu_pod(name="huge", gpus=16), names=None, nodes=["a0", "t0"]))
+    assert nowhere["Nodes"]["items"] == [] and nowhere["FailedNodes"] == {"a0": NO_GPU, "t0": NO_GPU}
 
 
 def test_filter_returns_only_names_given(env):
     client, *_ = env
     reply = post(client, "filter", args(gpu_pod(), names=["t0", "ghost"]))
-    assert reply["NodeNames"] == ["t0"]
-    assert reply["FailedNodes"] == {"ghost": UNKNOWN_NODE}
+    assert reply["NodeNames"] == ["t0"] and reply["FailedNodes"] == {}
+    assert fits(client, gpu_pod(), ["t0", "ghost"]) == (["t0"], {"ghost": UNKNOWN_NODE})
 
 
 def test_filter_both_null_and_empty(env):
@@ -186,11 +210,9 @@ def test_filter_both_null_and_empty(env):
 
 
 def test_lower_case_keys_accepted(env):
-    client, api, *_ = env
+    client, api, _, app = env
     reply = post(client, "filter", lower_keys(args(gpu_pod(gpus=2))))
-    assert reply["NodeNames"] == ["a0", "a1", "t0"]
-    scores = post(client, "prioritize", lower_keys(args(gpu_pod(gpus=2))))
-    assert {s["Host"] for s in scores} == set(ALL)
+    assert reply["NodeNames"] == [own_pick(app, gpu_pod(gpus=2))]
     weird = {"pOD": gpu_pod(gpus=1), "NODES": None, "nodeNAMES": ["a0"]}
     assert post(client, "filter", weird)["NodeNames"] == ["a0"]
     bind = {k.lower(): v for k, v in bind_args(gpu_pod(name="lc"), "a0").items()}
@@ -204,9 +226,7 @@ def test_pod_keys_case_insensitive_but_labels_verbatim(env):
     pod = gpu_pod(gpus=1, model="T4")
     shouted = {"METADATA": pod["metadata"], "Spec": {"Containers": [
         {"Name": "main", "Resources": {"Limits": {"quasched.io/gpu-shares": "100"}, "Requests": {"CPU": "1"}}}]}}
-    reply = post(client, "filter", args(shouted))
-    assert reply["NodeNames"] == ["t0"]
-    assert reply["FailedNodes"] == {"a0": MODEL_MISMATCH, "a1": MODEL_MISMATCH, "c0": NO_GPU}
+    assert fits(client, shouted) == (["t0"], {"a0": MODEL_MISMATCH, "a1": MODEL_MISMATCH, "c0": NO_GPU})
 
 
 def test_fits_nowhere_gets_stable_reason(env):
@@ -219,18 +239,13 @@ def test_fits_nowhere_gets_stable_reason(env):
 
 def test_insufficient_cpu_reason(env):
     client, *_ = env
-    reply = post(client, "filter", args(gpu_pod(gpus=1, cpu="40")))
-    assert reply["NodeNames"] == ["a0", "a1"]
-    assert reply["FailedNodes"] == {"t0": "quasched: insufficient cpu", "c0": NO_GPU}
+    assert fits(client, gpu_pod(gpus=1, cpu="40")) == (["a0", "a1"], {"t0": "quasched: insufficient cpu", "c0": NO_GPU})
 
 
 def test_gpu_model_constraint(env):
     client, *_ = env
-    reply = post(client, "filter", args(gpu_pod(gpus=1, model="A100")))
-    assert reply["NodeNames"] == ["a0", "a1"]
-    assert reply["FailedNodes"] == {"t0": MODEL_MISMATCH, "c0": NO_GPU}
-    several = post(client, "filter", args(gpu_pod(gpus=1, model="A100|T4")))
-    assert several["NodeNames"] == ["a0", "a1", "t0"]
+    assert fits(client, gpu_pod(gpus=1, model="A100")) == (["a0", "a1"], {"t0": MODEL_MISMATCH, "c0": NO_GPU})
+    assert fits(client, gpu_pod(gpus=1, model="A100|T4"))[0] == ["a0", "a1", "t0"]
     selector = gpu_pod(gpus=1)
     selector["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "T4"}
     assert post(client, "filter", args(selector))["NodeNames"] == ["t0"]
@@ -241,8 +256,7 @@ def test_gpu_model_constraint(env):
 def test_cordoned_node_reason(env):
     client, _, token, _ = env
     assert client.patch("/api/v1/nodes/a1", json={"cordoned": True}, headers=bearer(token)).status_code == 200
-    reply = post(client, "filter", args(gpu_pod()))
-    assert reply["FailedNodes"]["a1"] == UNKNOWN_NODE
+    assert fits(client, gpu_pod())[1]["a1"] == UNKNOWN_NODE
 
 
 def _with(pod: dict[str, Any], annotations: dict[str, str] | None = None, limits: dict[str, str] | None = None,
@@ -294,18 +308,15 @@ def test_unknown_queue_and_quota(env):
     assert post(client, "filter", args(gpu_pod(queue="nope")))["FailedNodes"] == dict.fromkeys(ALL, UNKNOWN_QUEUE)
     r = client.put("/api/v1/queues/vision", json={"quota": {"A100": 1, "T4": 8}}, headers=bearer(token))
     assert r.status_code == 200, r.text
-    reply = post(client, "filter", args(gpu_pod(gpus=2, queue="vision")))
-    assert reply["NodeNames"] == ["t0"]  # 1 A100 allowed, 8 T4
-    assert reply["FailedNodes"] == {"a0": OVER_QUOTA, "a1": OVER_QUOTA, "c0": NO_GPU}
-    within = post(client, "filter", args(gpu_pod(gpus=1, queue="vision", model="A100")))
-    assert within["NodeNames"] == ["a0", "a1"]
+    # 1 A100 allowed, 8 T4
+    assert fits(client, gpu_pod(gpus=2, queue="vision")) == (["t0"], {"a0": OVER_QUOTA, "a1": OVER_QUOTA, "c0": NO_GPU})
+    assert fits(client, gpu_pod(gpus=1, queue="vision", model="A100"))[0] == ["a0", "a1"]
 
 
 def test_pod_without_gpu_passes_through(env):
     client, *_ = env
     reply = post(client, "filter", args(gpu_pod(gpus=0)))
     assert reply["NodeNames"] == ALL and reply["FailedNodes"] == {}
-    assert [s["Score"] for s in post(client, "prioritize", args(gpu_pod(gpus=0)))] == [0, 0, 0, 0]
 
 
 def test_fractional_gpus_share_a_device(env):
@@ -315,28 +326,26 @@ def test_fractional_gpus_share_a_device(env):
         assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
         assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
     assert node_use(client, token)["t0"] == [1000, 1000]
-    devices = [c[3][DEVICES_ANNOTATION] for c in api.calls if c[0] == "annotate"]
+    devices = [c[5][DEVICES_ANNOTATION] for c in api.calls if c[0] == "bind"]
     assert sorted(devices) == ["0", "0", "1", "1"]
     full = post(client, "filter", args(gpu_pod(name="more", fraction="0.25", model="T4")))
     assert full["NodeNames"] == [] and full["FailedNodes"]["t0"] == NO_GPU
 
 
-# ---------------------------------------------------------------- prioritize
-def test_prioritize_scores_from_the_policy(env):
-    client, api, token, _ = env
-    # a half-used device on a0 makes FGD/packing prefer a0 for another share
+# ---------------------------------------------------------------- the pick
+def test_filter_pick_is_the_policy_choice(env):
+    """The pick is quasched's own host selection: FGD packs a second share next to the first."""
+    client, _, _, app = env
     first = gpu_pod(name="first", fraction="0.5", model="A100")
-    post(client, "filter", args(first))
-    assert post(client, "bind", bind_args(first, "a0")) == {"Error": ""}
-    scores = post(client, "prioritize", args(gpu_pod(name="second", fraction="0.5"), names=["a0", "a1", "t0", "c0", "x"]))
-    assert [s["Host"] for s in scores] == ["a0", "a1", "t0", "c0", "x"]
-    assert all(set(s) == {"Host", "Score"} and isinstance(s["Score"], int) and 0 <= s["Score"] <= 10 for s in scores)
-    by_host = {s["Host"]: s["Score"] for s in scores}
-    assert by_host["c0"] == 0 and by_host["x"] == 0
-    assert by_host["a0"] >= by_host["a1"]
+    [pick] = post(client, "filter", args(first))["NodeNames"]  # equal scores on a0, a1: the tie-break rank
+    assert pick == own_pick(app, first) and pick in ("a0", "a1")
+    assert post(client, "bind", bind_args(first, pick)) == {"Error": ""}
+    second = gpu_pod(name="second", fraction="0.5", model="A100")
+    assert post(client, "filter", args(second, names=["a1", "t0", "a0", "c0", "x"]))["NodeNames"] == [pick]
 
 
-def test_prioritize_matches_policy_score_with_own_pick_unique(env):
+def test_filter_pick_matches_own_loop_on_any_subset(env):
+    """kube-scheduler's own filters may pass a subset: the pick is the policy's choice within it."""
     import numpy as np
 
     from quasched.kube.convention import job_spec
@@ -344,28 +353,13 @@ def test_prioritize_matches_policy_score_with_own_pick_unique(env):
 
     client, _, _, app = env
     service = app.state.service
-    pod = pod_of(job_spec(gpu_pod(gpus=1)))
-    c = service.ctl.cluster
-    idx = np.array([c.node(n) for n in ("a0", "a1", "t0")])
-    policy = service.ctl.scheduler.policy
-    raw = policy.score(c, pod, idx, CycleState()) / sum(w for _, w in policy.plugins)
-    own = str(c.names[service.ctl.scheduler.decide(pod).node])
-    scores = post(client, "prioritize", args(gpu_pod(gpus=1)))
-    expected = dict(zip(["a0", "a1", "t0"], np.clip(np.rint(raw / 10), 0, 9).astype(int).tolist()))
-    expected[own] = 10
-    got = {s["Host"]: s["Score"] for s in scores if s["Host"] != "c0"}
-    assert got == expected
-    assert [h for h, v in got.items() if v == 10] == [own]  # kube-scheduler can only pick quasched's node
-
-
-def test_extender_scores_by_hand():
-    import numpy as np
-
-    from quasched.kube.verdicts import extender_scores
-
-    # round(s / 10) capped at 9, the pick 10, NaN (no score) 0
-    got = extender_scores(np.array([100.0, 100.0, 44.0, 96.0, np.nan, 0.0]), pick=1)
-    assert got.tolist() == [9, 10, 4, 9, 0, 0]
+    c, scheduler = service.ctl.cluster, service.ctl.scheduler
+    qpod = pod_of(job_spec(gpu_pod(gpus=1)))
+    for names in (["a0", "a1", "t0"], ["t0", "a1"], ["t0"], ["c0", "a1"]):
+        idx = np.array(sorted(c.node(n) for n in names if n != "c0"))
+        raw = scheduler.policy.score(c, qpod, idx, CycleState())
+        expected = str(c.names[scheduler.select(idx, raw)])
+        assert post(client, "filter", args(gpu_pod(gpus=1), names=names))["NodeNames"] == [expected], names
 
 
 def running(client: TestClient, token: str) -> list[tuple[str, str, list[dict[str, Any]]]]:
@@ -378,75 +372,136 @@ def top(scores: list[dict[str, Any]]) -> str:
     return host
 
 
-def test_prioritize_holds_the_pick_until_bind_confirms_it(env):
-    """kube-scheduler's next cycle starts while a bind is in flight: the pick is held from prioritize on."""
-    client, api, token, _ = env
+def test_filter_holds_the_pick_until_bind_confirms_it(env):
+    """kube-scheduler's next cycle starts while a bind is in flight: the pick is held from filter on, in memory."""
+    client, api, token, app = env
     pod = gpu_pod(name="big", gpus=8, model="A100")
-    post(client, "filter", args(pod))
-    pick = top(post(client, "prioritize", args(pod)))
-    assert running(client, token) == [("team-a/big", "running", [{"node": pick, "devices": list(range(8))}])]
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    assert running(client, token) == []  # held, not stored
+    assert node_use(client, token)[pick] == [1000] * 8
     # the next pod sees the eight GPUs taken before the first pod is bound
     other = gpu_pod(name="next", gpus=8, model="A100")
-    free = post(client, "filter", args(other))["NodeNames"]
-    assert free == [({"a0", "a1"} - {pick}).pop()]
+    assert fits(client, other, ["a0", "a1"])[0] == [({"a0", "a1"} - {pick}).pop()]
+    before = time.time_ns()
     assert post(client, "bind", bind_args(pod, pick)) == {"Error": ""}
-    assert [c[0] for c in api.calls] == ["get", "annotate", "bind"]
+    # one call: the Binding, with the annotations the device plugin's Allocate reads and the pod's uid
+    [bind] = api.calls
+    assert bind[:5] == ("bind", "team-a", "big", "uid-team-a-big", pick)
+    assert bind[5] | {ASSUME_TIME_ANNOTATION: "t"} == {DEVICES_ANNOTATION: "0,1,2,3,4,5,6,7",
+                                                      ASSIGNED_ANNOTATION: "false", ASSUME_TIME_ANNOTATION: "t"}
+    assert before <= int(bind[5][ASSUME_TIME_ANNOTATION]) <= time.time_ns()
     assert running(client, token) == [("team-a/big", "running", [{"node": pick, "devices": list(range(8))}])]
+    [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
+    kinds = [e["kind"] for e in client.get("/api/v1/events", headers=bearer(token)).json() if e["job_id"] == job["id"]]
+    assert kinds == ["submitted", "started"] and job["id"] > 0
+    assert app.state.kube.holds == {}
 
 
-def test_bind_elsewhere_moves_the_assumed_pod(env):
-    client, _, token, _ = env
+def test_bind_elsewhere_moves_the_held_pod(env):
+    client, api, token, _ = env
     pod = gpu_pod(name="moved", gpus=8, model="A100")
-    post(client, "filter", args(pod))
-    pick = top(post(client, "prioritize", args(pod)))
-    elsewhere = ({"a0", "a1"} - {pick}).pop()  # e.g. kube-scheduler's in-tree scores preferred another node
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    elsewhere = ({"a0", "a1"} - {pick}).pop()  # not kube-scheduler's choice: the checked path books it there
     assert post(client, "bind", bind_args(pod, elsewhere)) == {"Error": ""}
+    assert [c[0] for c in api.calls] == ["get", "bind"]
     assert running(client, token) == [("team-a/moved", "running", [{"node": elsewhere, "devices": list(range(8))}])]
     assert node_use(client, token)[pick] == [0] * 8
 
 
-def test_assumed_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
+def test_held_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
     from quasched.kube import reservations
 
-    client, _, token, _ = env
+    client, _, token, app = env
     pod = gpu_pod(name="retry", gpus=8, model="A100")
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    # the cycle failed after filter (no bind): the pod's next filter starts afresh and sees both nodes free
+    assert fits(client, pod, ["a0", "a1"])[0] == ["a0", "a1"]
+    assert node_use(client, token)[pick] == [0] * 8
     post(client, "filter", args(pod))
-    post(client, "prioritize", args(pod))
-    assert len(running(client, token)) == 1
-    # the cycle failed after prioritize (no bind): the pod's next filter starts afresh and sees all nodes
-    assert post(client, "filter", args(pod))["NodeNames"] == ["a0", "a1"]
-    assert running(client, token) == []
-    post(client, "prioritize", args(pod))
     monkeypatch.setattr(reservations, "ASSUME_TTL_S", 0.0)
-    post(client, "filter", args(gpu_pod(name="someone-else", gpus=1)))  # any call expires stale holds
-    assert running(client, token) == []
+    post(client, "filter", args(gpu_pod(name="someone-else", gpus=1), names=["t0"]))  # any call expires stale holds
+    assert set(app.state.kube.holds) == {"uid-team-a-someone-else"}
+    assert node_use(client, token)[pick] == [0] * 8
+    assert running(client, token) == [] and client.get("/api/v1/jobs", headers=bearer(token)).json() == []
+
+
+def test_new_cycle_while_its_bind_is_in_flight_keeps_the_hold(env):
+    """kube-scheduler gave up on a slow bind (its httpTimeout) and filters the pod again while quasched's Binding is
+    still under way: the hold stays (the retry is answered the same node, its bind told to wait), and when the
+    first Binding lands the pod's job runs there. Releasing it then left a bound pod without a job in quasched."""
+    import threading
+
+    client, api, token, app = env
+    pod = gpu_pod(name="slow", gpus=8, model="A100")
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    entered, go = threading.Event(), threading.Event()
+    bind_pod = api.bind_pod
+
+    def slow_bind(*a: Any, **kw: Any) -> None:
+        entered.set()
+        go.wait(10)
+        bind_pod(*a, **kw)
+
+    api.bind_pod = slow_bind
+    replies: list[Any] = []
+    first = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(pod, pick))))
+    first.start()
+    assert entered.wait(10)
+    assert post(client, "filter", args(pod))["NodeNames"] == [pick]
+    other = ({"a0", "a1"} - {pick}).pop()
+    assert post(client, "filter", args(pod, names=[other]))["FailedNodes"] == {other: BINDING}
+    assert "is in flight" in post(client, "bind", bind_args(pod, pick))["Error"]
+    go.set()
+    first.join(10)
+    assert replies == [{"Error": ""}]
+    assert running(client, token) == [("team-a/slow", "running", [{"node": pick, "devices": list(range(8))}])]
+    assert node_use(client, token)[pick] == [1000] * 8 and node_use(client, token)[other] == [0] * 8
 
 
 # ---------------------------------------------------------------- bind
-def test_bind_reserves_annotates_and_binds(env):
+def test_bind_checked_path_reserves_and_binds_once(env):
+    """A bind quasched holds nothing for (here: another node than its pick) reads the pod, books, then binds."""
     client, api, token, _ = env
     pod = gpu_pod(name="train", gpus=2, model="A100")
-    post(client, "filter", args(pod))
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    other = ({"a0", "a1"} - {pick}).pop()
     before = time.time_ns()
-    assert post(client, "bind", bind_args(pod, "a1")) == {"Error": ""}
-    [get, annotate, bind] = api.calls
-    assert get == ("get", "team-a", "train") and bind == ("bind", "team-a", "train", "uid-team-a-train", "a1")
-    # before the Binding, what the device plugin's Allocate reads: devices, assume time, not yet assigned
-    assert annotate[:3] == ("annotate", "team-a", "train")
-    assert annotate[3] | {ASSUME_TIME_ANNOTATION: "t"} == {DEVICES_ANNOTATION: "0,1", ASSIGNED_ANNOTATION: "false",
-                                                          ASSUME_TIME_ANNOTATION: "t"}
-    assert before <= int(annotate[3][ASSUME_TIME_ANNOTATION]) <= time.time_ns()
-    assert node_use(client, token)["a1"][:3] == [1000, 1000, 0]
+    assert post(client, "bind", bind_args(pod, other)) == {"Error": ""}
+    [get, bind] = api.calls
+    assert get == ("get", "team-a", "train") and bind[:5] == ("bind", "team-a", "train", "uid-team-a-train", other)
+    # with spec.nodeName, what the device plugin's Allocate reads: devices, assume time, not yet assigned
+    assert bind[5] | {ASSUME_TIME_ANNOTATION: "t"} == {DEVICES_ANNOTATION: "0,1", ASSIGNED_ANNOTATION: "false",
+                                                      ASSUME_TIME_ANNOTATION: "t"}
+    assert before <= int(bind[5][ASSUME_TIME_ANNOTATION]) <= time.time_ns()
+    assert node_use(client, token)[pick] == [0] * 8
+    assert node_use(client, token)[other][:3] == [1000, 1000, 0]
     [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
     assert job["state"] == "running" and job["name"] == "team-a/train" and job["placement"] == [
-        {"node": "a1", "devices": [0, 1]}]
+        {"node": other, "devices": [0, 1]}]
     kinds = [e["kind"] for e in client.get("/api/v1/events", headers=bearer(token)).json() if e["job_id"] == job["id"]]
     assert kinds == ["submitted", "started"]
     # kube-scheduler retries a bind that took effect: answered without a second booking or Binding
-    assert post(client, "bind", bind_args(pod, "a1")) == {"Error": ""}
-    assert node_use(client, token)["a1"][:3] == [1000, 1000, 0]
-    assert [c[0] for c in api.calls] == ["get", "annotate", "bind", "get"]
+    assert post(client, "bind", bind_args(pod, other)) == {"Error": ""}
+    assert node_use(client, token)[other][:3] == [1000, 1000, 0]
+    assert [c[0] for c in api.calls] == ["get", "bind", "get"]
     assert len(client.get("/api/v1/jobs", headers=bearer(token)).json()) == 1
+
+
+def test_repeated_bind_of_a_held_pod_answered_from_the_api_server(env):
+    """kube-scheduler retries a bind whose reply was lost: the pod is bound already, answered without a second
+    booking; a held pod's Binding refused by the API server leaves no job behind."""
+    client, api, token, _ = env
+    pod = gpu_pod(name="twice", gpus=1, model="T4")
+    assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
+    assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
+    assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
+    assert [c[0] for c in api.calls] == ["bind", "get"] and node_use(client, token)["t0"] == [1000, 0]
+    going = gpu_pod(name="going", gpus=1, model="T4")
+    assert post(client, "filter", args(going))["NodeNames"] == ["t0"]
+    api.pods["team-a", "going"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert "being deleted" in post(client, "bind", bind_args(going, "t0"))["Error"]
+    assert node_use(client, token)["t0"] == [1000, 0]
+    assert [r[0] for r in running(client, token)] == ["team-a/twice"]
 
 
 def test_bind_fetches_pod_it_has_not_seen(env):
@@ -463,37 +518,28 @@ def test_bind_fetches_pod_it_has_not_seen(env):
 def test_bind_failure_rolls_back(env):
     client, api, token, _ = env
     pod = gpu_pod(name="doomed", gpus=8)
-    post(client, "filter", args(pod))
-    api.fail_bind = 'pods "doomed" is being deleted'
-    reply = post(client, "bind", bind_args(pod, "a0"))
-    assert "binding team-a/doomed to a0 failed" in reply["Error"] and "being deleted" in reply["Error"]
-    assert node_use(client, token)["a0"] == [0] * 8
-    [job] = client.get("/api/v1/jobs", headers=bearer(token)).json()
-    assert job["state"] == "cancelled"
+    [pick] = post(client, "filter", args(pod))["NodeNames"]
+    api.fail_bind = "connection reset"
+    reply = post(client, "bind", bind_args(pod, pick))
+    assert f"binding team-a/doomed to {pick} failed: connection reset" in reply["Error"]
+    assert node_use(client, token)[pick] == [0] * 8
+    # the held pod's Binding failed, then the checked path's: both jobs cancelled
+    assert {j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()} == {"cancelled"}
     # the retry binds (a new attempt, a new job)
     api.fail_bind = None
-    assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
-    assert node_use(client, token)["a0"] == [1000] * 8
-
-
-def test_annotate_failure_rolls_back(env):
-    client, api, token, _ = env
-    pod = gpu_pod(name="p2", gpus=1)
-    post(client, "filter", args(pod))
-    api.fail_annotate = "forbidden"
-    assert "forbidden" in post(client, "bind", bind_args(pod, "a0"))["Error"]
-    assert node_use(client, token)["a0"] == [0] * 8
-    assert not [c for c in api.calls if c[0] == "bind"]
+    assert post(client, "bind", bind_args(pod, pick)) == {"Error": ""}
+    assert node_use(client, token)[pick] == [1000] * 8
 
 
 def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
-    """Two pods filtered against the same free GPUs: the second bind finds them taken."""
+    """A bind onto GPUs another pod holds finds them taken (the second pod's filter already said so)."""
     client, api, token, _ = env
     one, two = gpu_pod(name="one", gpus=2, model="T4"), gpu_pod(name="two", gpus=2, model="T4")
-    for pod in (one, two):
-        assert post(client, "filter", args(pod))["NodeNames"] == ["t0"]
-    assert post(client, "bind", bind_args(one, "t0")) == {"Error": ""}
+    assert post(client, "filter", args(one))["NodeNames"] == ["t0"]
+    assert post(client, "filter", args(two))["FailedNodes"]["t0"] == NO_GPU
     reply = post(client, "bind", bind_args(two, "t0"))
+    assert reply["Error"].startswith(NO_GPU)
+    assert post(client, "bind", bind_args(one, "t0")) == {"Error": ""}
     assert reply["Error"].startswith(NO_GPU)
     assert node_use(client, token)["t0"] == [1000, 1000]
     assert [c[2] for c in api.calls if c[0] == "bind"] == ["one"]
@@ -531,7 +577,7 @@ def refused(api: FakeApi, client: TestClient, token: str, args_: dict[str, str],
     reply = post(client, "bind", args_)
     assert reply["Error"].startswith(f"quasched: refused to bind {args_['PodNamespace']}/{args_['PodName']}"), reply
     assert why in reply["Error"], reply
-    assert not [c for c in api.calls if c[0] in ("annotate", "bind")]
+    assert not [c for c in api.calls if c[0] == "bind"]
     assert [j for j in client.get("/api/v1/jobs", headers=bearer(token)).json() if j["state"] == "running"] == []
 
 
@@ -587,7 +633,7 @@ def test_standby_replica_refuses_to_bind(tmp_path):
             reply = post(client, "bind", bind_args(pod, "a0"))
             assert reply["Error"].startswith("quasched: standby replica: the leader Lease quasched/quasched-scheduler "
                                              f"is held by {holder or 'nobody'}"), reply
-        assert not [c for c in api.calls if c[0] in ("get", "annotate", "bind")]
+        assert not [c for c in api.calls if c[0] in ("get", "bind")]
         api.lease = {"spec": {"holderIdentity": "replica-a_77e2"}}
         assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
         assert app.state.kube.active
@@ -597,7 +643,7 @@ def test_standby_replica_refuses_to_bind(tmp_path):
 def test_verbs_only_on_their_tls_listener(tmp_path):
     app, _ = make_app(tmp_path, kube=KubeOptions(client=FakeApi(), verbs_port=8443))
     with TestClient(app) as client:
-        for verb in ("filter", "prioritize", "bind"):
+        for verb in ("filter", "bind"):
             r = client.post(f"{PREFIX}/{verb}", json=args(gpu_pod()))
             assert r.status_code == 403 and "mutual TLS on port 8443 only" in r.json()["Error"], r.text
 
@@ -634,11 +680,10 @@ BAD_BINDS = [b"{}", b'{"PodName": "p"}', b'{"PodName": "p", "PodNamespace": "n",
              json.dumps({"PodName": "p" * 300, "PodNamespace": "n", "Node": "a0"}).encode()]
 
 
-@pytest.mark.parametrize("verb", ["filter", "prioritize"])
 @pytest.mark.parametrize("body", BAD_BODIES)
-def test_bad_bodies_are_4xx_json(env, verb, body):
+def test_bad_bodies_are_4xx_json(env, body):
     client, *_ = env
-    r = client.post(f"{PREFIX}/{verb}", content=body, headers={"Content-Type": "application/json"})
+    r = client.post(f"{PREFIX}/filter", content=body, headers={"Content-Type": "application/json"})
     assert 400 <= r.status_code < 500, (r.status_code, r.text)
     assert r.json()["Error"]
 
@@ -665,9 +710,8 @@ def test_odd_pods_never_500(env):
            {"metadata": {"annotations": "x"}, "spec": {"nodeSelector": "y", "containers": [
                {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}}]
     for pod in odd:
-        for verb in ("filter", "prioritize"):
-            r = client.post(f"{PREFIX}/{verb}", json=args(pod))
-            assert r.status_code == 200, (pod, r.status_code, r.text)
+        r = client.post(f"{PREFIX}/filter", json=args(pod))
+        assert r.status_code == 200, (pod, r.status_code, r.text)
 
 
 # ---------------------------------------------------------------- the socket

@@ -7,7 +7,7 @@ import copy
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 from fastapi.testclient import TestClient
@@ -193,20 +193,16 @@ class ClusterApi(FakeApi):
     def watch_pods(self, resource_version: str, timeout_s: float) -> Any:
         return iter(())
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        super().bind_pod(namespace, name, uid, node)
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None:
+        super().bind_pod(namespace, name, uid, node, annotations)
         for pod in self.pending:
             if pod["metadata"]["uid"] == uid:
                 pod = copy.deepcopy(pod)
                 pod["spec"]["nodeName"] = node
                 pod["status"]["phase"] = "Running"
-                pod["metadata"]["annotations"].update(self.annotations.get(uid, {}))
+                pod["metadata"]["annotations"].update(annotations or {})
                 self.bound.append(pod)
-
-    def annotate_pod(self, namespace: str, name: str, annotations: Any, uid: str = "") -> None:
-        super().annotate_pod(namespace, name, annotations, uid)
-        uid = next(p["metadata"]["uid"] for p in self.pending if p["metadata"]["name"] == name)
-        self.annotations[uid] = dict(annotations)
 
     pending: list[dict[str, Any]] = []
     annotations: dict[str, dict[str, str]] = {}
@@ -277,6 +273,32 @@ def test_sync_after_restart_no_double_booking(tmp_path):
         assert jobs == {"team-a/first": "running", "team-a/second": "succeeded", "team-a/third": "running"}
         reply = post(client, "filter", args(gpu_pod(name="fourth", gpus=2), names=["n0"]))
         assert reply["FailedNodes"] == {"n0": "quasched: not enough free GPU"}
+
+
+def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
+    """A pod bound while a re-list is under way is missing from it: its job stays (the watch that follows the
+    list reports the binding). Ending it left a bound pod without a job whose devices went to the next pods."""
+    api = ClusterApi([k8s_node("n0", 4, "A100")], [])
+    late = gpu_pod(name="late", gpus=2)
+    api.pending = [late]
+    app = sync_app(tmp_path, api)
+    token = (tmp_path / "quasched.token").read_text().strip()
+    with TestClient(app) as client:
+        snapshot = api.list_pods
+
+        def list_then_bind() -> tuple[list[dict[str, Any]], str]:
+            listed = snapshot()  # the API server's answer, then kube-scheduler's bind of "late" lands
+            post(client, "filter", args(late, names=["n0"]))
+            assert post(client, "bind", bind_args(late, "n0")) == {"Error": ""}
+            return listed
+
+        api.list_pods = list_then_bind  # type: ignore[method-assign]
+        app.state.kube.sync.relist_pods()
+        assert uses(client, token)["n0"] == [1000, 1000, 0, 0]
+        assert [j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()] == ["running"]
+        api.list_pods = snapshot  # type: ignore[method-assign]
+        app.state.kube.sync.relist_pods()  # the next list shows it bound: nothing changes
+        assert uses(client, token)["n0"] == [1000, 1000, 0, 0]
 
 
 def test_sync_watch_events(tmp_path):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from quasched.optimize import HeavyRule, verify
-from quasched.optimize.anneal import annealer
+from quasched.optimize import highs
+from quasched.optimize.anneal import _direct, annealer
 from quasched.optimize.problem import small_problem
 from quasched.optimize.qaoa import energies, qaoa
 from quasched.optimize.qubo import (
@@ -69,6 +70,30 @@ def test_qubo_sa_answers_are_verified_feasible():
     result = solve(p, "qubo-sa", reads=8, sweeps=300)
     assert result.verdict.feasible and result.verdict.jobs > 0
     assert 0 < result.info["sample_feasibility"] <= 1
+
+
+def test_qubo_sa_out_of_time_says_so_instead_of_an_empty_answer(monkeypatch):
+    """A loaded machine: HiGHS's time limit runs out before the pattern MILP has any integer answer."""
+    real = highs.LinearModel.solve
+
+    def out_of_time(model, time_limit=10.0, *args, **kwargs):
+        if any(flags.any() for flags in model.integer):
+            return highs.Solution("no_solution", None, float("nan"), float("inf"), 0.0, time_limit)
+        return real(model, time_limit, *args, **kwargs)
+
+    monkeypatch.setattr(highs.LinearModel, "solve", out_of_time)
+    p = tiny()
+    result = solve(p, "qubo-sa", reads=8, sweeps=300, time_limit=3)
+    assert result.status == "no_answer" and result.placed == 0
+    assert result.message == "no feasible answer within the time limit (3 s)"
+    assert result.verdict is not None  # still verified
+
+
+def test_direct_qubo_sa_without_a_feasible_sample_gives_no_answer():
+    p = tiny()  # every job on every machine at once: no sample is feasible
+    result = _direct(p, lambda qubo: np.ones((4, qubo.n_vars), dtype=np.int8))
+    assert result.status == "no_answer" and result.placed == 0
+    assert result.message == "no feasible sample among 4" and result.info["sample_feasibility"] == 0
 
 
 def test_qaoa_beats_uniform_sampling_on_a_tiny_qubo():

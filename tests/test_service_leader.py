@@ -4,25 +4,31 @@ it commits nothing after another took over."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import queue
 import signal
 import socket
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
-from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
+from alembic.script import ScriptDirectory
+from api_support import Clock, bearer, db_url, job_body, live_server, make_app, small_cluster
 from fastapi.testclient import TestClient
 from serve_process import ServeProcess, wait_for
-from sqlalchemy import select
+from test_api_stream import next_item, read_events
+from sqlalchemy import Engine, event, select
 from typer.testing import CliRunner
 
 from quasched.cli import app as cli
 from quasched.service.api import create_app
 from quasched.service.domain import QueueSpec
 from quasched.service.leadership import Fenced, LeaderHeld
-from quasched.service.store import EVENTS, Store
+from quasched.service.store import EVENTS, MIGRATIONS, Store
 
 API = "/api/v1"
 
@@ -101,6 +107,30 @@ def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postg
     assert epochs_in_commit_order(postgres_url)
 
 
+def test_a_standby_s_live_stream_says_it_is_a_standby_naming_the_leader_then_that_it_leads(postgres_url, tmp_path):
+    with ExitStack() as running_leader:
+        running_leader.enter_context(TestClient(pg_app(postgres_url, tmp_path)))
+        token = (tmp_path / "token").read_text().strip()
+        with live_server(pg_app(postgres_url, tmp_path, name="b")) as base:
+            out: queue.Queue = queue.Queue()
+            ready, stop = threading.Event(), threading.Event()
+            reader = threading.Thread(target=read_events, args=(f"{base}{API}/stream", {"token": token}, {}, out,
+                                                                 ready, stop), daemon=True)
+            reader.start()
+            assert next_item(out)[:2] == ("status", 200)
+            kind, event = next_item(out)
+            assert kind == "role" and event["data"]["role"] == "standby" and event["id"] is None
+            leader = event["data"]["leader"]
+            assert leader["url"] == "http://a.invalid:8080" and leader["epoch"] == 1
+            running_leader.close()  # the leader stops: the standby takes over and says so on the open stream
+            kind, event = next_item(out, timeout=60)
+            assert kind == "role" and event["data"]["role"] == "leader"
+            assert event["data"]["leader"]["url"] == "http://b.invalid:8080" and event["data"]["leader"]["epoch"] == 2
+            stop.set()  # the reader hangs up at the next event
+            assert httpx.post(f"{base}{API}/jobs", json=job_body(), headers=bearer(token)).status_code == 201
+            reader.join(10)
+
+
 def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
     clock = Clock()
     leader = pg_app(postgres_url, tmp_path, clock)
@@ -132,6 +162,56 @@ def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
     assert [t.epoch for t in service_b.store.terms()] == [1, 2]
     service_a.store.close()
     service_b.store.close()
+
+
+def first_start(url: str, hold: bool, results) -> None:
+    """A server's first start on ``url`` (its store, which migrates), in a process of its own; ``hold``: wait inside
+    the migration, at its first CREATE TABLE, until the test frees advisory lock 4242. Puts its outcome."""
+    held = []
+
+    def wait_for_the_test(conn, cursor, statement, *_):
+        if statement.lstrip().startswith("CREATE TABLE") and not held:
+            held.append(statement)
+            cursor.execute("SELECT pg_advisory_xact_lock(4242)")
+
+    if hold:
+        event.listen(Engine, "before_cursor_execute", wait_for_the_test)
+    try:
+        Store(url).close()
+        results.put("started")
+    except Exception as err:  # noqa: BLE001 - the test reports it
+        results.put(f"{type(err).__name__}: {err}")
+
+
+def test_two_first_starts_on_an_empty_postgresql_database_migrate_one_after_the_other(postgres_url):
+    """The first start is held inside its migration while a second one starts: the second waits, then finds the
+    schema at head; neither fails."""
+    control = psycopg.connect(postgres_url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
+    control.execute("SELECT pg_advisory_lock(4242)")
+
+    def waiting() -> int:
+        row = control.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                              "AND wait_event_type = 'Lock'").fetchone()
+        return row[0] if row else 0
+
+    fork = multiprocessing.get_context("fork")
+    results = fork.Queue()
+    first = fork.Process(target=first_start, args=(postgres_url, True, results))
+    second = fork.Process(target=first_start, args=(postgres_url, False, results))
+    try:
+        first.start()
+        wait_for(lambda: waiting() == 1, 30, "the first start held inside its migration")
+        second.start()
+        wait_for(lambda: waiting() == 2 or not second.is_alive(), 30, "the second start waiting or done")
+        control.execute("SELECT pg_advisory_unlock(4242)")
+        outcomes = [results.get(timeout=60) for _ in range(2)]
+        assert outcomes == ["started", "started"]
+        versions = control.execute("SELECT version_num FROM alembic_version").fetchall()
+        assert versions == [(ScriptDirectory(str(MIGRATIONS)).get_current_head(),)]
+    finally:
+        for process in (first, second):
+            process.join(30)
+        control.close()
 
 
 def test_kill_9_and_a_stall_of_the_leader_between_two_servers(postgres_url, tmp_path):

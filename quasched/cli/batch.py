@@ -62,8 +62,15 @@ def row(instance: str, machines: int, result: Assignment) -> dict:
         "bound": None if result.bound is None else round(result.bound, 6),
         "gap": None if result.gap is None else round(result.gap, 8),
         "time": round(result.time, 3), "verified": v.feasible, "violations": v.n_violations,
-        "info": json.dumps(result.info, default=float),
+        "message": result.message, "info": json.dumps(result.info, default=float),
     }
+
+
+def verified_cell(r: dict) -> str:
+    """✓ (the verifier passed), ✗ with the violations, or – when the solver gave no answer."""
+    if r["status"] == "no_answer":
+        return "–"
+    return "✓" if r["verified"] else f"✗ ({r['violations']})"
 
 
 def batch(
@@ -144,9 +151,12 @@ def batch(
                               "" if r["bound"] is None else f"{r['bound']:.4f}",
                               "" if r["gap"] is None else f"{100 * r['gap']:.3f}%",
                               "" if bound is None else f"{100 * r['of_milp_bound']:.2f}%", f"{r['time']:.2f}",
-                              r["status"], "✓" if r["verified"] else f"✗ ({r['violations']})")
+                              r["status"], verified_cell(r))
             rows += here
     console.print(table)
+    for r in rows:
+        if r["message"]:
+            console.print(f"{r['instance']}@{r['machines']} {r['solver']}: {r['message']}")
     if out is not None:
         with open(out / "results.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=[*rows[0], "highspy"])

@@ -233,7 +233,7 @@ def serve(
                       f"{service.executor.dir}")
     if kube is not None:
         verbs = f"https://{verbs_tls.host}:{verbs_tls.port}" if verbs_tls else base
-        console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, prioritize, bind"
+        console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, bind"
                       + (", mutual TLS" if verbs_tls else ", UNAUTHENTICATED: --kube-plain-http") + ")"
                       + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
         if kube.lease:

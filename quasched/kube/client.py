@@ -1,7 +1,7 @@
 """The API-server side of the extender.
 
 Configuration, listing and watching use the official ``kubernetes`` Python client; the calls
-on bind's path (read, annotate and bind one pod) go through one keep-alive ``httpx`` client
+on bind's path (read and bind one pod; the device plugin's read and annotate) go through one keep-alive ``httpx`` client
 with the same credentials: about 4 ms per call against about 30 ms through the ``kubernetes``
 client's per-call overhead (BENCHMARKS.md, "Kubernetes extender"). Objects travel as plain
 dicts (the API's JSON), which is what :mod:`.convention` and :mod:`.sync` read.
@@ -91,15 +91,18 @@ class KubernetesClient:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return _checked(self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}", headers=self._headers()))
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str], uid: str = "") -> None:
-        """Merge ``annotations`` into the pod; with ``uid`` only if the pod still has that uid (else 409)."""
-        metadata: dict[str, Any] = {"annotations": dict(annotations)} | ({"uid": uid} if uid else {})
-        body = json.dumps({"metadata": metadata})
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Merge ``annotations`` into the pod (the device plugin's ``assigned`` mark)."""
+        body = json.dumps({"metadata": {"annotations": dict(annotations)}})
         _checked(self.http.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", content=body,
                                  headers=self._headers("application/merge-patch+json")))
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        metadata = {"name": name, "namespace": namespace} | ({"uid": uid} if uid else {})
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None:
+        """Create the pod's Binding to ``node``; the API server merges ``annotations`` into the pod in the same
+        update that sets ``spec.nodeName``. ``uid`` is a precondition from 1.21 on (1.20 ignores it)."""
+        metadata = {"name": name, "namespace": namespace} | ({"uid": uid} if uid else {}) | (
+            {"annotations": dict(annotations)} if annotations else {})
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body,

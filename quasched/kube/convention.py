@@ -295,8 +295,8 @@ def devices_text(devices: tuple[int, ...]) -> str:
 
 
 def bind_annotations(devices: tuple[int, ...], now_ns: int | None = None) -> dict[str, str]:
-    """What bind writes on the pod before the Binding, for the device plugin's Allocate: the devices, when
-    they were assumed (ns) and ``assigned: "false"`` (the plugin sets ``"true"`` once it hands them out)."""
+    """What bind's Binding writes on the pod with ``spec.nodeName``, for the device plugin's Allocate: the devices,
+    when they were assumed (ns) and ``assigned: "false"`` (the plugin sets ``"true"`` once it hands them out)."""
     return {DEVICES_ANNOTATION: devices_text(devices),
             ASSUME_TIME_ANNOTATION: str(time.time_ns() if now_ns is None else now_ns),
             ASSIGNED_ANNOTATION: "false"}

@@ -1,27 +1,25 @@
-"""quasched as a kube-scheduler extender: filter, prioritize and bind GPU pods (docs/kubernetes.md).
+"""quasched as a kube-scheduler extender: filter (which decides) and bind GPU pods (docs/kubernetes.md).
 
-Routes under :data:`PREFIX` (``POST /k8s/scheduler/{filter,prioritize,bind}``), in the
-``extender/v1`` wire format (:mod:`.wire`). The extender owns whole and fractional GPU
-placement (``managedResources: quasched.io/gpu-shares``, advertised by quasched's device plugin):
+Routes under :data:`PREFIX` (``POST /k8s/scheduler/{filter,bind}``), in the ``extender/v1`` wire
+format (:mod:`.wire`). The extender owns whole and fractional GPU placement (``managedResources:
+quasched.io/gpu-shares``, advertised by quasched's device plugin):
 
-- **filter** runs the one fit rule (:func:`quasched.model.fit.fit_checks`, as the service's
-  loop does) on the controller's cluster for the names given and answers the first failing
-  check per node as one of a few stable reason strings (:data:`~.verdicts.REASONS`), so they aggregate
-  in the pod's ``FailedScheduling`` event (:mod:`.verdicts`);
-- **prioritize** scores the fitting nodes with the service's policy: 10 for the node quasched's
-  own host selection picks (so that, with kube-scheduler's in-tree scores off as in ``deploy/``,
-  Kubernetes places every pod where ``quasched replay`` would), ``min(9, round(score / 10))`` for
-  the others (the policy's 0..100 score); nodes that do not fit get 0. The pick's devices are
-  reserved at once, the pod *assumed* there as in kube-scheduler's cache (:meth:`~.reservations.PodJobs.assume`),
-  since kube-scheduler runs the next pod's cycle while this one's bind is in flight;
-- **bind** reads the pod from the API server and refuses what quasched must not bind (another
-  scheduler's pod, a replaced uid, a pod without a GPU request; a standby replica whose kube-scheduler
-  does not hold the leader Lease: :mod:`.admission`), then confirms the assumed reservation (or
-  reserves with the policy's Reserve step if the node differs or nothing is held): the pod is a
-  running quasched job on that node (stored, on the dashboard), its devices are written to the pod
-  (annotations ``quasched.io/gpu-devices``, ``quasched.io/assume-time`` and ``quasched.io/assigned: "false"``,
-  read by the device plugin's Allocate; on that uid only), then the Binding is created through the
-  API server; if either call fails, the reservation is rolled back (the job is cancelled).
+- **filter** runs the one fit rule (:func:`quasched.model.fit.fit_checks`, as the service's loop does)
+  on the controller's cluster for the names given, then quasched's own host selection (the policy's
+  scores, ties to its rank) among the fitting ones, and answers **that node alone**: kube-scheduler
+  skips scoring when one node is feasible, so the pod lands where ``quasched replay`` would place it,
+  with one call per pod. The pick's devices are held at once (:meth:`~.reservations.PodJobs.hold`,
+  in memory), since kube-scheduler runs the next pod's cycle while this one's bind is in flight.
+  When no node fits, every node gets the first failing check as one of a few stable reason strings
+  (:data:`~.verdicts.REASONS`), so they aggregate in the pod's ``FailedScheduling`` event;
+- **bind** of a held pod on its node creates one Binding carrying the device annotations
+  (``quasched.io/gpu-devices``, ``quasched.io/assume-time``, ``quasched.io/assigned: "false"``, read by
+  the device plugin's Allocate; the API server writes them with ``spec.nodeName`` in one update) and
+  the pod's uid, checked on the pod kube-scheduler sent to filter; then the hold becomes a stored
+  running job. Any other bind (not held, another node, the fast Binding refused) takes the checked
+  path: the pod read from the API server must be quasched's to bind (:mod:`.admission`), the policy's
+  Reserve books it durably, then the same Binding; if it fails the job is cancelled. A standby
+  replica whose kube-scheduler does not hold the leader Lease binds nothing.
 
 A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
 do on a submission to ``quasched serve``.
@@ -46,17 +44,18 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.policies.base import CycleState
 from quasched.service.domain import Job
+from quasched.service.domain import Job
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
 from quasched.kube.convention import PodError, bind_annotations, devices_of, pod_key
-from quasched.kube.reservations import PodJobs
-from quasched.kube.verdicts import extender_scores, verdicts
+from quasched.kube.reservations import Hold, PodJobs
+from quasched.kube.verdicts import BINDING, verdicts
 
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
 PREFIX = "/k8s/scheduler"
-#: pod uids remembered from filter/prioritize (a pod's first filter is its arrival)
+#: pod uids remembered from filter (a pod's first filter is its arrival)
 POD_CACHE = 4096
 
 
@@ -65,9 +64,8 @@ class KubeClient(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str], uid: str = "") -> None: ...
-
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None: ...
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]: ...
 
@@ -159,53 +157,49 @@ class Bridge(PodJobs):
         return None
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """kube-scheduler's Filter call: the nodes where quasched's fit rule places the pod, and why the others fail."""
+        """kube-scheduler's Filter call: quasched's pick alone among the nodes where its fit rule places the pod
+        (held until bind), or, when none fits, why each fails."""
         pod = wire.object_of(args, "Pod")
         assert pod is not None
         names, items = wire.node_names(args)
         first = self.remember(pod)
         if not self.active:
             self.standby()  # our kube-scheduler calls: it may just have become the leader
+        uid = pod_key(pod)[2]
         with self.service.lock:
-            self.expire_assumed()
-            uid = pod_key(pod)[2]
-            if uid in self._assumed:  # a new cycle for a pod whose last one never bound
-                self.release(uid, "cancelled")
-            failed, qpod, _ = verdicts(self.service.ctl, pod, names)
-            if first and qpod is not None:  # the pod arrives: the policy's typical pods learn it, as on submit
-                self.service.ctl.observe(qpod)
-        passed = [n for n in names if n not in failed]
+            self.expire_holds()
+            held = self.holds.get(uid)
+            if held is not None and held.binding:  # kube-scheduler gave up on a bind still in flight
+                passed, failed = ([held.node], {}) if held.node in names else ([], dict.fromkeys(names, BINDING))
+            else:
+                self.drop_hold(uid)  # a new cycle for a pod whose last one never bound
+                failed, qpod, fitting = verdicts(self.service.ctl, pod, names)
+                if first and qpod is not None:  # the pod arrives: the policy's typical pods learn it, as on submit
+                    self.service.ctl.observe(qpod)
+                if qpod is None:
+                    passed = [n for n in names if n not in failed]
+                elif fitting:
+                    passed, failed = [self.pick(qpod, fitting)], {}
+                    self.hold(pod, qpod, passed[0])
+                else:
+                    passed = []
         keep = set(passed)
         nodes = None if items is None else {"metadata": {}, "items": [
             n for n in items if (n.get("metadata") or {}).get("name") in keep]}
         return {"Nodes": nodes, "NodeNames": passed, "FailedNodes": failed, "FailedAndUnresolvableNodes": {},
                 "Error": ""}
 
-    # ------------------------------------------------------------ prioritize
-    def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """kube-scheduler's Prioritize call: the service policy's scores on kube-scheduler's 0..10 scale
-        (:func:`extender_scores`: quasched's own pick alone at 10), whose GPUs are held until bind."""
-        pod = wire.object_of(args, "Pod")
-        assert pod is not None
-        names, _ = wire.node_names(args)
-        self.remember(pod)
-        scores: dict[str, int] = {}
-        with self.service.lock:
-            _, qpod, fitting = verdicts(self.service.ctl, pod, names)
-            if qpod is not None and fitting:
-                c, scheduler = self.service.ctl.cluster, self.service.ctl.scheduler
-                idx = np.asarray(sorted(fitting), dtype=np.int64)
-                raw = np.asarray(scheduler.policy.score(c, qpod, idx, CycleState()), dtype=float)
-                weight = sum(abs(w) for _, w in scheduler.policy.plugins) or 1.0
-                pick = int(np.searchsorted(idx, scheduler.select(idx, raw)))
-                scores = dict(zip(c.names[idx].tolist(), extender_scores(raw / weight, pick).tolist()))
-                self.assume(pod, str(c.names[idx[pick]]))
-        return [{"Host": n, "Score": scores.get(n, 0)} for n in dict.fromkeys(names)]
+    def pick(self, qpod: Any, fitting: list[int]) -> str:
+        """quasched's own host selection among the slots ``fitting``: the policy's highest score, ties to its rank."""
+        c, scheduler = self.service.ctl.cluster, self.service.ctl.scheduler
+        idx = np.asarray(sorted(fitting), dtype=np.int64)
+        raw = np.asarray(scheduler.policy.score(c, qpod, idx, CycleState()), dtype=float)
+        return str(c.names[scheduler.select(idx, raw)])
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
-        """kube-scheduler's Bind call: check the pod and this replica (:mod:`.admission`), reserve the pod's
-        devices and bind it through the API server."""
+        """kube-scheduler's Bind call: a held pod on its node in one Binding, anything else checked first
+        (:mod:`.admission`); this replica must be the active one."""
         name = wire.text_of(args, "PodName")
         namespace = wire.text_of(args, "PodNamespace")
         uid = wire.text_of(args, "PodUID")
@@ -215,6 +209,43 @@ class Bridge(PodJobs):
         standby = self.standby()
         if standby:
             return {"Error": standby}
+        with self.service.lock:
+            held = self.holds.get(uid)
+            if held is not None and held.binding:
+                return {"Error": f"quasched: a bind of {namespace}/{name} is in flight"}
+            if held is not None and (held.node, pod_key(held.pod)[:2]) == (node, (namespace, name)) and \
+                    bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
+                held.binding = True
+            else:
+                self.drop_hold(uid)  # kube-scheduler chose another node: the checked path books it there
+                held = None
+        if held is not None:
+            reply = self._bind_held(held, namespace, name, uid, node)
+            if reply is not None:
+                return reply
+        return self._bind_checked(namespace, name, uid, node)
+
+    def _bind_held(self, held: Hold, namespace: str, name: str, uid: str, node: str) -> dict[str, str] | None:
+        """The hold becomes a stored running job, then one Binding with its devices' annotations; None (job
+        cancelled): the Binding was refused or its outcome is unknown, for the checked path to settle."""
+        assert self.client is not None
+        try:
+            job, devices = self.confirm(held, uid)
+        except PodError as err:  # e.g. the database refused: nothing is bound, kube-scheduler retries
+            with self.service.lock:
+                self.drop_hold(uid)
+            return {"Error": str(err)}
+        try:
+            failed = self._create_binding(namespace, name, uid, node, job, devices)
+        finally:
+            with self.service.lock:
+                if self.holds.get(uid) is held:
+                    del self.holds[uid]
+        return None if failed else {"Error": ""}
+
+    def _bind_checked(self, namespace: str, name: str, uid: str, node: str) -> dict[str, str]:
+        """Bind with the pod read from the API server: refuse what quasched must not bind, book (durably), bind."""
+        assert self.client is not None
         refused = f"quasched: refused to bind {namespace}/{name} to {node}"
         try:
             pod = self.client.get_pod(namespace, name)
@@ -232,21 +263,19 @@ class Bridge(PodJobs):
             return {"Error": str(err)}
         except Exception as err:  # e.g. the database is unreachable: the pod stays unbound, kube-scheduler retries
             return {"Error": f"quasched: cannot reserve on {node}: {err}"}
-        return self._create_binding(namespace, name, uid, node, job, devices)
+        return {"Error": self._create_binding(namespace, name, uid, node, job, devices)}
 
     def _create_binding(self, namespace: str, name: str, uid: str, node: str, job: Job,
-                        devices: tuple[int, ...]) -> dict[str, str]:
+                        devices: tuple[int, ...]) -> str:
+        """Bind the pod whose job is stored: one Binding carrying its devices' annotations and its uid; '' or
+        why it failed (the job is cancelled then)."""
         assert self.client is not None
         try:
-            if job.spec.num_gpu:
-                self.client.annotate_pod(namespace, name, bind_annotations(devices), uid=uid)
-            self.client.bind_pod(namespace, name, uid, node)
+            self.client.bind_pod(namespace, name, uid, node, bind_annotations(devices) if job.spec.num_gpu else {})
         except Exception as err:
             self.release(uid, "cancelled")
-            return {"Error": f"quasched: binding {namespace}/{name} to {node} failed: {err}"}
-        with self.service.lock:
-            self._assumed.pop(uid, None)
-        return {"Error": ""}
+            return f"quasched: binding {namespace}/{name} to {node} failed: {err}"
+        return ""
 
 
 # ---------------------------------------------------------------- routes
@@ -255,7 +284,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def router(bridge: Bridge) -> APIRouter:
-    """The extender's routes ``filter``, ``prioritize`` and ``bind`` under :data:`PREFIX`, served by ``bridge``."""
+    """The extender's routes ``filter`` and ``bind`` under :data:`PREFIX`, served by ``bridge``."""
     routes = APIRouter(prefix=PREFIX, tags=["kubernetes"])
 
     async def call(request: Request, verb: Any) -> Any:
@@ -272,11 +301,7 @@ def router(bridge: Bridge) -> APIRouter:
     async def filter_(request: Request) -> Any:
         return await call(request, bridge.filter)
 
-    @routes.post("/prioritize", summary="extender/v1 prioritize: the policy's score per node, 0..10")
-    async def prioritize(request: Request) -> Any:
-        return await call(request, bridge.prioritize)
-
-    @routes.post("/bind", summary="extender/v1 bind: reserve GPU devices, annotate the pod, create the Binding")
+    @routes.post("/bind", summary="extender/v1 bind: the Binding with the GPU devices' annotations; the pod's job stored")
     async def bind(request: Request) -> Any:
         return await call(request, bridge.bind)
 

@@ -1,14 +1,16 @@
 """The jobs that stand for Kubernetes pods: found by the pod's uid (in the job's client token),
 reserved durably as running jobs on a node (the policy's Reserve picks the devices unless given),
-*assumed* on quasched's pick from prioritize until bind confirms it (kube-scheduler's cache, at most
-:data:`ASSUME_TTL_S`), and released when a pod succeeds, fails or goes away."""
+*held* on quasched's pick from filter until bind confirms it (kube-scheduler's assumed pod, at most
+:data:`ASSUME_TTL_S`; in memory only), and released when a pod succeeds, fails or goes away."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from quasched.model.cluster import PlacementError
+from quasched.model.workload import Pod
 from quasched.policies.base import CycleState
 from quasched.service.controller import Controller
 from quasched.service.domain import Event, Job, JobState
@@ -18,17 +20,31 @@ from quasched.kube.verdicts import UNKNOWN_NODE, pod_of, verdicts
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
-#: longest hold of an assumed pod (prioritize → bind), s; kube-scheduler binds within milliseconds
+#: longest hold of an assumed pod (filter → bind), s; kube-scheduler binds within milliseconds
 ASSUME_TTL_S = 30.0
 
 
+@dataclass
+class Hold:
+    """A pod assumed on quasched's pick: its devices taken in the controller by an in-memory job (negative id,
+    never stored) until bind confirms it. ``binding``: a bind of it is in flight."""
+
+    pod: Mapping[str, Any]
+    node: str
+    devices: tuple[int, ...]
+    job: Job
+    at: float
+    binding: bool = False
+
+
 class PodJobs:
-    """The jobs standing for pods, and the pods assumed but not bound yet (the base of :class:`~.extender.Bridge`)."""
+    """The jobs standing for pods, and the pods held but not bound yet (the base of :class:`~.extender.Bridge`)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        #: pod uid → monotonic time it was held (prioritize), for the pods not bound yet (under the lock)
-        self._assumed: dict[str, float] = {}
+        #: pod uid → its hold (filter's pick, not bound yet; under the lock)
+        self.holds: dict[str, Hold] = {}
+        self._hold_ids = 0
         #: pod uid → its job, for the controller ``_indexed`` up to job id ``_indexed_up_to`` (:meth:`job_of`)
         self._by_uid: dict[str, list[Job]] = {}
         self._indexed: Any = None
@@ -36,16 +52,18 @@ class PodJobs:
 
     # ------------------------------------------------------------ jobs of pods
     def job_of(self, uid: str) -> Job | None:
-        """The unfinished job standing for pod ``uid`` (call under the service lock).
+        """The unfinished stored job standing for pod ``uid`` (call under the service lock; holds are not jobs).
 
-        Indexed by uid: job ids grow, so only the jobs that entered the controller since the last call are
-        read (newest first, down to the last id read); a rebuilt controller is read in full, and so is the
+        Indexed by uid: stored job ids grow, so only the jobs that entered the controller since the last call
+        are read (newest first, down to the last id read); a rebuilt controller is read in full, and so is the
         controller once the index holds many more pods than it has jobs (the rest finished)."""
         ctl = self.service.ctl
         if ctl is not self._indexed or len(self._by_uid) > 2 * len(ctl.jobs) + 1024:
             self._by_uid, self._indexed, self._indexed_up_to = {}, ctl, -1
         newest, fresh = self._indexed_up_to, []
         for job_id in reversed(ctl.jobs):
+            if job_id < 0:  # a hold
+                continue
             if job_id <= self._indexed_up_to:
                 break
             newest = max(newest, job_id)
@@ -63,35 +81,82 @@ class PodJobs:
         return jobs[0] if jobs else None
 
     def pod_jobs(self) -> dict[str, Job]:
-        """Pod uid → unfinished job, for every job standing for a pod (call under the lock)."""
+        """Pod uid → unfinished stored job, for every job standing for a pod (call under the lock)."""
         out: dict[str, Job] = {}
         for job in self.service.ctl.jobs.values():
             uid = token_uid(job.spec.client_token)
-            if uid is not None and not job.state.finished:
+            if uid is not None and job.id >= 0 and not job.state.finished:
                 out[uid] = job
         return out
 
-    # ------------------------------------------------------------ assume
-    def assume(self, pod: Mapping[str, Any], node: str) -> None:
-        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod).
+    # ------------------------------------------------------------ holds
+    def hold(self, pod: Mapping[str, Any], qpod: Pod, node: str) -> None:
+        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod), in
+        memory: the policy's Reserve picks the devices and an unstored job takes them in the controller.
 
-        kube-scheduler starts the next pod's cycle while this one's bind is in flight; holding the
-        devices now keeps filter and prioritize of the next pods on the state kube-scheduler assumes.
-        Released when bind goes elsewhere, when the pod's next cycle starts, or after
-        :data:`ASSUME_TTL_S` without a bind."""
-        uid = pod_key(pod)[2]
+        kube-scheduler starts the next pod's cycle while this one's bind is in flight; holding the devices now
+        keeps the next pods' filter on the state kube-scheduler assumes. Released when bind goes elsewhere,
+        when the pod's next cycle starts, or after :data:`ASSUME_TTL_S` without a bind (call under the lock)."""
+        ctl = self.service.ctl
         try:
-            self._reserve(pod, node, None, "started")
-        except PodError:  # e.g. the database refused: bind reserves instead
+            spec = job_spec(pod)
+            slot = ctl.cluster.node(node)
+        except (PodError, PlacementError):
             return
-        self._assumed[uid] = time.monotonic()
+        devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
+        self._hold_ids -= 1
+        job = Job(self._hold_ids, spec, ctl.options.priority_classes.get(spec.priority_class, 100),
+                  self.service.clock(), self._hold_ids)
+        if self._run(job, node, slot, devices):
+            self.holds[pod_key(pod)[2]] = Hold(pod, node, job.placement[0][1], job, time.monotonic())
 
-    def expire_assumed(self) -> None:
-        """Release the pods assumed more than :data:`ASSUME_TTL_S` ago and never bound (under the lock)."""
+    def _run(self, job: Job, node: str, slot: int, devices: tuple[int, ...]) -> bool:
+        """Make ``job`` run on ``node`` with ``devices`` in the controller; False (and nothing held) if they are taken."""
+        ctl = self.service.ctl
+        c = ctl.cluster
+        job.state, job.started_at = JobState.RUNNING, job.submitted_at
+        job.placement = [(node, tuple(int(d) for d in devices))]
+        job.quota_model = str(c.models[c.model_id[slot]]) if job.spec.gpu_request else ""
+        job.solver = "kube-scheduler+" + ctl.options.policy
+        job.reason = None
+        ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
+        if job.state == JobState.RUNNING:
+            return True
+        self._forget(job) if job.id < 0 else ctl.cancel(job.id, job.submitted_at)
+        return False
+
+    def _forget(self, job: Job) -> None:
+        """Take hold ``job`` out of the controller, leaving no trace: it was never stored (under the lock)."""
+        ctl = self.service.ctl
+        if ctl.jobs.get(job.id) is not job:  # e.g. the controller was rebuilt from the store
+            return
+        ctl.cancel(job.id, self.service.clock())
+        jobs, events = ctl.drain_changes()
+        jobs, events = [j for j in jobs if j.id >= 0], [e for e in events if (e.job_id or 0) >= 0]
+        if jobs or events:  # other changes drained with it (none are expected): persist them as the loop would
+            self.service.store.save(jobs, events)
+
+    def drop_hold(self, uid: str) -> Hold | None:
+        """End pod ``uid``'s hold, if any; its devices are free again (under the lock)."""
+        held = self.holds.pop(uid, None)
+        if held is not None:
+            self._forget(held.job)
+        return held
+
+    def expire_holds(self) -> None:
+        """Release the holds taken more than :data:`ASSUME_TTL_S` ago and not being bound (under the lock)."""
         limit = time.monotonic() - ASSUME_TTL_S
-        for uid in [u for u, at in self._assumed.items() if at < limit]:
-            self.release(uid, "cancelled")
+        for uid in [u for u, h in self.holds.items() if h.at < limit and not h.binding]:
+            self.drop_hold(uid)
 
+    def confirm(self, held: Hold, uid: str) -> tuple[Job, tuple[int, ...]]:
+        """Hold ``held`` becomes a stored running job on the held devices (durable), as bind's first step.
+        :class:`PodError` when it cannot (the hold is gone either way)."""
+        with self.service.lock:
+            self._forget(held.job)  # the hold stays (binding) until the Binding's outcome is known
+            return self._reserve(held.pod, held.node, held.devices, "started")
+
+    # ------------------------------------------------------------ stored jobs
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
                 adopt: bool = False) -> tuple[Job, tuple[int, ...]]:
         """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable.
@@ -100,6 +165,7 @@ class PodJobs:
         job if the pod already runs there. :class:`PodError` when it cannot."""
         service = self.service
         with service.lock:
+            self.drop_hold(pod_key(pod)[2])
             c = service.ctl.cluster
             cordoned = adopt and node in service.records and bool(c.cordoned[c.node(node)])
             if cordoned:
@@ -122,9 +188,6 @@ class PodJobs:
             if existing is not None and existing.state == JobState.PENDING:
                 self._drop_pending(uid)
                 existing = None
-            if existing is not None and uid in self._assumed:  # held elsewhere: kube-scheduler chose another node
-                self.release(uid, "cancelled")
-                existing = None
             if existing is not None:
                 raise PodError(f"quasched: pod already placed on {existing.placement[0][0] if existing.placement else '?'}")
             failed, qpod, _ = verdicts(service.ctl, pod, [node])
@@ -144,15 +207,7 @@ class PodJobs:
             if devices is None:
                 devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
             job = service.store.insert_job(spec, ctl.options.priority_classes.get(spec.priority_class, 100), now)
-            c = ctl.cluster
-            job.state, job.started_at = JobState.RUNNING, now
-            job.placement = [(node, tuple(int(d) for d in devices))]
-            job.quota_model = str(c.models[c.model_id[slot]]) if spec.gpu_request else ""
-            job.solver = "kube-scheduler+" + ctl.options.policy
-            job.reason = None
-            ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
-            if job.state != JobState.RUNNING:  # the books refused the placement: leave no pending copy behind
-                ctl.cancel(job.id, now)
+            if not self._run(job, node, slot, devices):  # the books refused the placement: no pending copy left
                 service.store.save(*ctl.drain_changes())
                 raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
             data = {"devices": [list(job.placement[0][1])], "pod": spec.name, "via": "kubernetes"}
@@ -162,6 +217,7 @@ class PodJobs:
             except Exception as err:  # memory ran ahead of the database: rebuild from what is stored (as the API does)
                 records, queues, unfinished = service.store.load()
                 service.ctl = Controller.rebuilt(records, queues, unfinished, service.options)
+                self.holds.clear()  # their jobs were in the old controller
                 self._drop_pending(uid)
                 raise PodError(f"quasched: the database refused the reservation: {err}") from err
             service.metrics.count(events, {job.id: spec.team})
@@ -181,8 +237,7 @@ class PodJobs:
             pass
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
-        """End the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""
-        self._assumed.pop(uid, None)
+        """End the hold and the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""
         def end(ctl: Any, now: float) -> Job | None:
             job = self.job_of(uid)
             if job is None:
@@ -192,6 +247,7 @@ class PodJobs:
             return ctl.cancel(job.id, now)
 
         with self.service.lock:
+            self.drop_hold(uid)
             if self.job_of(uid) is None:
                 return None
             return self.service.mutate(end)

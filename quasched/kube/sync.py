@@ -193,12 +193,19 @@ class Sync:
             if job.placement and job.placement[0][0] == node:
                 self.bridge.release(uid, "cancelled")
 
-    def apply_pods(self, pods: Iterable[Mapping[str, Any]], complete: bool = True) -> PodChanges:
+    def apply_pods(self, pods: Iterable[Mapping[str, Any]], complete: bool = True,
+                   horizon: int | None = None) -> PodChanges:
         """Mirror the API server's GPU pods: end the jobs of finished pods (with ``complete`` also of pods not
-        listed) and adopt bound pods quasched has no job for."""
+        listed) and adopt bound pods quasched has no job for.
+
+        ``horizon``: the newest job id when the list was asked for; younger jobs (pods bound while the list
+        was under way, which it may not show yet) are left to the watch that follows it."""
         pods = list(pods)
         with self.bridge.service.lock:
-            changes = pod_changes(pods, self.bridge.pod_jobs(), complete)
+            jobs = self.bridge.pod_jobs()
+            if horizon is not None:
+                jobs = {uid: job for uid, job in jobs.items() if job.id <= horizon}
+            changes = pod_changes(pods, jobs, complete)
             for uid, outcome in changes.end:
                 self.bridge.release(uid, outcome)
             for bound in changes.adopt:
@@ -243,8 +250,14 @@ class Sync:
         """List nodes, then pods, and reconcile both (what start-up and every re-list do)."""
         nodes, self.node_version = self.client.list_nodes()
         self.apply_nodes(nodes)
+        self.relist_pods()
+
+    def relist_pods(self) -> None:
+        """List the bound pods and reconcile every job standing for a pod that is older than the list."""
+        with self.bridge.service.lock:
+            horizon = max(self.bridge.service.ctl.jobs, default=0)
         pods, self.pod_version = self.client.list_pods()
-        self.apply_pods(pods)
+        self.apply_pods(pods, horizon=horizon)
 
     def start(self) -> None:
         """Resync once, then list and watch nodes and pods on two daemon threads."""
@@ -270,13 +283,11 @@ class Sync:
         while not self._stop.is_set():
             try:
                 if not first or not (self.node_version if kind == "node" else self.pod_version):
-                    items, version = self.client.list_nodes() if kind == "node" else self.client.list_pods()
                     if kind == "node":
-                        self.node_version = version
+                        items, self.node_version = self.client.list_nodes()
                         self.apply_nodes(items)
                     else:
-                        self.pod_version = version
-                        self.apply_pods(items)
+                        self.relist_pods()
                 first = False
                 version = self.node_version if kind == "node" else self.pod_version
                 watch = self.client.watch_nodes if kind == "node" else self.client.watch_pods

@@ -1,7 +1,7 @@
 """What the extender answers about a pod's nodes: filter's verdicts — the one fit rule
 (:func:`quasched.model.fit.fit_checks`, as the service's loop runs it) on the controller's cluster,
 the first failing check per node as one of a few stable reason strings (:data:`REASONS`, so they
-aggregate in the pod's ``FailedScheduling`` event) — and prioritize's scale (:func:`extender_scores`)."""
+aggregate in the pod's ``FailedScheduling`` event)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ OVER_QUOTA = "quasched: queue over GPU quota"
 UNKNOWN_QUEUE = "quasched: unknown queue"
 INVALID = "quasched: invalid GPU request"
 APP_LIMIT = "quasched: app density limit"
-REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVALID, APP_LIMIT,
+#: a new cycle of a pod whose bind (to another node than those given) is still in flight
+BINDING = "quasched: the pod's bind is in flight"
+REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVALID, APP_LIMIT, BINDING,
            "quasched: insufficient cpu", "quasched: insufficient memory")
 
 
@@ -96,12 +98,3 @@ def reason(c: Cluster, check: str, qpod: Pod, spec: JobSpec, slot: int) -> str:
     if check == APP_DENSITY:
         return APP_LIMIT
     return f"quasched: insufficient {check}"
-
-
-def extender_scores(normalised: np.ndarray, pick: int) -> np.ndarray:
-    """Scores 0..10 for kube-scheduler: ``min(9, round(s / 10))`` for a policy score ``s`` in 0..100,
-    and 10 for ``pick``, the node quasched's own host selection chooses (its highest score, ties to its
-    tie-break rank), so that node stays the unique best after the rounding to kube-scheduler's scale."""
-    tens = np.clip(np.rint(np.nan_to_num(normalised) / 10), 0, 9).astype(np.int64)
-    tens[pick] = 10
-    return tens

@@ -8,7 +8,7 @@ import dimod
 import numpy as np
 from dwave.samplers import SimulatedAnnealingSampler
 
-from quasched.optimize.assignment import Assignment
+from quasched.optimize.assignment import Assignment, no_answer
 from quasched.optimize.decompose import QuboPricer, solve_decomposed
 from quasched.optimize.problem import BatchProblem
 from quasched.optimize.qubo import PatternQubo, PlacementQubo, build_qubo, decode_placement, placement_ok
@@ -66,13 +66,15 @@ def solve_qubo_sa(problem: BatchProblem, *, reads: int = 64, sweeps: int = 2000,
 
 
 def _direct(problem: BatchProblem, solver) -> Assignment:
-    """The best feasible sample of the full placement QUBO (empty answer if none is feasible)."""
+    """The best feasible sample of the full placement QUBO (status ``no_answer`` if none is feasible)."""
     qubo = build_qubo(problem, np.arange(problem.n_jobs), np.arange(problem.n_machines))
     if qubo.n_vars > MAX_DIRECT_VARS:
         raise ValueError(f"{qubo.n_vars} QUBO variables: use the decomposition for problems this large")
     samples = solver(qubo)
     machines = [decode_placement(qubo, s, problem.n_jobs) for s in samples]
     ok = [m for m in machines if m is not None and placement_ok(problem, m)]
-    best = max(ok, key=lambda m: problem.weight[m >= 0].sum(), default=np.full(problem.n_jobs, -1))
     info = {"qubo_vars": qubo.n_vars, "sample_feasibility": len(ok) / max(len(samples), 1)}
+    if not ok:
+        return no_answer("qubo-sa", problem, f"no feasible sample among {len(samples)}", info)
+    best = max(ok, key=lambda m: problem.weight[m >= 0].sum())
     return Assignment("qubo-sa", best, "heuristic", objective=float(problem.weight[best >= 0].sum()), info=info)

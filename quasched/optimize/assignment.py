@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from quasched.optimize.problem import BatchProblem
 from quasched.optimize.verifier import Verdict
 
 
@@ -18,7 +19,8 @@ class Assignment:
     upper bound on the weighted objective (``None`` when the solver has none);
     :func:`quasched.optimize.solve` sets ``verdict`` from the verifier. ``status``: ``optimal`` (proven),
     ``feasible`` (limit reached, bound known), ``heuristic`` (no bound), ``incomplete`` (a heuristic missed
-    exactly-once), ``infeasible`` (proven: no assignment exists) or ``error``.
+    exactly-once), ``infeasible`` (proven: no assignment exists), ``no_answer`` (a heuristic found no feasible
+    answer, e.g. within its time limit: nothing placed, and not a solution; ``message`` says why) or ``error``.
     """
 
     solver: str
@@ -41,3 +43,8 @@ class Assignment:
     @property
     def placed(self) -> int:
         return int(np.sum(self.machine >= 0))
+
+
+def no_answer(solver: str, problem: BatchProblem, why: str, info: dict[str, Any]) -> Assignment:
+    """The answer of a heuristic that found no feasible one (``why``): every job unplaced, status ``no_answer``."""
+    return Assignment(solver, np.full(problem.n_jobs, -1, dtype=np.int64), "no_answer", message=why, info=info)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from quasched.optimize.assignment import Assignment
+from quasched.optimize.assignment import Assignment, no_answer
 from quasched.optimize.classes import job_classes
 from quasched.optimize.colgen import Shapes
 from quasched.optimize.milp import REL_GAP, _patterns
@@ -105,5 +105,7 @@ def solve_decomposed(problem: BatchProblem, pricer: QuboPricer, name: str, time_
                                     warm_start=False, patience=patience)
     info.update(pricer.stats())
     placed = machine >= 0
+    if not placed.any() and info["lp_value"] > 0:  # HiGHS ran out of time before any integer answer
+        return no_answer(name, problem, f"no feasible answer within the time limit ({time_limit:g} s)", info)
     status = "incomplete" if problem.exactly_once and not placed.all() else "heuristic"
     return Assignment(name, machine, status, objective=float(problem.weight[placed].sum()), info=info)

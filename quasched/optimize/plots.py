@@ -15,7 +15,8 @@ def plot_metric(rows: list[dict], instance: str, metric: str, path: Path) -> Pat
     ax = fig.subplots()
     mine = [r for r in rows if r["instance"] == instance]
     for solver in dict.fromkeys(r["solver"] for r in mine):
-        pts = sorted((r["machines"], r[metric]) for r in mine if r["solver"] == solver and r["verified"])
+        pts = sorted((r["machines"], r[metric]) for r in mine if r["solver"] == solver and r["verified"]
+                     and r["status"] != "no_answer")
         if pts:
             ax.plot(*zip(*pts), marker="o", ms=4, label=solver)
     proven = sorted((r["machines"], r[metric]) for r in mine if r["solver"] == "milp" and r["status"] == "optimal")

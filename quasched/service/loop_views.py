@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from quasched.metrics.allocation import percent
-from quasched.metrics.fragmentation import StateTable, cluster_fragmentation, frag_amount, state_table
+from quasched.metrics.fragmentation import FragReport, StateTable, cluster_fragmentation, frag_amount, state_table
 from quasched.metrics.typical import TypicalWindow
 from quasched.model.workload import FULL_GPU_MILLI
 from quasched.service import status
@@ -45,10 +45,15 @@ class LoopViews(LoopState):
         typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
         return None if typical is None else state_table(self.cluster, typical)
 
+    def fragmentation_report(self) -> FragReport | None:
+        """Fragmented and idle GPU milli for the current typical pods (None before any is known)."""
+        table = self._table()
+        return None if table is None else cluster_fragmentation(table)
+
     def fragmentation(self) -> float:
         """Fragmentation ratio (% of idle GPU milli) for the current typical pods (0 before any is known)."""
-        table = self._table()
-        return 0.0 if table is None else cluster_fragmentation(table).frag_ratio
+        report = self.fragmentation_report()
+        return 0.0 if report is None else report.frag_ratio
 
     def node_fragmentation(self) -> np.ndarray:
         """Fragmented milli-GPU of every node slot (FGD's measure for the current typical pods)."""

@@ -66,7 +66,9 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
                      after: Annotated[int | None, Query(ge=0, le=MAX_ID, description=(
                          "Replay stored events with a larger id first."))] = None,
                      last_event_id: Annotated[str | None, Header(max_length=32)] = None) -> StreamingResponse:
-        """Live events (SSE). A reconnecting client (`Last-Event-ID`) first gets what it missed."""
+        """Live events (SSE). A reconnecting client (`Last-Event-ID`) first gets what it missed. On a standby the
+        first event is `role` (`{"role": "standby", "leader": {holder, url, epoch, since} | null}`); a server
+        sends `role` whenever it takes over or steps down."""
         start = after
         if start is None and last_event_id and last_event_id.isdigit():
             start = min(int(last_event_id), MAX_ID)
@@ -84,6 +86,8 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
                     for ev in await run_in_threadpool(replay, start):
                         seen = max(seen, ev.id or -1)
                         yield sse(ev)
+                if not service.leading:  # a standby's stream is quiet until it takes over: say so, and who leads
+                    yield sse(service.role_event(await run_in_threadpool(service.store.leader)))
                 while True:
                     try:
                         item: Event | None = await asyncio.wait_for(sub.queue.get(), HEARTBEAT_S)

@@ -30,7 +30,7 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.auth import TokenCache, masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
-from quasched.service.leadership import Elector, Fenced
+from quasched.service.leadership import Elector, Fenced, Holder, identity
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions, SpecError
@@ -244,6 +244,8 @@ class Service:
             return
         print(f"quasched: now the leader (epoch {epoch}; rebuilt from the store in "
               f"{time.monotonic() - started:.1f} s)", file=sys.stderr)
+        url = self.elector.url if self.elector is not None else ""
+        self.broker.publish([self.role_event(Holder(identity(), url, time.time(), epoch))])
         self._start_executor()
 
     def step_down(self, reason: str) -> None:
@@ -254,12 +256,21 @@ class Service:
             self.tokens.clear()
             self._viewed = -math.inf
             print(f"quasched: stepped down to standby: {reason}", file=sys.stderr)
+            self.broker.publish([self.role_event(None)])  # no query: the database may be what failed
 
     def settle(self) -> None:
         """A standby runs no executor (outside the lock: the executor's thread reports under it)."""
         if not self.leading and not self._taking_over and self.executor is not None:
             self._stop_executor()
             self.executor = self.health = None
+
+    def role_event(self, holder: Holder | None) -> Event:
+        """The live stream's ``role`` event: whether this server leads or stands by, and the leader if ``holder``
+        (the lease's) names a live one."""
+        known = holder is not None and holder.alive and (self.leading or holder.epoch != self.store.epoch)
+        leader = {"holder": holder.holder, "url": holder.url, "epoch": holder.epoch, "since": holder.since} \
+            if holder is not None and known else None
+        return Event(self.clock(), "role", data={"role": "leader" if self.leading else "standby", "leader": leader})
 
     def refusal(self) -> HTTPException:
         """The 503 a standby answers to a write: who leads (``X-Quasched-Leader``: its URL), retry shortly."""

@@ -460,7 +460,12 @@ class SnapshotOut(BaseModel):
     nodes: list[NodeOut]
     gpus: int
     gpu_allocation_pct: float
-    fragmentation_pct: float
+    free_gpus: float = Field(description="Free GPU capacity in GPUs (shares of partly used GPUs included; "
+                             "unhealthy GPUs count as not free)")
+    free_whole_gpus: int = Field(description="GPUs with nothing allocated (healthy)")
+    fragmentation_pct: float = Field(description="Share of the free GPU capacity the typical jobs could not use, "
+                                     "% (FGD's fragmentation measure; 0 before any job is known)")
+    fragmented_gpus: float | None = Field(description="That capacity in GPUs (null before any job is known)")
     pending: int
     running: int
 

@@ -6,8 +6,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from quasched.metrics.fragmentation import FragReport
 from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
+from quasched.model.workload import FULL_GPU_MILLI
 from quasched.service.domain import MAX_GANG, Job, JobState
 from quasched.service.quota import QuotaBook
 
@@ -23,7 +25,7 @@ class LoopViews(Protocol):
 
     def gpu_allocation(self) -> float: ...
 
-    def fragmentation(self) -> float: ...
+    def fragmentation_report(self) -> FragReport | None: ...
 
 
 def snapshot(ctl: LoopViews) -> dict[str, Any]:
@@ -45,9 +47,13 @@ def snapshot(ctl: LoopViews) -> dict[str, Any]:
             "jobs": sorted(set(jobs_on.get(n, []))), "frag_milli": round(float(frag[n]), 1),
         })
     pending = sum(1 for j in ctl.jobs.values() if j.state == JobState.PENDING)
+    free = c.gpu_free[c.present]  # 0 on unhealthy devices
+    report = ctl.fragmentation_report()
     return {"nodes": nodes, "gpus": c.total_gpus, "gpu_allocation_pct": ctl.gpu_allocation(),
-            "fragmentation_pct": ctl.fragmentation(), "pending": pending,
-            "running": sum(1 for j in ctl.jobs.values() if j.state.holds_resources)}
+            "free_gpus": int(free.sum()) / FULL_GPU_MILLI, "free_whole_gpus": int((free >= FULL_GPU_MILLI).sum()),
+            "fragmentation_pct": 0.0 if report is None else report.frag_ratio,
+            "fragmented_gpus": None if report is None else round(report.frag_milli / FULL_GPU_MILLI, 3),
+            "pending": pending, "running": sum(1 for j in ctl.jobs.values() if j.state.holds_resources)}
 
 def queue_status(ctl: LoopViews) -> list[dict[str, Any]]:
     """Per queue: quota, cohort, weight, GPUs used (in all and per quota key: a GPU model or '*') and borrowed, fair

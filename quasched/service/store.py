@@ -30,6 +30,8 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 IDLE_IN_TX_MS = 5000
 #: a take-over waits this long (ms) for a write under way to commit, then tries again at its next round
 LOCK_WAIT_MS = 1000
+#: the PostgreSQL advisory lock key held while migrating ("quasched" in ASCII)
+MIGRATION_LOCK = int.from_bytes(b"quasched", "big")
 #: jobs that :meth:`Store.load` hands back to the controller
 UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
 
@@ -284,8 +286,16 @@ def alembic_config(connection: Connection) -> Config:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the database's schema to the newest migration (Alembic ``upgrade head``)."""
+    """Bring the database's schema to the newest migration (Alembic ``upgrade head``), in one transaction.
+
+    On PostgreSQL the transaction first takes an advisory lock, so servers starting at once on a new database
+    migrate one after the other (the next finds the schema at head). The lock is transaction-level: released at
+    commit or rollback, it needs no session of its own (it works through transaction-pooling proxies) and a server
+    stalled while migrating loses it with its transaction (``idle_in_transaction_session_timeout``).
+    """
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK)))
         command.upgrade(alembic_config(connection), "head")
 
 

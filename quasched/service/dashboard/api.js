@@ -7,7 +7,7 @@ export const BASE = '/api/v1';
 export const EVENT_KINDS = [
   'submitted', 'started', 'stopping', 'succeeded', 'failed', 'cancelled', 'preempting', 'preempted', 'evicted',
   'migrated', 'requeued', 'node-added', 'node-removed', 'node-cordoned', 'node-uncordoned',
-  'device-healthy', 'device-unhealthy',
+  'device-healthy', 'device-unhealthy', 'role',
 ];
 
 /** Move a token from the URL fragment ``#token=...`` to localStorage and strip it from the address bar. */

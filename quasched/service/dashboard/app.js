@@ -3,7 +3,7 @@
 import { api, ApiError, clearToken, followLog, getToken, openStream, setToken, takeTokenFromUrl } from './api.js';
 import { lineChart } from './charts.js';
 import { detailHtml } from './detail.js';
-import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, since } from './format.js';
+import { esc, fmtGpus, fmtMiB, fmtNum, fmtPct, FINISHED, freeGpus, since, unusableGpus } from './format.js';
 import { finishedRows, pendingRows, runningRows, stateBadge } from './jobs.js';
 import { ClusterMap, legendHtml } from './map.js';
 import { fillOptions, setupSubmit } from './submit.js';
@@ -145,8 +145,13 @@ function renderHeader() {
   $('#kpi-nodes').textContent = s.nodes.length.toLocaleString();
   $('#kpi-gpus').textContent = s.gpus.toLocaleString();
   $('#kpi-alloc').textContent = fmtPct(s.gpu_allocation_pct);
-  const free = s.gpus * (1 - s.gpu_allocation_pct / 100);
-  $('#kpi-frag').textContent = `${fmtPct(s.fragmentation_pct)} of ${fmtNum(free)}`;
+  const free = freeGpus(s);
+  $('#kpi-free').textContent = free.text;
+  $('#kpi-free-box').title = free.title;
+  const frag = unusableGpus(s);
+  $('#kpi-frag').textContent = frag.text;
+  $('#kpi-frag').classList.toggle('muted', frag.quiet);
+  $('#kpi-frag-box').title = frag.title;
   $('#kpi-running').textContent = s.running;
   $('#kpi-pending').textContent = s.pending;
   $('#tab-count-jobs').textContent = s.pending ? String(s.pending) : '';
@@ -227,7 +232,7 @@ function renderTrends() {
   if (state.tab !== 'trends') return;
   const s = state.samples;
   lineChart($('#chart-alloc'), s, { key: 'gpu_allocation_pct', title: 'GPU allocation', unit: '%', color: '#2f6db5', max: 100 });
-  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'Free GPUs fragmented', unit: '%', color: '#e07b1a', max: 100 });
+  lineChart($('#chart-frag'), s, { key: 'fragmentation_pct', title: 'Free GPUs unusable by typical jobs', unit: '%', color: '#e07b1a', max: 100 });
   lineChart($('#chart-queue'), s, { key: 'pending', title: 'Pending jobs', color: '#8e5cb5', digits: 0 });
 }
 
@@ -357,7 +362,7 @@ function showBanner(text, kind = 'refresh') {
 
 function hideBanner() {
   const b = $('#banner');
-  if (b.dataset.kind !== 'action') b.hidden = true;
+  if (b.dataset.kind === 'refresh') b.hidden = true;
 }
 
 function handleError(err) {
@@ -376,15 +381,40 @@ let retry = null;
 function connect() {
   if (stream) stream.close();
   clearTimeout(retry);
-  // every event kind can change occupancy, the queue and a job's detail; the refresh is throttled
-  stream = openStream(() => invalidate('snapshot', 'jobs', 'queues', 'detail'), (s) => {
-    state.live = s;
-    const el = $('#live');
-    el.dataset.state = s;
-    el.textContent = { live: 'live', connecting: 'connecting…', off: 'offline' }[s];
+  // every event kind but role can change occupancy, the queue and a job's detail; the refresh is throttled
+  const onEvent = (kind, ev) => (kind === 'role' ? setRole(ev.data) : invalidate('snapshot', 'jobs', 'queues', 'detail'));
+  stream = openStream(onEvent, (s) => {
+    setLive(s);
     if (s === 'live') invalidate(...ALL); // catch up on anything missed while connecting
     if (s === 'off' && getToken()) retry = setTimeout(connect, POLL_DOWN_MS);
   });
+}
+
+/** The live indicator: 'live', 'connecting', 'off' or 'standby' (the page then polls, as when the stream is down). */
+function setLive(s, title = 'Live updates (Server-Sent Events)') {
+  state.live = s;
+  const el = $('#live');
+  el.dataset.state = s;
+  el.textContent = { live: 'live', connecting: 'connecting…', off: 'offline', standby: 'standby' }[s];
+  el.title = title;
+}
+
+/** A ``role`` event: on a standby, say so and name the leader (its stream is quiet until it takes over). */
+function setRole({ role, leader }) {
+  const b = $('#banner');
+  if (role !== 'standby') {
+    if (b.dataset.kind === 'standby') b.hidden = true;
+    setLive('live');
+    invalidate(...ALL);
+    return;
+  }
+  const url = leader && /^https?:\/\//.test(leader.url) ? leader.url : '';
+  const who = !leader ? 'No leader is known at the moment; a standby takes over shortly.'
+    : `The leader is ${esc(leader.holder)}${url ? ` at <a href="${esc(url)}">${esc(url)}</a>` : ''} (epoch ${leader.epoch}).`;
+  showBanner('', 'standby');
+  b.innerHTML = `This server is a <b>standby</b>: it schedules nothing and sends no live events until it takes over;
+    this page shows the database as it was at most a few seconds ago. ${who}`;
+  setLive('standby', 'A standby: no live events; the page refreshes every 5 s');
 }
 
 function setupToken() {

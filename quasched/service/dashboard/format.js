@@ -93,6 +93,39 @@ export function fmtNum(x, digits = 1) {
   return Number.isInteger(x) ? String(x) : x.toFixed(digits);
 }
 
+/** GPUs to one decimal, "<0.1" for a sliver, whole numbers as they are: "3", "17.9", "<0.1". */
+const fmtGpuAmount = (g) => (Number.isInteger(g) ? g.toLocaleString() : g < 0.05 ? '<0.1' : g.toFixed(1));
+
+const FRAG_DEFINITION = 'Fragmented free GPU capacity (FGD\'s measure): the free GPU capacity that the typical jobs '
+  + '(the shapes most submitted recently) could not use: too small a share left on a GPU, too few free GPUs, CPU or '
+  + 'memory on the node, or another GPU model than they ask for.';
+
+/** The header's free GPUs of a snapshot: whole free GPUs, plus the free shares of partly used GPUs. */
+export function freeGpus(s) {
+  const shared = Math.max(0, s.free_gpus - s.free_whole_gpus);
+  const whole = s.free_whole_gpus.toLocaleString();
+  const text = shared > 0 ? `${whole} + ${fmtGpuAmount(shared)} shared` : whole;
+  const title = `${whole} GPUs with nothing allocated`
+    + (shared > 0 ? `, plus ${fmtGpuAmount(shared)} GPUs' worth free on GPUs that jobs share (${fmtGpuAmount(s.free_gpus)} in all)` : '')
+    + '. Unhealthy GPUs are not free.';
+  return { text, title };
+}
+
+/** The header's free GPU capacity the typical jobs could not use: text, tooltip, and whether to show it quietly
+ * (an idle cluster: then it measures how the nodes match the typical jobs, not fragmentation left by placements). */
+export function unusableGpus(s) {
+  if (s.fragmented_gpus == null) {
+    return { text: '–', quiet: true, title: `${FRAG_DEFINITION} No job submitted yet: no typical jobs to measure against.` };
+  }
+  if (s.free_gpus === 0) return { text: '0', quiet: false, title: `${FRAG_DEFINITION} Nothing is free, so nothing is fragmented.` };
+  const text = `${fmtGpuAmount(s.fragmented_gpus)} GPUs (${fmtPct(s.fragmentation_pct)})`;
+  const idle = s.gpu_allocation_pct === 0;
+  const now = `Now ${fmtGpuAmount(s.fragmented_gpus)} of ${fmtGpuAmount(s.free_gpus)} free GPUs.`;
+  const why = idle ? ' Nothing is allocated: this is the share of the idle cluster whose nodes do not suit the typical '
+    + 'jobs (GPU model, GPUs per node, CPU, memory), not fragmentation left by placements.' : '';
+  return { text, quiet: idle, title: `${FRAG_DEFINITION} ${now}${why}` };
+}
+
 /** A job's request in one line: "2 × (1 GPU A100 · 4 cores · 16 GiB)". */
 export function fmtRequest(job) {
   const parts = [];
