@@ -247,9 +247,10 @@ def serve(
         from quasched.kube.tls import run
 
         return run(service_app, listener, verbs_listener, verbs_tls)
-    from quasched.kube.nodelay import NoDelayH11Protocol  # TCP_NODELAY: no 40 ms Nagle stall per call
+    from quasched.kube.nodelay import NoDelayHttpToolsProtocol  # TCP_NODELAY: no 40 ms Nagle stall per call
 
-    config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)
+    config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, access_log=False,
+                            http=NoDelayHttpToolsProtocol)
     uvicorn.Server(config).run(sockets=[listener])
 
 

@@ -28,11 +28,11 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
               responses={200: {"model": JobOut, "description": "An earlier job with the same client_token."},
                          409: {"description": "The client_token names an earlier, different job."},
                          422: {"description": "Bad field, unknown team or GPU model, or a job no node can host."}})
-    def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
+    async def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
         """Submit a job to its team's queue; it is scheduled at once if it fits."""
         who.require_team(body.team)
         try:
-            view, new = service.submit(body.to_spec())  # grouped with concurrent submissions
+            view, new = await service.submit.submit(body.to_spec())  # grouped with concurrent submissions
         except SpecError as err:
             raise field_error(err.field, err.message) from None
         if not new:  # an earlier job with this client_token

@@ -58,5 +58,5 @@ def add_token_routes(app: FastAPI, service: Service) -> None:
             if target.admin and [t.name for t in working] == [name]:
                 raise HTTPException(status.HTTP_409_CONFLICT, f"{name!r} is the last working admin token; "
                                     "create another admin token first")
-            service.store.revoke_token(name, now)
+            service.revoke_token(name, now)
         return Response(status_code=204)

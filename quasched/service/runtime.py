@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 from fastapi import HTTPException, status
 
 from quasched.model.nodes import NodeSpec
-from quasched.service.auth import masked
+from quasched.service.auth import TokenCache, masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
 from quasched.service.leadership import Elector, Fenced, Holder, identity
@@ -35,6 +35,7 @@ from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.metrics import ServiceMetrics
+from quasched.service.store import TokenInfo
 from quasched.service.schemas import JobOut, NodeOut
 from quasched.service.broker import Broker
 from quasched.service.combiner import Combiner
@@ -88,6 +89,7 @@ class Service:
         self.broker = Broker()
         self.token_file = token_file
         self.new_admin_token: str | None = None
+        self.tokens = TokenCache()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._teams: dict[int, str] = {}
@@ -165,9 +167,25 @@ class Service:
         shown = secret if self.token_file is None else masked(secret)  # with no file, this is the only copy
         print(f"quasched: created admin token {shown}{where}", file=sys.stderr)
 
-    def lookup_token(self, secret: str) -> Any:
-        """Who holds the API token ``secret`` (None if unknown, revoked or expired)."""
-        return self.store.token(secret, now=self.clock())
+    def cached_token(self, secret: str) -> TokenInfo | None:
+        """Who holds the API token ``secret``, if this server leads and has it cached (no I/O)."""
+        return self.tokens.get(secret, self.clock()) if self.leading else None
+
+    def lookup_token(self, secret: str) -> TokenInfo | None:
+        """Who holds the API token ``secret`` (None if unknown, revoked or expired), read from the store
+        (and cached while this server leads)."""
+        found = self.cached_token(secret)
+        if found is None:
+            generation = self.tokens.generation
+            found = self.store.token(secret, now=self.clock())
+            if found is not None and self.leading:
+                self.tokens.put(secret, found, generation)
+        return found
+
+    def revoke_token(self, name: str, now: float) -> None:
+        """Revoke the token ``name`` in the store; it stops working at once."""
+        self.store.revoke_token(name, now)
+        self.tokens.clear()
 
     # ------------------------------------------------------------ threads
     def start(self) -> None:
@@ -215,6 +233,7 @@ class Service:
     def take_over(self, epoch: int) -> None:
         """This server won the lease at ``epoch``: rebuild the loop from the store and serve as the leader."""
         started, self._taking_over = time.monotonic(), True
+        self.tokens.clear()  # a token may have been revoked by the last leader
         try:
             with self.lock:
                 self._prepare_to_lead()
@@ -234,6 +253,7 @@ class Service:
         self._taking_over = False
         if self.leading:
             self.leading = False
+            self.tokens.clear()
             self._viewed = -math.inf
             print(f"quasched: stepped down to standby: {reason}", file=sys.stderr)
             self.broker.publish([self.role_event(None)])  # no query: the database may be what failed
