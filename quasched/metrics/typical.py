@@ -61,12 +61,12 @@ class TypicalPods:
         while cum < expected and kept < len(ranked):
             cum += ranked[kept][1]
             kept += 1
-        counts = [c for _, c in ranked[:kept]]
+        top = [c for _, c in ranked[:kept]]
         if kept == len(ranked):
-            freq = [c / total for c in counts]
+            freq = [c / total for c in top]
         else:
-            freq = [(c / total) / (cum / total) for c in counts]
-        return cls(tuple(s for s, _ in ranked[:kept]), tuple(counts), np.asarray(freq), _heavy(ranked, kept))
+            freq = [(c / total) / (cum / total) for c in top]
+        return cls(tuple(s for s, _ in ranked[:kept]), tuple(top), np.asarray(freq), _heavy(ranked, kept))
 
     def with_heavy(self) -> "TypicalPods":
         """These shapes and the :attr:`heavy` ones, weighted by count."""
