@@ -121,6 +121,21 @@ def histogram_quantiles(text: str, name: str, match: dict[str, str], qs: tuple[f
     return out
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system, s) each process has used so far, from /proc (0 for one that is gone)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            out[name] = 0.0
+    return out
+
+
 def scheduler_queues(kc: KubeCluster) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in kc.scheduler_metrics().splitlines():
@@ -160,6 +175,11 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             t0 = time.monotonic()
             kc.start_scheduler()
             t_ready = time.monotonic()
+            assert q.proc is not None
+            pids = {name: proc.pid for name, proc in kc.procs.items()} | {"quasched": q.proc.pid}
+            import os
+            pids["benchmark (watch, metrics)"] = os.getpid()
+            cpu_before = cpu_seconds(pids)
 
             def settled() -> bool:
                 if len(bound_at) == len(names):
@@ -169,12 +189,17 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                     bound_at.values(), default=t_ready) > 3
             wait_for("all pods tried", settled, args.timeout, interval_s=0.5)
             stop.set()
+            cpu_after = cpu_seconds(pids)
             last = max(bound_at.values(), default=t_ready)
             result["bound"] = len(bound_at)
             result["unbound"] = len(names) - len(bound_at)
             result["scheduler_start_s"] = round(t_ready - t0, 2)
             result["schedule_s"] = round(last - t_ready, 2)
             result["pods_per_s"] = round(len(bound_at) / max(1e-9, last - t_ready), 1)
+            # CPU per bound pod while scheduling (the machine's cores are shared by all of these)
+            result["cpu_ms_per_pod"] = {name: round(1000 * (cpu_after[name] - cpu_before[name]) / max(1, len(bound_at)), 2)
+                                        for name in pids}
+            result["cpu_ms_per_pod"]["total"] = round(sum(result["cpu_ms_per_pod"].values()), 2)
             qmetrics = q.metrics()
             result["extender_ms"] = {v: histogram_quantiles(
                 qmetrics, "quasched_http_request_duration_seconds", {"route": f"/k8s/scheduler/{v}"}, (0.5, 0.99))

@@ -1,10 +1,11 @@
 """The API-server side of the extender.
 
-Configuration, listing and watching use the official ``kubernetes`` Python client; the calls
-on bind's path (read and bind one pod; the device plugin's read and annotate) go through one keep-alive ``httpx`` client
-with the same credentials: about 4 ms per call against about 30 ms through the ``kubernetes``
-client's per-call overhead (BENCHMARKS.md, "Kubernetes extender"). Objects travel as plain
-dicts (the API's JSON), which is what :mod:`.convention` and :mod:`.sync` read.
+Configuration and listing use the official ``kubernetes`` Python client; the calls on bind's path
+(read and bind one pod; the device plugin's read and annotate) and the watches go through one
+keep-alive ``httpx`` client with the same credentials: about 4 ms per call against about 30 ms
+through the ``kubernetes`` client's per-call overhead, and watch events decoded with ``json`` alone
+(BENCHMARKS.md, "Kubernetes"). Objects travel as plain dicts (the API's JSON), which is what
+:mod:`.convention` and :mod:`.sync` read.
 """
 
 from __future__ import annotations
@@ -126,17 +127,24 @@ class KubernetesClient:
         data = _json(self.api.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", _preload_content=False))
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-    def _watch(self, list_call: Any, resource_version: str, timeout_s: float, **kw: Any) -> Iterator[tuple[str, Any]]:
-        from kubernetes import watch
-
-        stream = watch.Watch().stream(list_call, resource_version=resource_version or None,
-                                      timeout_seconds=max(1, int(timeout_s)), allow_watch_bookmarks=True, **kw)
-        for event in stream:
-            yield str(event.get("type")), event.get("raw_object") or {}
+    def _watch(self, path: str, resource_version: str, timeout_s: float, **params: str) -> Iterator[tuple[str, Any]]:
+        """A watch as (type, object) pairs; each event line decoded with ``json`` only (the ``kubernetes``
+        client's watch builds model objects of every event, a few ms of CPU per pod at scale)."""
+        query = {"watch": "1", "timeoutSeconds": str(max(1, int(timeout_s))), "allowWatchBookmarks": "true", **params}
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        with self.http.stream("GET", path, params=query, headers=self._headers(),
+                              timeout=httpx.Timeout(10.0, read=timeout_s + 30)) as response:
+            if response.status_code >= 400:
+                response.read()
+                _checked(response)
+            for line in response.iter_lines():
+                if line:
+                    event = json.loads(line)
+                    yield str(event.get("type")), event.get("object") or {}
 
     def watch_nodes(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, Any]]:
-        return self._watch(self.api.list_node, resource_version, timeout_s)
+        return self._watch("/api/v1/nodes", resource_version, timeout_s)
 
     def watch_pods(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, Any]]:
-        return self._watch(self.api.list_pod_for_all_namespaces, resource_version, timeout_s,
-                           field_selector="spec.nodeName!=")
+        return self._watch("/api/v1/pods", resource_version, timeout_s, fieldSelector="spec.nodeName!=")

@@ -202,7 +202,11 @@ class Sync:
         was under way, which it may not show yet) are left to the watch that follows it."""
         pods = list(pods)
         with self.bridge.service.lock:
-            jobs = self.bridge.pod_jobs()
+            if complete:
+                jobs = self.bridge.pod_jobs()
+            else:  # a watch event: the jobs of its pods only (the uid index, not a scan of every job)
+                found = {uid: self.bridge.job_of(uid) for uid in (pod_key(p)[2] for p in pods if isinstance(p, Mapping))}
+                jobs = {uid: job for uid, job in found.items() if job is not None}
             if horizon is not None:
                 jobs = {uid: job for uid, job in jobs.items() if job.id <= horizon}
             changes = pod_changes(pods, jobs, complete)
