@@ -23,7 +23,7 @@ current-context: local
 
 
 def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
-    from quasched.kube.nodelay import NoDelayH11Protocol
+    from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -41,7 +41,7 @@ def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     assert app.state.kube.sync is not None and app.state.kube.client is not None
     assert app.state.kube.options.verbs_port is None and app.state.kube.options.lease is None
     assert app.state.service.options.preemption is False
-    assert ran["http"] is NoDelayH11Protocol
+    assert ran["http"] is NoDelayHttpToolsProtocol
     assert {p for p in app.openapi()["paths"] if p.startswith("/k8s/")} == {"/k8s/scheduler/filter",
                                                                           "/k8s/scheduler/bind"}
     app.state.service.store.close()
