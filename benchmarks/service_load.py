@@ -4,13 +4,25 @@
 
 The server runs in its own process (uvicorn with httptools as ``quasched serve``, one worker, FGD, SQLite WAL by
 default) on 127.0.0.1 with the openb node list; ``--clients`` concurrent
-connections (asyncio + httpx in this process) submit ``--jobs`` jobs drawn
+connections submit ``--jobs`` jobs drawn
 from the openb-default pod shapes, each running 5-60 s of wall time, so
-completions and queue retries happen during the run. Reported: errors, API
+completions and queue retries happen during the run. The clients are bare HTTP/1.1 keep-alive
+connections in this one process (asyncio, uvloop), so that they take little of the cores the server
+runs on. Reported: errors, API
 throughput, request latency p50/p99, the server process's CPU time per
-submission with the machine's load average (on a shared machine the CPU cost
+submission (and the clients') with the machine's load average (on a shared machine the CPU cost
 is the stable figure), and from the server's Prometheus histograms the
 scheduling-cycle latency and the submissions per group commit.
+
+    python benchmarks/service_load.py --data-dir ../shared/traces --typical [--jobs 3000]
+
+``--typical`` (in this process, no server): what following the typical pods learned from the submissions costs,
+policy ``guard`` (the service's default). openb-default's first ``--jobs`` pods arrive in creation order (placed
+until 80 % of the GPUs are allocated, then only decided), on the built-in cluster and on the openb cluster:
+median CPU of an arrival (learning it and deciding) with and without a rebuild of the typical pods (the difference
+is one rebuild: the typical pods, the policy's terms on them and the fragmentation table of every node); then, over
+all of openb-default's arrivals, the rebuilds and the lag of the mix in use behind the window's (total variation
+distance) with the ``drift`` given to the window (1: a rebuild every 200 arrivals only).
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +40,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -61,28 +75,44 @@ def bodies(data_dir: Path, n: int, seed: int) -> list[dict]:
     return out
 
 
-async def submit_all(url: str, token: str, jobs: list[dict], clients: int) -> tuple[list[float], dict[int, int]]:
+def requests(token: str, jobs: list[dict]) -> list[bytes]:
+    """Each job's ``POST /api/v1/jobs`` as bytes on the wire (HTTP/1.1, keep-alive)."""
+    out = []
+    for body in jobs:
+        data = json.dumps(body).encode()
+        out.append(b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s" % (token.encode(), len(data), data))
+    return out
+
+
+async def submit_all(port: int, wire: list[bytes], clients: int) -> tuple[list[float], dict[int, int]]:
+    """Send ``wire`` over ``clients`` keep-alive connections, one request at a time on each: latencies and
+    status counts (-1: the connection failed). A bare HTTP/1.1 client, so that the clients' CPU (on the same
+    cores) stays small next to the server's."""
     latencies: list[float] = []
     status: dict[int, int] = {}
-    queue: asyncio.Queue[dict] = asyncio.Queue()
-    for body in jobs:
-        queue.put_nowait(body)
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                                 limits=limits) as http:
-        async def worker() -> None:
-            while not queue.empty():
-                body = queue.get_nowait()
-                start = time.perf_counter()
-                try:
-                    reply = await http.post("/api/v1/jobs", json=body)
-                    code = reply.status_code
-                except httpx.HTTPError:
-                    code = -1
-                latencies.append(time.perf_counter() - start)
-                status[code] = status.get(code, 0) + 1
+    pending = list(reversed(wire))
 
-        await asyncio.gather(*(worker() for _ in range(clients)))
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while pending:
+            request = pending.pop()
+            start = time.perf_counter()
+            try:
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+                await reader.readexactly(length)
+                code = int(head[9:12])
+            except (OSError, asyncio.IncompleteReadError, IndexError, ValueError):
+                code = -1
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            latencies.append(time.perf_counter() - start)
+            status[code] = status.get(code, 0) + 1
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(clients)))
     return latencies, status
 
 
@@ -105,6 +135,49 @@ def histogram_quantiles(metrics: str, name: str, qs=(0.5, 0.99)) -> dict[float, 
     return {q: next(le for le, count in buckets if count >= q * total) for q in qs}
 
 
+def typical_rebuilds(data_dir: Path, jobs: int) -> None:
+    """``--typical`` (module docstring)."""
+    from quasched.metrics.typical import TypicalWindow
+    from quasched.model.cluster import Cluster
+    from quasched.policies import Scheduler, make_policy
+    from quasched.service.runtime import default_cluster
+    from quasched.sim.engine import make_stream, node_ranks
+    from quasched.traces import catalog
+
+    openb, workload = catalog.load_trace("openb-default", data_dir=data_dir)
+    arrivals = [workload.pod(int(row), uid) for uid, row in enumerate(np.argsort(workload.creation_time, kind="stable"))]
+    for name, nodes in (("built-in", default_cluster()), ("openb", openb)):
+        rng = make_stream("native", 0)
+        cluster, window = Cluster(nodes), TypicalWindow()
+        scheduler = Scheduler(cluster, make_policy("guard", window), node_ranks(nodes, rng), rng)
+        cpu: dict[tuple[bool, bool], list[float]] = {(a, b): [] for a in (True, False) for b in (True, False)}
+        for i, pod in enumerate(arrivals[:jobs]):
+            start, known = time.process_time(), window.current
+            window.observe(pod)
+            if cluster.gpu_allocated < 0.8 * 1000 * cluster.total_gpus:
+                scheduler.schedule(pod)
+            else:
+                scheduler.decide(pod)
+            cpu[i < 200, window.current is not known].append(time.process_time() - start)
+        print(f"{name} ({len(nodes.name)} nodes), GPU allocation {cluster.gpu_allocated / 10 / cluster.total_gpus:.0f} "
+              f"% at the end, {jobs} arrivals:")
+        for early in (True, False):
+            with_, without = (1000 * float(np.median(cpu[early, k])) for k in (True, False))
+            print(f"  {'first 200' if early else 'later'}: {len(cpu[early, True])} rebuilds, CPU per arrival {with_:.2f}"
+                  f" ms with one, {without:.2f} ms without: one rebuild {with_ - without:.2f} ms (medians)")
+        spent = sum(sum(v) for v in cpu.values())
+        print(f"  all rebuilds: {(sum(cpu[True, True]) + sum(cpu[False, True])) / spent:.0%} of this loop's CPU")
+    for drift in (1.0, 0.1, 0.05, 0.02):
+        window, rebuilds, lag = TypicalWindow(drift=drift), 0, []
+        for pod in arrivals:
+            known = window.current
+            window.observe(pod)
+            rebuilds += window.current is not known
+            lag.append(window.distance())
+        print(f"drift {drift:g}: {rebuilds} rebuilds in {len(arrivals)} arrivals, lag of the mix in use: first 200 "
+              f"mean {np.mean(lag[:200]):.3f} max {max(lag[:200]):.3f}, all mean {np.mean(lag):.3f} max {max(lag):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True)
@@ -114,7 +187,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite",
                         help="postgresql: a throwaway server on 127.0.0.1 (tests/pg.py)")
+    parser.add_argument("--typical", action="store_true", help="the cost of following the typical pods, no server")
     args = parser.parse_args()
+    if args.typical:
+        return typical_rebuilds(args.data_dir, args.jobs)
     jobs = bodies(args.data_dir, args.jobs, args.seed)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         db = f"sqlite:///{tmp}/load.db"
@@ -136,8 +212,9 @@ def main() -> None:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
+        wire = requests(token, jobs)
         started, cpu, own = time.perf_counter(), cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        latencies, status = asyncio.run(submit_all(url, token, jobs, args.clients))
+        latencies, status = uvloop.run(submit_all(args.port, wire, args.clients))
         elapsed, cpu = time.perf_counter() - started, cpu_seconds(proc.pid) - cpu
         own = cpu_seconds(os.getpid()) - own
         load = os.getloadavg()[0]
@@ -152,7 +229,7 @@ def main() -> None:
           f"{errors} errors ({status}), {args.jobs / elapsed:.0f} submissions/s, {elapsed:.1f} s")
     print(f"server CPU {cpu / args.jobs * 1000:.1f} ms per submission ({args.jobs / cpu:.0f} submissions per "
           f"CPU second); machine load average {load:.1f} on {os.cpu_count()} cores")
-    print(f"client (this process) CPU {own / args.jobs * 1000:.1f} ms per submission")
+    print(f"clients (this process) CPU {own / args.jobs * 1000:.2f} ms per submission")
     print(f"request latency ms: p50 {np.percentile(ms, 50):.1f}  p99 {np.percentile(ms, 99):.1f}  max {ms.max():.0f}")
     q = histogram_quantiles(metrics, "quasched_scheduling_decision_seconds")
     if q:
