@@ -13,6 +13,16 @@ throughput, request latency p50/p99, the server process's CPU time per
 submission (and the clients') with the machine's load average (on a shared machine the CPU cost
 is the stable figure), and from the server's Prometheus histograms the
 scheduling-cycle latency and the submissions per group commit.
+
+    python benchmarks/service_load.py --data-dir ../shared/traces --typical [--jobs 3000]
+
+``--typical`` (in this process, no server): what following the typical pods learned from the submissions costs,
+policy ``guard`` (the service's default). openb-default's first ``--jobs`` pods arrive in creation order (placed
+until 80 % of the GPUs are allocated, then only decided), on the built-in cluster and on the openb cluster:
+median CPU of an arrival (learning it and deciding) with and without a rebuild of the typical pods (the difference
+is one rebuild: the typical pods, the policy's terms on them and the fragmentation table of every node); then, over
+all of openb-default's arrivals, the rebuilds and the lag of the mix in use behind the window's (total variation
+distance) with the ``drift`` given to the window (1: a rebuild every 200 arrivals only).
 """
 
 from __future__ import annotations
@@ -125,6 +135,49 @@ def histogram_quantiles(metrics: str, name: str, qs=(0.5, 0.99)) -> dict[float, 
     return {q: next(le for le, count in buckets if count >= q * total) for q in qs}
 
 
+def typical_rebuilds(data_dir: Path, jobs: int) -> None:
+    """``--typical`` (module docstring)."""
+    from quasched.metrics.typical import TypicalWindow
+    from quasched.model.cluster import Cluster
+    from quasched.policies import Scheduler, make_policy
+    from quasched.service.runtime import default_cluster
+    from quasched.sim.engine import make_stream, node_ranks
+    from quasched.traces import catalog
+
+    openb, workload = catalog.load_trace("openb-default", data_dir=data_dir)
+    arrivals = [workload.pod(int(row), uid) for uid, row in enumerate(np.argsort(workload.creation_time, kind="stable"))]
+    for name, nodes in (("built-in", default_cluster()), ("openb", openb)):
+        rng = make_stream("native", 0)
+        cluster, window = Cluster(nodes), TypicalWindow()
+        scheduler = Scheduler(cluster, make_policy("guard", window), node_ranks(nodes, rng), rng)
+        cpu: dict[tuple[bool, bool], list[float]] = {(a, b): [] for a in (True, False) for b in (True, False)}
+        for i, pod in enumerate(arrivals[:jobs]):
+            start, known = time.process_time(), window.current
+            window.observe(pod)
+            if cluster.gpu_allocated < 0.8 * 1000 * cluster.total_gpus:
+                scheduler.schedule(pod)
+            else:
+                scheduler.decide(pod)
+            cpu[i < 200, window.current is not known].append(time.process_time() - start)
+        print(f"{name} ({len(nodes.name)} nodes), GPU allocation {cluster.gpu_allocated / 10 / cluster.total_gpus:.0f} "
+              f"% at the end, {jobs} arrivals:")
+        for early in (True, False):
+            with_, without = (1000 * float(np.median(cpu[early, k])) for k in (True, False))
+            print(f"  {'first 200' if early else 'later'}: {len(cpu[early, True])} rebuilds, CPU per arrival {with_:.2f}"
+                  f" ms with one, {without:.2f} ms without: one rebuild {with_ - without:.2f} ms (medians)")
+        spent = sum(sum(v) for v in cpu.values())
+        print(f"  all rebuilds: {(sum(cpu[True, True]) + sum(cpu[False, True])) / spent:.0%} of this loop's CPU")
+    for drift in (1.0, 0.1, 0.05, 0.02):
+        window, rebuilds, lag = TypicalWindow(drift=drift), 0, []
+        for pod in arrivals:
+            known = window.current
+            window.observe(pod)
+            rebuilds += window.current is not known
+            lag.append(window.distance())
+        print(f"drift {drift:g}: {rebuilds} rebuilds in {len(arrivals)} arrivals, lag of the mix in use: first 200 "
+              f"mean {np.mean(lag[:200]):.3f} max {max(lag[:200]):.3f}, all mean {np.mean(lag):.3f} max {max(lag):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True)
@@ -134,7 +187,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite",
                         help="postgresql: a throwaway server on 127.0.0.1 (tests/pg.py)")
+    parser.add_argument("--typical", action="store_true", help="the cost of following the typical pods, no server")
     args = parser.parse_args()
+    if args.typical:
+        return typical_rebuilds(args.data_dir, args.jobs)
     jobs = bodies(args.data_dir, args.jobs, args.seed)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         db = f"sqlite:///{tmp}/load.db"

@@ -367,6 +367,11 @@ def test_snapshot_free_gpus_and_those_the_typical_jobs_cannot_use(env):
     assert (snap["free_gpus"], snap["free_whole_gpus"]) == (17.5, 17)
     # a half-T4 job can use the T4 node's 1.5 free GPUs, none of the 16 free A100s
     assert snap["fragmented_gpus"] == 16 and snap["fragmentation_pct"] == pytest.approx(100 * 16 / 17.5)
+    submit(client, vision, team="vision", gpus=1, gpu_model="A100")  # a second shape: now half the typical jobs
+    snap = client.get(f"{API}/snapshot", headers=admin).json()
+    # a whole-A100 job can use the 15 free A100s, not the T4 node's 1.5 GPUs; a half-T4 job the reverse:
+    # 1/2 x 1.5 + 1/2 x 15
+    assert snap["free_gpus"] == 16.5 and snap["fragmented_gpus"] == 8.25
 
 
 def test_openapi_and_docs(env):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import assert_consistent, nodes
-from quasched.metrics.typical import TypicalPods
+from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model import Cluster, NodeSpec, PlacementError, Workload
 from quasched.model.random import NumpyStream
 from quasched.policies import Scheduler, make_policy, policy_names
@@ -93,3 +93,20 @@ def test_arrival_experiment_is_deterministic(problem, policy_name, seed):
     assert np.array_equal(a.events.node, b.events.node)
     assert np.array_equal(a.events.frag_milli, b.events.frag_milli)
     assert_consistent(a.cluster)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems, st.sampled_from(["guard", "power", "fgd"]), st.integers(1, 6), st.integers(1, 8),
+       st.sampled_from([0.05, 0.2, 1.0]))
+def test_typical_pods_learned_online_stay_close_and_never_overcommit(problem, policy_name, length, every, drift):
+    """As in a service, the policy follows typical pods learned from the arrivals: its mix never lags the window's
+    by ``drift`` or more, and nothing is over-committed as its terms are rebuilt."""
+    node_rows, pod_rows, specs = problem
+    cluster = Cluster(nodes(*node_rows))
+    learned = TypicalWindow(length, every, drift=drift)
+    scheduler = Scheduler(cluster, make_policy(policy_name, learned), np.arange(cluster.n_nodes), NumpyStream(0))
+    for pod in workload_of(pod_rows, specs).pods():
+        learned.observe(pod)
+        assert learned.distance() < drift + 1e-9
+        scheduler.schedule(pod)
+        assert_consistent(cluster)

@@ -211,6 +211,40 @@ def test_fgd_follows_typical_pods_learned_online():
     assert plugin.table.typical is window.current
 
 
+
+def test_a_second_shape_joins_the_learned_typical_pods_within_a_few_arrivals():
+    """The service's window (2000 arrivals, rebuilt every 200 or on a drift of 0.05): one whole-GPU job, then
+    half-GPU ones; the mix the policy uses follows each arrival, not the first job alone until the 200th."""
+    from quasched.metrics.typical import TypicalWindow
+
+    window = TypicalWindow()
+    guard = make_policy("guard", window)
+    cluster = cluster_with_free([[1000, 1000], [500, 1000]])
+    guard.attach(cluster, NumpyStream(0))
+    whole, half = pod(uid=1, cpu=4000, k=1, m=1000), pod(uid=2, cpu=2000, k=1, m=500)
+    window.observe(whole)
+    assert window.current.shapes == (whole.shape,)
+    # the mixes {whole 1/2, half 1/2}, {1/3, 2/3}, {1/4, 3/4} are 0.5, 1/6 and 1/12 apart in total variation
+    for uid in (2, 3, 4):
+        built = window.current
+        window.observe(pod(uid=uid, cpu=2000, k=1, m=500))
+        assert window.current is not built and window.distance() == 0
+    # 3 half and 1 whole: 95 % of 4 pods is 3.8 > 3, so both are typical, 3/4 and 1/4
+    assert window.current.shapes == (half.shape, whole.shape)
+    np.testing.assert_allclose(window.current.freq, [0.75, 0.25])
+    guard.score(cluster, half, np.array([0, 1]), CycleState())
+    fgd, *following = (plugin for plugin, _ in guard.plugins)
+    assert fgd.table.typical is window.current and all(p._known is window.current for p in following)
+    # whole, half: {2/5, 3/5} is 0.15 from {1/4, 3/4} and {2/6, 4/6} 1/15 from that, both rebuilt; then half again:
+    # {2/7, 5/7} is 1/21 < 0.05 from {2/6, 4/6}, kept
+    for arrival in (whole, half):
+        built = window.current
+        window.observe(arrival)
+        assert window.current is not built
+    built = window.current
+    window.observe(half)
+    assert window.current is built and window.distance() == pytest.approx(1 / 21)
+
 def test_bind_rechecks_a_node_that_changed_since_the_filter():
     from quasched.model import PlacementError
 

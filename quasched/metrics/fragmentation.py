@@ -279,15 +279,23 @@ def node_states(cluster: Cluster, with_memory: bool = False) -> NodeStates:
     return states
 
 
+#: state tables kept per cluster, the most recently made (typical pods learned online are rebuilt as they drift)
+MAX_TABLES = 4
+
+
 def state_table(cluster: Cluster, typical: TypicalPods) -> StateTable:
     """The shared :class:`StateTable` of ``cluster`` for ``typical`` pods.
 
-    Kept on the cluster itself (``cluster.caches``), so it lives and dies with it.
+    Kept on the cluster itself (``cluster.caches``), so it lives and dies with it; the oldest of more than
+    :data:`MAX_TABLES` is dropped.
     """
     per_cluster = cluster.caches.setdefault("state_tables", {})
     table = per_cluster.get(id(typical))
     if table is None or table.typical is not typical:
+        per_cluster.pop(id(typical), None)
         table = per_cluster[id(typical)] = StateTable(cluster, typical)
+        while len(per_cluster) > MAX_TABLES:
+            del per_cluster[next(iter(per_cluster))]
     return table
 
 

@@ -1,11 +1,12 @@
 """A workload's typical pods (Weng et al., ATC'23), against which fragmentation is measured:
 :class:`TypicalPods`, the most popular shapes covering a share of the pods, known up front (from a
 workload or a list of shapes) with the rare heavy shapes that complete the GPU demand, and
-:class:`TypicalWindow`, the same learned online from the last arrivals."""
+:class:`TypicalWindow`, the same learned online from the last arrivals, rebuilt when their mix drifts."""
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from typing import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,21 +47,26 @@ class TypicalPods:
     @classmethod
     def from_shapes(cls, keys: list[Shape], threshold: float = 95.0) -> "TypicalPods":
         """Typical pods of a list of pod shapes (one entry per pod)."""
-        if not keys:
+        return cls.from_counts(Counter(keys), threshold)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[Shape, int], threshold: float = 95.0) -> "TypicalPods":
+        """Typical pods of the pods counted per shape (positive counts)."""
+        if not counts:
             raise ValueError("cannot derive typical pods from an empty workload")
-        ranked = sorted(Counter(keys).items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-        total = len(keys)
+        ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+        total = sum(counts.values())
         expected = (threshold * total) / 100.0
         cum, kept = 0, 0
         while cum < expected and kept < len(ranked):
             cum += ranked[kept][1]
             kept += 1
-        counts = [c for _, c in ranked[:kept]]
+        top = [c for _, c in ranked[:kept]]
         if kept == len(ranked):
-            freq = [c / total for c in counts]
+            freq = [c / total for c in top]
         else:
-            freq = [(c / total) / (cum / total) for c in counts]
-        return cls(tuple(s for s, _ in ranked[:kept]), tuple(counts), np.asarray(freq), _heavy(ranked, kept))
+            freq = [(c / total) / (cum / total) for c in top]
+        return cls(tuple(s for s, _ in ranked[:kept]), tuple(top), np.asarray(freq), _heavy(ranked, kept))
 
     def with_heavy(self) -> "TypicalPods":
         """These shapes and the :attr:`heavy` ones, weighted by count."""
@@ -82,28 +88,62 @@ def _heavy(ranked: list[tuple[Shape, int]], kept: int) -> tuple[tuple[Shape, int
     return tuple(heavy)
 
 
+#: :class:`TypicalWindow`'s default ``drift``: a per-shape fragment lies between 0 and a node's free GPU milli, so a
+#: mix within this total variation distance measures fragmentation within about this share of the free GPUs
+DRIFT = 0.05
+
+
 class TypicalWindow:
     """Typical pods learned online: the shapes of the last ``window`` arrivals.
 
-    :meth:`observe` each arriving pod; :attr:`current` is recomputed every
-    ``every`` arrivals (``initial`` until then; ``None`` if not given), so
-    fragmentation-aware policies need no knowledge of the workload up front.
-    Plugins compare :attr:`current` by identity to know when to rebuild.
+    :meth:`observe` each arriving pod; :attr:`current` (``initial`` until then; ``None`` if not given) is rebuilt
+    from the window at the first arrival, whenever the window's mix of shapes is ``drift`` or more away (total
+    variation distance, :meth:`distance`) from the mix it was built from, and at least every ``every`` arrivals,
+    so fragmentation-aware policies need no knowledge of the workload up front and follow a new shape within a
+    few arrivals. Plugins compare :attr:`current` by identity to know when to rebuild.
     """
 
     def __init__(self, window: int = 2000, every: int = 200, threshold: float = 95.0,
-                 initial: TypicalPods | None = None) -> None:
+                 initial: TypicalPods | None = None, drift: float = DRIFT) -> None:
         if window < 1 or every < 1:
             raise ValueError("window and every must be at least 1")
+        if not 0 < drift <= 1:
+            raise ValueError(f"drift must be in (0, 1], not {drift}")
         self.every = every
         self.threshold = threshold
+        self.drift = drift
         self.current = initial
         self._recent: deque[Shape] = deque(maxlen=window)
-        self._seen = 0
+        self._counts: Counter[Shape] = Counter()
+        #: the counts :attr:`current` was built from, and the arrivals since
+        self._built: Counter[Shape] = Counter() if initial is None else Counter(
+            dict(zip(initial.shapes, initial.counts)) | dict(initial.heavy))
+        self._since = 0
 
     def observe(self, pod: Pod) -> None:
         """Record an arriving :class:`~quasched.model.workload.Pod`."""
+        if len(self._recent) == self._recent.maxlen:
+            self._forget(self._recent[0])
         self._recent.append(pod.shape)
-        self._seen += 1
-        if self._seen % self.every == 0 or self.current is None:
-            self.current = TypicalPods.from_shapes(list(self._recent), self.threshold)
+        self._counts[pod.shape] += 1
+        self._since += 1
+        if self.current is None or self._since >= self.every or self._drifted():
+            self.current = TypicalPods.from_counts(self._counts, self.threshold)
+            self._built, self._since = self._counts.copy(), 0
+
+    def distance(self) -> float:
+        """Total variation distance between the window's mix of shapes and the one :attr:`current` was built from
+        (1 before there is one)."""
+        now, then = len(self._recent), sum(self._built.values())
+        if not now or not then:
+            return 1.0
+        return sum(abs(self._counts[s] / now - self._built[s] / then) for s in self._counts | self._built) / 2
+
+    def _drifted(self) -> bool:
+        # k arrivals since the build move the mix by at most k / (window length): no exact sum before that reaches drift
+        return self._since >= self.drift * len(self._recent) and self.distance() >= self.drift
+
+    def _forget(self, shape: Shape) -> None:
+        self._counts[shape] -= 1
+        if not self._counts[shape]:
+            del self._counts[shape]
