@@ -71,12 +71,14 @@ def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
     assert "Lease quasched/quasched-scheduler is held by replica-a_*" in r.output
     options = ran["app"].state.kube.options
     assert (options.verbs_port, options.lease, options.identity) == (port, "quasched/quasched-scheduler", "replica-a")
+    from quasched.kube.nodelay import NoDelayHttpToolsProtocol
     from quasched.kube.tls import configs
 
     service, verbs = configs(ran["app"], ran["tls"])
     assert service.ssl_certfile is None and service.lifespan != "off"
     assert verbs.lifespan == "off" and verbs.ssl_cert_reqs == ssl.CERT_REQUIRED
     assert verbs.ssl_ca_certs == str(pki / "ca.crt")
+    assert service.http is verbs.http is NoDelayHttpToolsProtocol and not verbs.access_log
     ran["app"].state.service.store.close()
 
 

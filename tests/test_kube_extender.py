@@ -718,19 +718,19 @@ def test_odd_pods_never_500(env):
 def test_tcp_nodelay_on_served_connections(tmp_path):
     """asyncio sets TCP_NODELAY only when ``sock.proto == IPPROTO_TCP``, which accepted sockets do not report,
     so plain uvicorn keeps Nagle on (about 40 ms per keep-alive call, BENCHMARKS.md); `quasched serve` runs
-    uvicorn with NoDelayH11Protocol: the server's side of a live keep-alive connection has the option set."""
+    uvicorn with NoDelayHttpToolsProtocol: the server's side of a live keep-alive connection has the option set."""
     import threading
 
     import httpx
     import uvicorn
 
-    from quasched.kube.nodelay import NoDelayH11Protocol
+    from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 
     app, _ = make_app(tmp_path, kube=KubeOptions(client=FakeApi()))
     body = json.dumps(args(gpu_pod(gpus=1))).encode()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=NoDelayH11Protocol,
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=NoDelayHttpToolsProtocol,
                                            timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

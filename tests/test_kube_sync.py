@@ -299,6 +299,15 @@ def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
         api.list_pods = snapshot  # type: ignore[method-assign]
         app.state.kube.sync.relist_pods()  # the next list shows it bound: nothing changes
         assert uses(client, token)["n0"] == [1000, 1000, 0, 0]
+        # a pod whose job is stored and whose Binding is under way when the list starts is left alone too
+        slow = gpu_pod(name="slow", gpus=1)
+        [node] = post(client, "filter", args(slow, names=["n0"]))["NodeNames"]
+        bridge = app.state.kube
+        held = bridge.holds[slow["metadata"]["uid"]]
+        held.binding = True  # bind's first step: the hold is stored, then the Binding goes out
+        bridge.confirm(held, slow["metadata"]["uid"])
+        app.state.kube.sync.relist_pods()
+        assert uses(client, token)["n0"] == [1000, 1000, 1000, 0]
 
 
 def test_sync_watch_events(tmp_path):

@@ -5,8 +5,8 @@ connections; with Nagle's algorithm on, a reply written in two pieces (headers,
 then body) waits for the peer's delayed ACK, about 40 ms per call. asyncio sets
 TCP_NODELAY only on sockets whose ``proto`` is ``IPPROTO_TCP``, and accepted
 sockets report ``proto == 0``, so uvicorn's connections keep Nagle on; this
-protocol turns it off (``uvicorn.run(..., http=NoDelayH11Protocol)``). ``NoDelayHttpToolsProtocol`` is the same
-on uvicorn's faster parser (httptools, several times cheaper per request than h11).
+protocol turns it off on uvicorn's httptools parser (C, several times cheaper per request than h11):
+``uvicorn.run(..., http=NoDelayHttpToolsProtocol)``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
@@ -26,14 +25,6 @@ def set_nodelay(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:  # not a TCP socket after all
             pass
-
-
-class NoDelayH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with TCP_NODELAY on the accepted socket."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        set_nodelay(transport)
-        super().connection_made(transport)
 
 
 class NoDelayHttpToolsProtocol(HttpToolsProtocol):

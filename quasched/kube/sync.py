@@ -193,13 +193,14 @@ class Sync:
             if job.placement and job.placement[0][0] == node:
                 self.bridge.release(uid, "cancelled")
 
-    def apply_pods(self, pods: Iterable[Mapping[str, Any]], complete: bool = True,
-                   horizon: int | None = None) -> PodChanges:
+    def apply_pods(self, pods: Iterable[Mapping[str, Any]], complete: bool = True, horizon: int | None = None,
+                   binding: frozenset[str] = frozenset()) -> PodChanges:
         """Mirror the API server's GPU pods: end the jobs of finished pods (with ``complete`` also of pods not
         listed) and adopt bound pods quasched has no job for.
 
-        ``horizon``: the newest job id when the list was asked for; younger jobs (pods bound while the list
-        was under way, which it may not show yet) are left to the watch that follows it."""
+        ``horizon``: the newest job id when the list was asked for, ``binding``: the pods whose Binding was
+        under way then; the jobs younger than the list and those pods' (bound while the list was under way,
+        which it may not show yet) are left to the watch that follows it."""
         pods = list(pods)
         with self.bridge.service.lock:
             if complete:
@@ -208,7 +209,7 @@ class Sync:
                 found = {uid: self.bridge.job_of(uid) for uid in (pod_key(p)[2] for p in pods if isinstance(p, Mapping))}
                 jobs = {uid: job for uid, job in found.items() if job is not None}
             if horizon is not None:
-                jobs = {uid: job for uid, job in jobs.items() if job.id <= horizon}
+                jobs = {uid: job for uid, job in jobs.items() if job.id <= horizon and uid not in binding}
             changes = pod_changes(pods, jobs, complete)
             for uid, outcome in changes.end:
                 self.bridge.release(uid, outcome)
@@ -260,8 +261,9 @@ class Sync:
         """List the bound pods and reconcile every job standing for a pod that is older than the list."""
         with self.bridge.service.lock:
             horizon = max(self.bridge.service.ctl.jobs, default=0)
+            binding = frozenset(uid for uid, held in self.bridge.holds.items() if held.binding)
         pods, self.pod_version = self.client.list_pods()
-        self.apply_pods(pods, horizon=horizon)
+        self.apply_pods(pods, horizon=horizon, binding=binding)
 
     def start(self) -> None:
         """Resync once, then list and watch nodes and pods on two daemon threads."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quasched.kube.nodelay import NoDelayH11Protocol
+from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,12 @@ class VerbsTLS:
 
 
 def configs(app: Any, tls: VerbsTLS) -> list[Any]:
-    """uvicorn configurations: the service's, then the verbs' mutual-TLS listener's (no lifespan)."""
+    """uvicorn configurations: the service's, then the verbs' mutual-TLS listener's (no lifespan); httptools'
+    parser (C) with TCP_NODELAY and no access log, as ``quasched serve`` runs without the verbs listener."""
     import uvicorn
 
-    common: dict[str, Any] = dict(log_level="warning", timeout_graceful_shutdown=2, http=NoDelayH11Protocol)
+    common: dict[str, Any] = dict(log_level="warning", timeout_graceful_shutdown=2, access_log=False,
+                                  http=NoDelayHttpToolsProtocol)
     return [uvicorn.Config(app, **common),
             uvicorn.Config(app, lifespan="off", ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
                            ssl_ca_certs=str(tls.client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED, **common)]
@@ -48,8 +50,9 @@ def configs(app: Any, tls: VerbsTLS) -> list[Any]:
 
 def run(app: Any, service: socket.socket, verbs: socket.socket, tls: VerbsTLS) -> None:
     """Serve the service on the listening socket ``service`` and the verbs on ``verbs`` until a signal (or either
-    server's failure) stops both."""
+    server's failure) stops both, on uvloop's event loop (uvicorn's choice when it runs one server)."""
     import uvicorn
+    import uvloop
 
     servers = [uvicorn.Server(config) for config in configs(app, tls)]
 
@@ -60,4 +63,5 @@ def run(app: Any, service: socket.socket, verbs: socket.socket, tls: VerbsTLS) -
             server.should_exit = True
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    asyncio.run(both())
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(both())
