@@ -2,7 +2,7 @@
 
     python benchmarks/service_durability.py [--db sqlite|postgresql] [--jobs 2000] [--clients 8] [--kills 5]
     python benchmarks/service_durability.py --commands --jobs 300 --kills 3
-    python benchmarks/service_durability.py --db postgresql --standby --jobs 2000 --kills 3
+    python benchmarks/service_durability.py --db postgresql --standby --jobs 4000 --kills 3
 
 A real server process (``quasched serve``, the built-in cluster) on 127.0.0.1;
 ``--clients`` threads submit ``--jobs`` jobs in all (0.5, 1 or 2 GPUs, no

@@ -47,3 +47,19 @@ def test_a_failed_group_fails_every_submission_in_it_and_the_next_one_runs():
     with pytest.raises(RuntimeError, match="database down"):
         asyncio.run(combine.submit(1))
     assert asyncio.run(combine.submit(2)) == 2
+
+
+def test_a_submission_whose_event_loop_closed_does_not_stall_the_next_ones():
+    lock, answers = threading.Lock(), []
+    combine: Combiner[int, int] = Combiner(lock, lambda items: [i * 10 for i in items])
+    lock.acquire()  # a group under way
+    first = threading.Thread(target=lambda: answers.append(asyncio.run(combine.submit(1))))
+    first.start()
+    while len(combine._queue) < 1:
+        threading.Event().wait(0.01)
+    with pytest.raises(TimeoutError):  # this request gives up and its event loop closes before the group ran
+        asyncio.run(asyncio.wait_for(combine.submit(2), 0.1))
+    lock.release()
+    first.join(10)
+    assert answers == [10]
+    assert asyncio.run(asyncio.wait_for(combine.submit(3), 10)) == 30

@@ -107,6 +107,20 @@ def test_standby_reads_refuses_writes_and_takes_over_when_the_leader_stops(postg
     assert epochs_in_commit_order(postgres_url)
 
 
+def test_a_token_revoked_on_the_leader_stops_working_there_and_on_the_standby_at_once(postgres_url, tmp_path):
+    """The leader caches the tokens it has seen; a standby reads the store, so it follows the leader's revocations."""
+    leader = pg_app(postgres_url, tmp_path)
+    admin = bearer((tmp_path / "token").read_text().strip())
+    with TestClient(leader) as a, TestClient(pg_app(postgres_url, tmp_path, name="b")) as b:
+        ci = bearer(a.post(f"{API}/tokens", json={"name": "ci", "admin": True}, headers=admin).json()["token"])
+        for client in (a, b, a, b):
+            assert client.get(f"{API}/whoami", headers=ci).json()["name"] == "ci"
+        assert a.delete(f"{API}/tokens/ci", headers=admin).status_code == 204
+        for client in (a, b):
+            assert client.get(f"{API}/whoami", headers=ci).status_code == 401
+            assert client.get(f"{API}/whoami", headers=admin).status_code == 200
+
+
 def test_a_standby_s_live_stream_says_it_is_a_standby_naming_the_leader_then_that_it_leads(postgres_url, tmp_path):
     with ExitStack() as running_leader:
         running_leader.enter_context(TestClient(pg_app(postgres_url, tmp_path)))

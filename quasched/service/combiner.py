@@ -37,7 +37,13 @@ class Combiner(Generic[T, R]):
             self._queue.append((item, loop, answer))
             start, self._draining = not self._draining, True
         if start:
-            loop.run_in_executor(None, self._drain)
+            try:
+                loop.run_in_executor(None, self._drain)
+            except RuntimeError:  # the loop is shutting down: take the submission back
+                with self._mutex:
+                    self._queue = [w for w in self._queue if w[2] is not answer]
+                    self._draining = False
+                raise
         return await answer
 
     def _drain(self) -> None:
@@ -54,8 +60,11 @@ class Combiner(Generic[T, R]):
                 except Exception as err:  # the whole batch failed (e.g. the database): every request says so
                     answers = [err] * len(batch)
             for loop in {loop for _, loop, _ in batch}:
-                loop.call_soon_threadsafe(_settle, [(w, a) for w, a in zip(batch, answers, strict=True)
-                                                    if w[1] is loop])
+                try:
+                    loop.call_soon_threadsafe(_settle, [(w, a) for w, a in zip(batch, answers, strict=True)
+                                                        if w[1] is loop])
+                except RuntimeError:  # that event loop has closed: nobody there waits any more
+                    pass
 
 
 def _settle(answered: Sequence[tuple[Waiting[T, R], R | Exception]]) -> None:

@@ -43,12 +43,14 @@ class MakingRoom(LoopState):
     def _preempt(self, blocked: list[Job], now: float) -> None:
         """Choose victims for blocked one-pod jobs, in order; a job whose kind found none stops its kind's search."""
         hopeless: set[tuple] = set()
+        lowest = min((v.priority for v in self.jobs.values() if v.state in (JobState.RUNNING, JobState.PREEMPTING)),
+                     default=None)  # only rises as victims are claimed
         for job in blocked:
             if job.state != JobState.PENDING or job.spec.pods != 1 or self._awaiting_victims(job):
                 continue
             pod = self._pod(job.spec, job.id, 0, self._admissible(job))
             kind = (pod.fit_key, job.spec.team, job.priority)
-            if kind not in hopeless and not self._preempt_for(job, pod, now):
+            if kind not in hopeless and not self._preempt_for(job, pod, now, lowest):
                 hopeless.add(kind)
 
     def _awaiting_victims(self, job: Job) -> bool:
@@ -56,9 +58,10 @@ class MakingRoom(LoopState):
         entry = self._nominated.get(job.id)
         return entry is not None and any(v in self.jobs and self.jobs[v].state.holds_resources for v in entry[2])
 
-    def _preempt_for(self, job: Job, pod: Pod, now: float) -> bool:
+    def _preempt_for(self, job: Job, pod: Pod, now: float, lowest: int | None = None) -> bool:
         """Start preempting the cheapest victim set that makes room for ``job``; False if there is none.
-        A job that the evictions already under way make room for waits for them instead."""
+        A job that the evictions already under way make room for waits for them instead. ``lowest``: no running
+        job has a lower priority."""
         self._nominated.pop(job.id, None)  # its earlier victims left and it still did not fit: choose again
         stopping = self._room_in_flight(pod)
         if stopping:
@@ -72,7 +75,7 @@ class MakingRoom(LoopState):
                                             for m in self.cluster.models if m and accessible(m, pod.gpu_model))
         running = (v for v in self.jobs.values() if v.state in (JobState.RUNNING, JobState.PREEMPTING)
                    and v.id not in self._claimed)
-        victims = victim_order(self.quota, running, job, reclaim)
+        victims = victim_order(self.quota, running, job, reclaim, lowest)
         best = cheapest_node(self.cluster, pod, victims) if victims else None
         if best is None:
             return False
@@ -96,6 +99,8 @@ class MakingRoom(LoopState):
     def _room_in_flight(self, pod: Pod) -> tuple[int, ...]:
         """The jobs stopping for earlier preemptions, if ``pod`` fits once they are gone and the jobs waiting for
         them took their room (in nomination order); else (). The cluster is left exactly as it was."""
+        if not self._claimed:
+            return ()
         c = self.cluster
         stopping = [v for v in self.jobs.values() if v.id in self._claimed and v.state.holds_resources]
         if not stopping:

@@ -35,12 +35,16 @@ def first_fit(cluster: Cluster, pod: Pod) -> int | None:
     return int(nodes[np.argmax(fit)]) if fit.any() else None
 
 
-def victim_order(quota: QuotaBook, running: Iterable[Job], job: Job, reclaim: bool) -> list[Job]:
+def victim_order(quota: QuotaBook, running: Iterable[Job], job: Job, reclaim: bool,
+                 lowest: int | None = None) -> list[Job]:
     """Running jobs ``job`` may stop (lower priority; with ``reclaim``, any job of a borrowing cohort
-    queue), most preferred victim first."""
+    queue), most preferred victim first. ``lowest``: no running job has a lower priority (then, unless a
+    cohort queue can be reclaimed from, ``running`` is not scanned: none is a victim)."""
     team = job.spec.team
     lent = {q: quota.borrowed(q) for q in quota.cohort(team) if q != team}
     borrowing = {q for q, milli in lent.items() if milli > 0}
+    if lowest is not None and lowest >= job.priority and not (reclaim and borrowing):
+        return []
     out = [v for v in running if v.id != job.id and (v.priority < job.priority or (reclaim and v.spec.team in borrowing))]
     return sorted(out, key=lambda v: (v.spec.team not in borrowing, -lent.get(v.spec.team, 0), v.priority,
                                       -v.gpu_total, -(v.started_at or 0.0), -v.id))

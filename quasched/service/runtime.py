@@ -1,7 +1,7 @@
 """The running service behind the HTTP API: one :class:`Service` holds the
 :class:`~.store.Store`, the :class:`~.controller.Controller` and one lock. Every mutation runs,
 under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
-then published to the live stream. Submissions that wait for the lock together are stored in
+then published to the live stream. Submissions queued while a group runs are stored in
 one transaction and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combiner`); each is
 answered after that commit. A background thread fires the controller's timers (completions by
 duration, grace-period ends) at :meth:`Controller.next_timer` or every half second. With a
@@ -114,6 +114,7 @@ class Service:
                 self._prepare_to_lead()
             else:
                 self.records, self._ctl = self._view()
+                warm_up(list(self.records.values()), self.options)  # so that a take-over does not pay for it
 
     @property
     def ctl(self) -> Controller:
