@@ -546,7 +546,8 @@ def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
 
 
 def test_bind_when_the_database_refuses(env, monkeypatch):
-    """The store refuses the reservation: bind answers an Error, memory is rebuilt from the store, nothing binds."""
+    """The store refuses the reservation (the placement written in the job's insert transaction): bind answers an
+    Error, the job's row is rolled back with it, memory is rebuilt from the store, nothing binds."""
     client, api, token, app = env
     pod = gpu_pod(name="nodb", gpus=1, model="T4")
     post(client, "filter", args(pod))
@@ -555,12 +556,13 @@ def test_bind_when_the_database_refuses(env, monkeypatch):
     def refuse(*a: Any, **kw: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(store, "save", refuse)
+    monkeypatch.setattr(store, "_save", refuse)
     reply = post(client, "bind", bind_args(pod, "t0"))
     assert "database refused" in reply["Error"] and "disk full" in reply["Error"]
     monkeypatch.undo()
     assert node_use(client, token)["t0"] == [0, 0]
     assert not [c for c in api.calls if c[0] == "bind"]
+    assert client.get("/api/v1/jobs", headers=bearer(token)).json() == []
     monkeypatch.setattr(store, "insert_job", refuse)
     assert "disk full" in post(client, "bind", bind_args(pod, "t0"))["Error"]
 

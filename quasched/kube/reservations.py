@@ -206,20 +206,29 @@ class PodJobs:
                 raise PodError(f"{UNKNOWN_NODE}: {node}") from None
             if devices is None:
                 devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
-            job = service.store.insert_job(spec, ctl.options.priority_classes.get(spec.priority_class, 100), now)
-            if not self._run(job, node, slot, devices):  # the books refused the placement: no pending copy left
-                service.store.save(*ctl.drain_changes())
-                raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
-            data = {"devices": [list(job.placement[0][1])], "pod": spec.name, "via": "kubernetes"}
-            events = [Event(now, "submitted", job.id, data={"pod": spec.name}), Event(now, kind, job.id, node, data)]
+            events: list[Event] = []
+
+            def place(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
+                """The new job runs on the devices, stored in its insert's transaction (or, refused, cancelled)."""
+                job = jobs[0]
+                if not self._run(job, node, slot, devices):  # the books refused the placement: no pending copy left
+                    return ctl.drain_changes()
+                data = {"devices": [list(job.placement[0][1])], "pod": spec.name, "via": "kubernetes"}
+                events[:] = [Event(now, "submitted", job.id, data={"pod": spec.name}),
+                             Event(now, kind, job.id, node, data)]
+                return [job], events
+
             try:
-                service.store.save([job], events)
+                job = service.store.insert_job(spec, ctl.options.priority_classes.get(spec.priority_class, 100), now,
+                                               then=place)
             except Exception as err:  # memory ran ahead of the database: rebuild from what is stored (as the API does)
                 records, queues, unfinished = service.store.load()
                 service.ctl = Controller.rebuilt(records, queues, unfinished, service.options)
                 self.holds.clear()  # their jobs were in the old controller
                 self._drop_pending(uid)
                 raise PodError(f"quasched: the database refused the reservation: {err}") from err
+            if not events:
+                raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
             service.metrics.count(events, {job.id: spec.team})
         service.broker.publish(list(events))
         return job, job.placement[0][1]

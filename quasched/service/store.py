@@ -12,7 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, Callable, NamedTuple, cast
 
 from alembic import command
 from alembic.config import Config
@@ -34,6 +34,8 @@ LOCK_WAIT_MS = 1000
 MIGRATION_LOCK = int.from_bytes(b"quasched", "big")
 #: jobs that :meth:`Store.load` hands back to the controller
 UNFINISHED = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.STOPPING)
+#: what becomes of jobs just inserted, written in their insert's transaction (:meth:`Store.insert_jobs`)
+Changes = Callable[[list[Job]], tuple[Iterable[Job], Iterable[Event]]]
 
 
 class Base(DeclarativeBase):
@@ -401,18 +403,25 @@ class Store:
 
     # jobs
 
-    def insert_job(self, spec: JobSpec, priority: int, now: float) -> Job:
-        """Store a new pending job (its id and seq from the database), or the job of a repeated ``client_token``."""
-        return self.insert_jobs([(spec, priority)], now)[0]
+    def insert_job(self, spec: JobSpec, priority: int, now: float, then: Changes | None = None) -> Job:
+        """Store a new pending job (its id and seq from the database), or the job of a repeated ``client_token``;
+        ``then`` as in :meth:`insert_jobs`."""
+        return self.insert_jobs([(spec, priority)], now, then)[0]
 
-    def insert_jobs(self, specs: Sequence[tuple[JobSpec, int]], now: float) -> list[Job]:
+    def insert_jobs(self, specs: Sequence[tuple[JobSpec, int]], now: float, then: Changes | None = None) -> list[Job]:
         """Store new pending jobs (spec, priority) in one transaction (ids and seqs from the database, in order);
-        a ``client_token`` already stored, or earlier in ``specs``, gives that first job instead."""
+        a ``client_token`` already stored, or earlier in ``specs``, gives that first job instead.
+
+        ``then(jobs)``, called once the jobs have their ids, returns (jobs, events) to :meth:`save` in the same
+        transaction: the jobs are stored with what became of them, or not at all."""
         for retry in (False, True):
             try:
                 with self.engine.begin() as conn:
                     self.fence(conn)
-                    return self._insert(conn, specs, now)
+                    jobs = self._insert(conn, specs, now)
+                    if then is not None:
+                        self._save(conn, *then(jobs))
+                    return jobs
             except IntegrityError:  # a concurrent insert of the same client_token won: look again
                 if retry:
                     raise
@@ -448,22 +457,25 @@ class Store:
 
         Each event gets its stored ``id``.
         """
-        values, events = [job_values(job) for job in jobs], list(events)
         with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
             self.fence(conn)
-            if values:
-                updated = conn.execute(update(JOBS).where(JOBS.c.id == bindparam("job_id")),
-                                       [{**{k: x for k, x in v.items() if k != "id"}, "job_id": v["id"]} for v in values]).rowcount
-                if updated != len(values):  # rolls the transaction back
-                    ids = [v["id"] for v in values]
-                    known = set(conn.scalars(select(JobRow.id).where(JobRow.id.in_(ids))))
-                    raise ValueError(f"jobs {sorted(set(ids) - known)} are not in the store: "
-                                     "create jobs with insert_job")
-            if events:
-                stored = conn.scalars(insert(EVENTS).returning(EVENTS.c.id, sort_by_parameter_order=True),
-                                      [{**event_values(ev), "epoch": self.epoch} for ev in events]).all()
-                for ev, event_id in zip(events, stored):
-                    ev.id = event_id
+            self._save(conn, jobs, events)
+
+    def _save(self, conn: Connection, jobs: Iterable[Job], events: Iterable[Event]) -> None:
+        values, events = [job_values(job) for job in jobs], list(events)
+        if values:
+            updated = conn.execute(update(JOBS).where(JOBS.c.id == bindparam("job_id")),
+                                   [{**{k: x for k, x in v.items() if k != "id"}, "job_id": v["id"]} for v in values]).rowcount
+            if updated != len(values):  # rolls the transaction back
+                ids = [v["id"] for v in values]
+                known = set(conn.scalars(select(JobRow.id).where(JobRow.id.in_(ids))))
+                raise ValueError(f"jobs {sorted(set(ids) - known)} are not in the store: "
+                                 "create jobs with insert_job")
+        if events:
+            stored = conn.scalars(insert(EVENTS).returning(EVENTS.c.id, sort_by_parameter_order=True),
+                                  [{**event_values(ev), "epoch": self.epoch} for ev in events]).all()
+            for ev, event_id in zip(events, stored):
+                ev.id = event_id
 
     def job(self, job_id: int) -> Job | None:
         """The stored job ``job_id`` (None if unknown)."""
