@@ -44,7 +44,6 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.policies.base import CycleState
 from quasched.service.domain import Job
-from quasched.service.domain import Job
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
 from quasched.kube.convention import PodError, bind_annotations, devices_of, pod_key
