@@ -71,6 +71,25 @@ def test_repeated_client_token_returns_the_first_job(store: Store):
     assert store.insert_job(spec(), 100, 3.0).id != first.id  # jobs without a token are never merged
 
 
+def test_an_insert_with_its_changes_is_one_transaction(store: Store):
+    """``then`` sees the jobs with their ids; what it returns is stored with them, and if it fails, neither is."""
+    def start(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
+        ran = dataclasses.replace(jobs[0], state=JobState.RUNNING, started_at=1.0, placement=[("n1", (1,))])
+        return [ran], [Event(1.0, "started", jobs[0].id, "n1", {"devices": [[1]]})]
+
+    job = store.insert_job(spec("bound"), 100, 1.0, then=start)
+    stored = store.job(job.id)
+    assert stored is not None and stored.state == JobState.RUNNING and stored.placement == [("n1", (1,))]
+    assert [(e.kind, e.job_id, e.node) for e in store.events(job.id)] == [("started", job.id, "n1")]
+
+    def refuse(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        store.insert_job(spec("refused"), 100, 2.0, then=refuse)
+    assert [j.spec.name for j in store.jobs()] == ["bound"]
+
+
 def test_a_group_insert_keeps_order_and_merges_repeated_tokens(store: Store):
     stored = store.insert_job(spec("old", client_token="old"), 100, 1.0)
     group = store.insert_jobs([(spec("a", client_token="a"), 100), (spec("again", client_token="old"), 0),
