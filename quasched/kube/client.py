@@ -1,10 +1,11 @@
 """The API-server side of the extender.
 
 Configuration and listing use the official ``kubernetes`` Python client; the calls on bind's path
-(read and bind one pod; the device plugin's read and annotate) and the watches go through one
-keep-alive ``httpx`` client with the same credentials: about 4 ms per call against about 30 ms
-through the ``kubernetes`` client's per-call overhead, and watch events decoded with ``json`` alone
-(BENCHMARKS.md, "Kubernetes"). Objects travel as plain dicts (the API's JSON), which is what
+(read one pod; the device plugin's read and annotate) and the watches go through one keep-alive
+``httpx`` client with the same credentials: about 4 ms per call against about 30 ms through the
+``kubernetes`` client's per-call overhead, and watch events decoded with ``json`` alone; bind's
+Binding, once per pod at the scheduler's pace, through a ``urllib3`` pool, which takes about half
+the CPU of ``httpx`` per call (BENCHMARKS.md, "Kubernetes"). Objects travel as plain dicts (the API's JSON), which is what
 :mod:`.convention` and :mod:`.sync` read.
 """
 
@@ -18,6 +19,7 @@ import warnings
 from typing import Any, Iterator, Mapping
 
 import httpx
+import urllib3
 
 from quasched.extras import require
 
@@ -36,23 +38,40 @@ class ApiError(RuntimeError):
 
 def _checked(response: httpx.Response) -> dict[str, Any]:
     """The reply's JSON; :class:`ApiError` with the ``Status`` message when the server refused."""
+    return _decoded(response.status_code, response.content, response.reason_phrase)
+
+
+def _decoded(status: int, content: bytes, reason: str | None) -> dict[str, Any]:
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
-        body = {"message": response.text[:200]}
-    if response.status_code >= 400:
-        raise ApiError(response.status_code, str(body.get("message") or response.reason_phrase))
+        body = {"message": content[:200].decode(errors="replace")}
+    if status >= 400:
+        raise ApiError(status, str(body.get("message") or reason))
     return body
+
+
+def tls_context(configuration: Any) -> ssl.SSLContext | None:
+    """A ``kubernetes`` client configuration's TLS: its CA and client certificate (None: not verified)."""
+    if not configuration.verify_ssl:
+        return None
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return context
 
 
 def http_client(configuration: Any) -> httpx.Client:
     """A keep-alive ``httpx`` client with a ``kubernetes`` client configuration's server, TLS and certificates."""
-    verify: ssl.SSLContext | bool = False
-    if configuration.verify_ssl:
-        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
-        if configuration.cert_file:
-            verify.load_cert_chain(configuration.cert_file, configuration.key_file)
-    return httpx.Client(base_url=configuration.host, verify=verify, timeout=10.0)
+    return httpx.Client(base_url=configuration.host, verify=tls_context(configuration) or False, timeout=10.0)
+
+
+def binding_pool(configuration: Any, connections: int = 8) -> urllib3.PoolManager:
+    """A keep-alive ``urllib3`` pool with the configuration's TLS, for bind's Binding (concurrent binds share it)."""
+    context = tls_context(configuration)
+    if context is None:
+        return urllib3.PoolManager(maxsize=connections, cert_reqs="CERT_NONE", timeout=10.0)
+    return urllib3.PoolManager(maxsize=connections, ssl_context=context, timeout=10.0)
 
 
 def unverified_once() -> None:
@@ -82,6 +101,7 @@ class KubernetesClient:
         if not self.configuration.verify_ssl:
             unverified_once()
         self.http = http_client(self.configuration)
+        self.bindings = binding_pool(self.configuration)
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         """The bearer token, if any (asked each call: in-cluster tokens are refreshed by the config's hook)."""
@@ -106,8 +126,10 @@ class KubernetesClient:
             {"annotations": dict(annotations)} if annotations else {})
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body,
-                                headers=self._headers()))
+        reply = self.bindings.request("POST", f"{self.configuration.host}/api/v1/namespaces/{namespace}/pods/{name}"
+                                             "/binding", body=json.dumps(body).encode(),
+                                      headers=self._headers("application/json"), retries=False)
+        _decoded(reply.status, reply.data, reply.reason)
 
     def node_pods(self, node: str) -> list[dict[str, Any]]:
         """The pods bound to ``node`` (the device plugin's view)."""
