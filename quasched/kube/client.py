@@ -16,12 +16,14 @@ import os
 import ssl
 import sys
 import warnings
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import httpx
-import urllib3
 
 from quasched.extras import require
+
+if TYPE_CHECKING:
+    import urllib3
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -68,6 +70,8 @@ def http_client(configuration: Any) -> httpx.Client:
 
 def binding_pool(configuration: Any, connections: int = 8) -> urllib3.PoolManager:
     """A keep-alive ``urllib3`` pool with the configuration's TLS, for bind's Binding (concurrent binds share it)."""
+    import urllib3  # with the kube extra (the kubernetes client's own HTTP library)
+
     context = tls_context(configuration)
     if context is None:
         return urllib3.PoolManager(maxsize=connections, cert_reqs="CERT_NONE", timeout=10.0)
