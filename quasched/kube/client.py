@@ -5,8 +5,8 @@ Configuration and listing use the official ``kubernetes`` Python client; the cal
 ``httpx`` client with the same credentials: about 4 ms per call against about 30 ms through the
 ``kubernetes`` client's per-call overhead, and watch events decoded with ``json`` alone; bind's
 Binding, once per pod at the scheduler's pace, through a ``urllib3`` pool, which takes about half
-the CPU of ``httpx`` per call (BENCHMARKS.md, "Kubernetes"). Objects travel as plain dicts (the API's JSON), which is what
-:mod:`.convention` and :mod:`.sync` read.
+the CPU of ``httpx`` per call (BENCHMARKS.md, "Kubernetes"). Objects travel as plain dicts (the
+API's JSON), which is what :mod:`.convention` and :mod:`.sync` read.
 """
 
 from __future__ import annotations
