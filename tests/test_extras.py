@@ -14,8 +14,8 @@ from quasched.extras import EXTRAS, MissingExtra, require
 
 PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
 #: distributions only a use beyond the core needs
-OPTIONAL = ("dimod", "dwave-samplers", "qiskit", "qiskit-aer", "psycopg", "kubernetes", "grpcio", "protobuf", "nvidia-ml-py",
-            "gymnasium", "cma", "ray")
+OPTIONAL = ("dimod", "dwave-samplers", "qiskit", "qiskit-aer", "psycopg", "kubernetes", "urllib3", "grpcio",
+            "protobuf", "nvidia-ml-py", "gymnasium", "cma", "ray")
 
 
 def distribution(requirement: str) -> str:
