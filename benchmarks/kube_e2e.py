@@ -485,29 +485,20 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="quasched-kube-bench-")
     if args.failover or args.in_process:
         out = run_failover(args, Path(tmp)) if args.failover else run_in_process(args, Path(tmp))
-        text = json.dumps(out, indent=2)
-        print(text)
-        if args.json:
-            args.json.write_text(text + "\n")
-        if not args.keep:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-        return 0
-    kube = run_kube(args, Path(tmp))
-    own = run_own_loop(kube, args.policy)
-    kube["placement_quality"] = compare(kube, own)
-    out = {k: v for k, v in kube.items() if not k.startswith("_")}
+    else:
+        kube = run_kube(args, Path(tmp))
+        kube["placement_quality"] = compare(kube, run_own_loop(kube, args.policy))
+        out = {k: v for k, v in kube.items() if not k.startswith("_")}
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    if not args.keep:
+    if args.keep:
+        print(f"work directory: {tmp}", file=sys.stderr)
+    else:
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print(f"work directory: {tmp}", file=sys.stderr)
     return 0
 
 
