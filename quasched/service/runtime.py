@@ -189,13 +189,11 @@ class Service:
 
     def lookup_token(self, secret: str) -> TokenInfo | None:
         """Who holds the API token ``secret`` (None if unknown, revoked or expired), read from the store
-        (and cached while this server leads)."""
-        found = self.cached_token(secret)
-        if found is None:
-            generation = self.tokens.generation
-            found = self.store.token(secret, now=self.clock())
-            if found is not None and self.leading:
-                self.tokens.put(secret, found, generation)
+        (and cached while this server leads; callers try :meth:`cached_token` first)."""
+        generation = self.tokens.generation
+        found = self.store.token(secret, now=self.clock())
+        if found is not None and self.leading:
+            self.tokens.put(secret, found, generation)
         return found
 
     def revoke_token(self, name: str, now: float) -> None:
