@@ -458,6 +458,70 @@ def test_new_cycle_while_its_bind_is_in_flight_keeps_the_hold(env):
     assert node_use(client, token)[pick] == [1000] * 8 and node_use(client, token)[other] == [0] * 8
 
 
+def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
+    """Bind writes the held pod's job to the database outside the service lock: the next pod's filter is answered
+    while that write is under way (with the first pod's devices still held), and the write's job then takes the
+    hold's place. If the controller was rebuilt meanwhile and the devices went to another pod, the stored job is
+    cancelled and nothing is bound."""
+    import threading
+
+    from quasched.service.controller import Controller
+
+    client, api, token, app = env
+    service, store = app.state.service, app.state.service.store
+    entered, go = threading.Event(), threading.Event()
+    insert_jobs = store.insert_jobs
+
+    def slow_insert(*a: Any, **kw: Any) -> Any:
+        entered.set()
+        assert go.wait(10)
+        return insert_jobs(*a, **kw)
+
+    monkeypatch.setattr(store, "insert_jobs", slow_insert)
+    first = gpu_pod(name="first", gpus=8, model="A100")
+    [pick] = post(client, "filter", args(first))["NodeNames"]
+    replies: list[Any] = []
+    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(first, pick))))
+    binder.start()
+    assert entered.wait(10)
+    other = ({"a0", "a1"} - {pick}).pop()
+    second = gpu_pod(name="second", gpus=8, model="A100")
+    answers: list[Any] = []
+    filtering = threading.Thread(target=lambda: answers.append(post(client, "filter", args(second, names=["a0", "a1"]))))
+    filtering.start()
+    filtering.join(10)  # (a filter waiting for the lock would wait for the write, that is, forever here)
+    go.set()
+    filtering.join(10)
+    assert [a["NodeNames"] for a in answers] == [[other]] and not replies
+    binder.join(10)
+    assert replies == [{"Error": ""}]
+    assert node_use(client, token)[pick] == [1000] * 8
+    assert [r[0] for r in running(client, token)] == ["team-a/first"]
+    post(client, "filter", args(second, names=[]))  # its next cycle: the hold is dropped
+
+    # the controller rebuilt from the store while the write is under way: the hold is gone, another pod takes its
+    # devices, and the late write must not double-book them
+    entered.clear(), go.clear()
+    monkeypatch.setattr(store, "insert_jobs", slow_insert)
+    late = gpu_pod(name="late", gpus=8, model="A100")
+    assert post(client, "filter", args(late, names=[other]))["NodeNames"] == [other]
+    replies.clear()
+    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(late, other))))
+    binder.start()
+    assert entered.wait(10)
+    with service.lock:
+        service.ctl = Controller.rebuilt(*store.load(), service.options)
+    taker = gpu_pod(name="taker", gpus=8, model="A100")
+    assert post(client, "filter", args(taker, names=[other]))["NodeNames"] == [other]
+    go.set()
+    binder.join(10)
+    assert "devices" in replies[0]["Error"] and "taken" in replies[0]["Error"]
+    assert not [c for c in api.calls if c[0] == "bind" and c[2] == "late"]
+    states = {j["name"]: j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()}
+    assert states == {"team-a/first": "running", "team-a/late": "cancelled"}
+    assert node_use(client, token)[other] == [1000] * 8  # the taker's hold, once
+
+
 # ---------------------------------------------------------------- bind
 def test_bind_checked_path_reserves_and_binds_once(env):
     """A bind quasched holds nothing for (here: another node than its pick) reads the pod, books, then binds."""

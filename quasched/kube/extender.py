@@ -213,7 +213,7 @@ class Bridge(PodJobs):
             if held is not None and held.binding:
                 return {"Error": f"quasched: a bind of {namespace}/{name} is in flight"}
             if held is not None and (held.node, pod_key(held.pod)[:2]) == (node, (namespace, name)) and \
-                    bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
+                    self.job_of(uid) is None and bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
                 held.binding = True
             else:
                 self.drop_hold(uid)  # kube-scheduler chose another node: the checked path books it there
@@ -229,7 +229,7 @@ class Bridge(PodJobs):
         cancelled): the Binding was refused or its outcome is unknown, for the checked path to settle."""
         assert self.client is not None
         try:
-            job, devices = self.confirm(held, uid)
+            job, devices = self.confirm(held)
         except PodError as err:  # e.g. the database refused: nothing is bound, kube-scheduler retries
             with self.service.lock:
                 self.drop_hold(uid)

@@ -114,11 +114,8 @@ class PodJobs:
         """Make ``job`` run on ``node`` with ``devices`` in the controller; False (and nothing held) if they are taken."""
         ctl = self.service.ctl
         c = ctl.cluster
-        job.state, job.started_at = JobState.RUNNING, job.submitted_at
-        job.placement = [(node, tuple(int(d) for d in devices))]
-        job.quota_model = str(c.models[c.model_id[slot]]) if job.spec.gpu_request else ""
-        job.solver = "kube-scheduler+" + ctl.options.policy
-        job.reason = None
+        running(job, node, devices, str(c.models[c.model_id[slot]]) if job.spec.gpu_request else "",
+                "kube-scheduler+" + ctl.options.policy)
         ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
         if job.state == JobState.RUNNING:
             return True
@@ -149,12 +146,39 @@ class PodJobs:
         for uid in [u for u, h in self.holds.items() if h.at < limit and not h.binding]:
             self.drop_hold(uid)
 
-    def confirm(self, held: Hold, uid: str) -> tuple[Job, tuple[int, ...]]:
+    def confirm(self, held: Hold) -> tuple[Job, tuple[int, ...]]:
         """Hold ``held`` becomes a stored running job on the held devices (durable), as bind's first step.
-        :class:`PodError` when it cannot (the hold is gone either way)."""
-        with self.service.lock:
-            self._forget(held.job)  # the hold stays (binding) until the Binding's outcome is known
-            return self._reserve(held.pod, held.node, held.devices, "started")
+
+        The job is stored running outside the lock (the hold keeps the devices meanwhile, so filter never
+        waits on the database), then takes the hold's place in the controller. :class:`PodError` when it
+        cannot; the hold is left (binding) to the caller to drop."""
+        service, hold = self.service, held.job
+        spec = job_spec(held.pod, attempt=str(time.time_ns()))
+        now = service.clock()
+        events: list[Event] = []
+
+        def started(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
+            job = jobs[0]
+            running(job, held.node, held.devices, hold.quota_model, hold.solver)
+            events[:] = placed_events(now, job)
+            return [job], events
+
+        try:
+            job = service.store.insert_job(spec, hold.priority, now, then=started)
+        except Exception as err:  # e.g. fenced or unreachable: nothing is stored, kube-scheduler retries
+            raise PodError(f"quasched: the database refused the reservation: {err}") from err
+        with service.lock:
+            ctl = service.ctl
+            if ctl.jobs.get(job.id) is None:  # (a controller rebuilt from the store meanwhile has it already)
+                self._forget(hold)
+                ctl.restore([job], observe=False)
+                if job.state != JobState.RUNNING:  # the devices went to another job of a rebuilt controller
+                    ctl.cancel(job.id, now)
+                    service.store.save(*ctl.drain_changes())
+                    raise PodError(f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken")
+            service.metrics.count(events, {job.id: spec.team})
+        service.broker.publish(list(events))
+        return job, held.devices
 
     # ------------------------------------------------------------ stored jobs
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
@@ -171,13 +195,13 @@ class PodJobs:
             if cordoned:
                 c.uncordon(node)
             try:
-                return self._reserve(pod, node, devices, "started")
+                return self._reserve(pod, node, devices)
             finally:
                 if cordoned:
                     c.cordon(node)
 
-    def _reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None,
-                 kind: str) -> tuple[Job, tuple[int, ...]]:
+    def _reserve(self, pod: Mapping[str, Any], node: str,
+                 devices: tuple[int, ...] | None) -> tuple[Job, tuple[int, ...]]:
         uid = pod_key(pod)[2]
         service = self.service
         with service.lock:
@@ -213,9 +237,7 @@ class PodJobs:
                 job = jobs[0]
                 if not self._run(job, node, slot, devices):  # the books refused the placement: no pending copy left
                     return ctl.drain_changes()
-                data = {"devices": [list(job.placement[0][1])], "pod": spec.name, "via": "kubernetes"}
-                events[:] = [Event(now, "submitted", job.id, data={"pod": spec.name}),
-                             Event(now, kind, job.id, node, data)]
+                events[:] = placed_events(now, job)
                 return [job], events
 
             try:
@@ -260,3 +282,17 @@ class PodJobs:
             if self.job_of(uid) is None:
                 return None
             return self.service.mutate(end)
+
+
+def running(job: Job, node: str, devices: tuple[int, ...], quota_model: str, solver: str) -> None:
+    """Mark ``job`` running on ``node``'s ``devices`` since its submission (the controller is not told)."""
+    job.state, job.started_at = JobState.RUNNING, job.submitted_at
+    job.placement = [(node, tuple(int(d) for d in devices))]
+    job.quota_model, job.solver, job.reason = quota_model, solver, None
+
+
+def placed_events(now: float, job: Job) -> list[Event]:
+    """The events of a pod's job stored already running: ``submitted``, then ``started`` on its node."""
+    node, devices = job.placement[0]
+    return [Event(now, "submitted", job.id, data={"pod": job.spec.name}),
+            Event(now, "started", job.id, node, {"devices": [list(devices)], "pod": job.spec.name, "via": "kubernetes"})]
