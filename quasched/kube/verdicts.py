@@ -60,15 +60,10 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
     qpod = pod_of(spec)
     if len(admitted) != len(models):
         qpod = replace(qpod, gpu_model="|".join(admitted) or "\0none")
-    failed: dict[str, str] = {}
-    slots: list[int] = []
-    wanted: list[str] = []
-    for name, slot in zip(names, c.slots_of(names)):
-        if slot is None:
-            failed[name] = UNKNOWN_NODE
-        else:
-            slots.append(slot)
-            wanted.append(name)
+    found = c.slots_of(names)
+    failed = {name: UNKNOWN_NODE for name, slot in zip(names, found) if slot is None}
+    slots = [slot for slot in found if slot is not None]
+    wanted = [name for name, slot in zip(names, found) if slot is not None] if failed else list(names)
     if not slots:
         return failed, qpod, []
     idx = np.asarray(slots, dtype=np.int64)

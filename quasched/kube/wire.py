@@ -95,7 +95,7 @@ def node_names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]
         if not all(isinstance(n, dict) for n in items):
             raise BadRequest("Nodes.items: node objects are required")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise BadRequest("NodeNames: a list of strings or null is required")
         return list(names), items
     if items is None:
