@@ -522,6 +522,34 @@ def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
     assert node_use(client, token)[other] == [1000] * 8  # the taker's hold, once
 
 
+def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
+    """filter is answered on the event loop when the service lock is free, else (None) on a worker thread, which
+    may wait for the lock; a standby replica (Lease configured, not active) always goes to a worker thread."""
+    import threading
+
+    client, _, _, app = env
+    bridge, lock = app.state.kube, app.state.service.lock
+    pod = gpu_pod(name="now", gpus=1, model="T4")
+    taken, done = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with lock:
+            taken.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    assert taken.wait(10)
+    assert bridge.filter_at_once(args(pod)) is None and bridge.holds == {}
+    done.set()
+    holder.join(10)
+    assert bridge.filter_at_once(args(pod))["NodeNames"] == ["t0"]
+    (tmp_path / "standby").mkdir()
+    standby_app, _ = make_app(tmp_path / "standby", kube=KubeOptions(client=FakeApi(), lease="kube-system/kube-scheduler",
+                                                                     identity="me"))
+    assert standby_app.state.kube.filter_at_once(args(pod)) is None
+
+
 # ---------------------------------------------------------------- bind
 def test_bind_checked_path_reserves_and_binds_once(env):
     """A bind quasched holds nothing for (here: another node than its pick) reads the pod, books, then binds."""
