@@ -76,6 +76,29 @@ def test_removing_nodes_makes_a_waiting_gang_unschedulable_and_adding_them_back_
     assert waiting.reason.code != Reason.UNSCHEDULABLE
 
 
+def test_the_answer_for_a_shape_follows_nodes_leaving_devices_failing_and_nodes_joining():
+    # a gang of 2-GPU pods asked again and again (the answer per shape is remembered): 2 + 2 + 4 GPUs host 4 pods
+    ctl = make(cluster((2, A), (2, A), (4, A)))
+    gang = job("a", 2, pods=4)
+    ctl.validate(gang)
+    ctl.remove_node("n0", now=1)  # 2 + 4: 3 pods
+    with pytest.raises(SpecError, match="at most 3 such"):
+        ctl.validate(gang)
+    ctl.set_device_health("n2", 0, False, now=2)  # 2 + 3 healthy: 1 + 1 pods
+    with pytest.raises(SpecError, match="at most 2 such"):
+        ctl.validate(gang)
+    ctl.cordon("n1", now=3)  # a cordon passes: the node could still host its pod
+    with pytest.raises(SpecError, match="at most 2 such"):
+        ctl.validate(gang)
+    ctl.add_node(NodeRecord("n9", 64_000, 256_000, 4, A), now=4)  # + 2 pods
+    ctl.validate(gang)
+    ctl.set_device_health("n9", 3, False, now=5)  # 2 + 3 + 3 healthy: 3 pods
+    with pytest.raises(SpecError, match="at most 3 such"):
+        ctl.validate(gang)
+    ctl.set_device_health("n2", 0, True, now=6)  # 2 + 4 + 3: 4 pods
+    ctl.validate(gang)
+
+
 def test_shrinking_a_quota_makes_a_waiting_job_unschedulable_not_waiting_for_quota():
     ctl = make(cluster((8, A)), [QueueSpec("a", {A: 8})])
     submit(ctl, 1, job("a", 8))

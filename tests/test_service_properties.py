@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from hypothesis import settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from quasched.model.cluster import Cluster
+from quasched.model.workload import NO_LIMIT, Pod
 from quasched.service.controller import Controller, nodes_of
+from quasched.service.feasibility import most_pods, pods_when_empty
 from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec
 
@@ -121,3 +124,37 @@ class LoopMachine(RuleBasedStateMachine):
 
 LoopMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestLoop = LoopMachine.TestCase
+
+
+SHAPES = st.builds(lambda cpu, gpu, model, limit: Pod(0, "p", cpu, 1024, int(gpu) or int(gpu > 0),
+                                                      1000 if gpu >= 1 else int(gpu * 1000), model, "app", limit),
+                   st.sampled_from([1000, 16_000]), st.sampled_from([0, 0.5, 1, 2, 4]),
+                   st.sampled_from(["", "A100", "T4", "A100|T4"]), st.sampled_from([NO_LIMIT, 1]))
+NODE_CHANGES = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from([0, 1, 2, 4]), st.sampled_from(["A100", "T4"])),
+    st.tuples(st.just("remove"), st.integers(0, 7)),
+    st.tuples(st.just("device"), st.integers(0, 7), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("cordon"), st.integers(0, 7)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(changes=st.lists(NODE_CHANGES, max_size=12), shapes=st.lists(SHAPES, min_size=1, max_size=4))
+def test_remembered_answer_per_shape_equals_counting_again_after_node_changes(changes, shapes):
+    """What could ever fit, remembered per pod shape, equals counting over the nodes again after any sequence of
+    nodes joining and leaving, devices failing and recovering and cordons."""
+    c = Cluster(nodes_of(NODES))
+    for step, change in enumerate(changes):
+        for pod in shapes:
+            assert most_pods(c, pod) == pods_when_empty(c, pod)
+        present = np.flatnonzero(c.present)
+        node = int(present[change[1] % len(present)]) if change[0] != "add" and len(present) else None
+        if change[0] == "add":
+            c.add_node(f"new{step}", {"cpu": 16_000, "memory": 64_000}, change[1], change[2] if change[1] else "")
+        elif node is not None and change[0] == "remove":
+            c.remove_node(node)
+        elif node is not None and change[0] == "device" and change[2] < c.num_gpus[node]:
+            c.set_device_health(node, change[2], change[3])
+        elif node is not None and change[0] == "cordon":
+            c.cordon(node)
+    for pod in shapes:
+        assert most_pods(c, pod) == pods_when_empty(c, pod)

@@ -19,7 +19,9 @@ also importable from here, its documented path) and their allocation state:
 - ``version``: bumped on every change of a node, so caches keyed by node
   state know what to refresh; :meth:`changes_since` lists the nodes changed
   since a mark without scanning all of them; ``layout`` bumped when ``N``, ``D``
-  or the GPU model list change, so caches know when to resize.
+  or the GPU model list change, so caches know when to resize; ``inventory``
+  bumped when what the nodes could ever host changes (a node added or removed, a
+  device's health), not by pods or cordons.
 
 :meth:`place` and :meth:`remove` bind and unbind pods (``remove`` restores the
 exact state before the matching ``place``); :meth:`add_node`,
@@ -76,6 +78,7 @@ class Cluster:
         self.resource_names = self.resources.names
         self.models: list[str] = sorted(set(nodes.gpu_model.tolist()))
         self.layout = 0
+        self.inventory = 0
         self._spec_masks: dict[str, np.ndarray] = {}
         self._apps: dict[str, int] = {}
         self._node_index: dict[str, int] = {}
@@ -194,6 +197,7 @@ class Cluster:
         self.present[slots] = True
         self.cordoned[slots] = False
         self._spec_masks.clear()
+        self.inventory += 1
         for slot in slots.tolist():
             self._refresh(slot)
         self._grown.update(slots.tolist())
@@ -214,6 +218,7 @@ class Cluster:
         self.gpu_healthy[node] = False
         self.names[node] = ""
         self._spec_masks.clear()
+        self.inventory += 1
         self._refresh(node)
 
     def cordon(self, node: int | str) -> None:
@@ -235,6 +240,7 @@ class Cluster:
         if not 0 <= device < self.num_gpus[node]:
             raise PlacementError(f"node {self.names[node]!r} has no GPU device {device}")
         self.gpu_healthy[node, device] = healthy
+        self.inventory += 1
         self._refresh(node)
         if healthy:
             self._grown.add(node)

@@ -11,12 +11,30 @@ import numpy as np
 
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import accessible
-from quasched.model.workload import FULL_GPU_MILLI, Pod
+from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Pod
 from quasched.service.domain import Job, PendingReason, Reason
 from quasched.service.quota import QuotaBook
 
 
+#: pod shapes :func:`most_pods` remembers per cluster (all forgotten when more are asked)
+MAX_SHAPES = 1024
+
+
 def most_pods(cluster: Cluster, pod: Pod) -> int:
+    """:func:`pods_when_empty`, remembered per pod shape until the cluster's ``inventory`` changes (submissions
+    share a few shapes; nodes and devices rarely change)."""
+    key = (cluster.inventory, pod.gpu_model, pod.num_gpu, pod.gpu_milli, pod.max_per_node if pod.limited else NO_LIMIT,
+           pod.request.tobytes())
+    known = cluster.caches.setdefault("most_pods", {})
+    most = known.get(key)
+    if most is None:
+        if len(known) >= MAX_SHAPES:
+            known.clear()  # with the answers of earlier inventories
+        most = known[key] = pods_when_empty(cluster, pod)
+    return most
+
+
+def pods_when_empty(cluster: Cluster, pod: Pod) -> int:
     """How many pods shaped like ``pod`` the present nodes it may use could host if they were all empty."""
     c = cluster
     usable = np.flatnonzero(c.present & c.spec_mask(pod.gpu_model))
