@@ -236,6 +236,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             mismatched = [j["name"] for j in jobs if placed.get(j["name"].split("/", 1)[1]) !=
                           (j["placement"][0]["node"], tuple(j["placement"][0]["devices"]))]
             result["kube_vs_quasched_api_mismatches"] = len(mismatched)
+            result["quasched_pods_with_two_jobs"] = len(jobs) - len({j["name"] for j in jobs})
         finally:
             q.stop()
     return result

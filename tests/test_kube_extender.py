@@ -522,6 +522,48 @@ def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
     assert node_use(client, token)[other] == [1000] * 8  # the taker's hold, once
 
 
+def test_jobs_stored_in_one_order_and_entering_memory_in_another_are_found(env, monkeypatch):
+    """Concurrent binds store their jobs outside the lock, so a younger job may enter the controller first: the
+    older one is still found by its pod (a repeated bind of its pod books nothing twice). Finding pods' jobs by
+    the newest id read missed it, and a repeated bind of the shared pod then booked its share a second time."""
+    import threading
+
+    client, api, token, app = env
+    bridge, store = app.state.kube, app.state.service.store
+    stored, go = threading.Event(), threading.Event()
+    insert_jobs = store.insert_jobs
+
+    def insert_then_wait(*a: Any, **kw: Any) -> Any:
+        jobs = insert_jobs(*a, **kw)
+        stored.set()
+        assert go.wait(10)
+        return jobs
+
+    older = gpu_pod(name="older", fraction="0.5", model="T4")
+    assert post(client, "filter", args(older, names=["t0"]))["NodeNames"] == ["t0"]
+    monkeypatch.setattr(store, "insert_jobs", insert_then_wait)
+    replies: list[Any] = []
+    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(older, "t0"))))
+    binder.start()
+    assert stored.wait(10)
+    monkeypatch.undo()
+    younger = gpu_pod(name="younger", gpus=8, model="A100")
+    [pick] = post(client, "filter", args(younger, names=["a0", "a1"]))["NodeNames"]
+    assert post(client, "bind", bind_args(younger, pick)) == {"Error": ""}
+    with app.state.service.lock:  # e.g. the watch event of its Binding
+        assert bridge.job_of("uid-team-a-younger").spec.name == "team-a/younger"
+    go.set()
+    binder.join(10)
+    assert replies == [{"Error": ""}]
+    with app.state.service.lock:
+        found = {uid: job.spec.name for uid in ("uid-team-a-older", "uid-team-a-younger")
+                 if (job := bridge.job_of(uid)) is not None}
+    assert found == {"uid-team-a-older": "team-a/older", "uid-team-a-younger": "team-a/younger"}
+    assert post(client, "bind", bind_args(older, "t0")) == {"Error": ""}  # kube-scheduler repeats it: booked once
+    assert sorted(r[0] for r in running(client, token)) == ["team-a/older", "team-a/younger"]
+    assert sum(node_use(client, token)["t0"]) == 500
+
+
 def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
     """filter is answered on the event loop when the service lock is free, else (None) on a worker thread, which
     may wait for the lock; a standby replica (Lease configured, not active) always goes to a worker thread."""

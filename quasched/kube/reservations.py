@@ -45,40 +45,34 @@ class PodJobs:
         #: pod uid → its hold (filter's pick, not bound yet; under the lock)
         self.holds: dict[str, Hold] = {}
         self._hold_ids = 0
-        #: pod uid → its job, for the controller ``_indexed`` up to job id ``_indexed_up_to`` (:meth:`job_of`)
+        #: pod uid → its jobs in the controller ``_indexed``, in the order they entered it (:meth:`job_of`)
         self._by_uid: dict[str, list[Job]] = {}
         self._indexed: Any = None
-        self._indexed_up_to = -1
 
     # ------------------------------------------------------------ jobs of pods
     def job_of(self, uid: str) -> Job | None:
         """The unfinished stored job standing for pod ``uid`` (call under the service lock; holds are not jobs).
 
-        Indexed by uid: stored job ids grow, so only the jobs that entered the controller since the last call
-        are read (newest first, down to the last id read); a rebuilt controller is read in full, and so is the
-        controller once the index holds many more pods than it has jobs (the rest finished)."""
+        Indexed by uid: a pod's job enters the controller here (:meth:`_index`; binds store them concurrently,
+        so not in id order), and a controller is read in full only when it is new (rebuilt from the store)
+        or once the index holds many more pods than it has jobs (the rest finished)."""
         ctl = self.service.ctl
         if ctl is not self._indexed or len(self._by_uid) > 2 * len(ctl.jobs) + 1024:
-            self._by_uid, self._indexed, self._indexed_up_to = {}, ctl, -1
-        newest, fresh = self._indexed_up_to, []
-        for job_id in reversed(ctl.jobs):
-            if job_id < 0:  # a hold
-                continue
-            if job_id <= self._indexed_up_to:
-                break
-            newest = max(newest, job_id)
-            fresh.append(ctl.jobs[job_id])
-        self._indexed_up_to = newest
-        for job in reversed(fresh):  # in the controller's order, as a full scan reads them
-            key = token_uid(job.spec.client_token)
-            if key is not None:
-                self._by_uid.setdefault(key, []).append(job)
+            self._by_uid, self._indexed = {}, ctl
+            for job in ctl.jobs.values():
+                self._index(job)
         jobs = [j for j in self._by_uid.get(uid, ()) if not j.state.finished and ctl.jobs.get(j.id) is j]
         if jobs:
             self._by_uid[uid] = jobs
         else:
             self._by_uid.pop(uid, None)
         return jobs[0] if jobs else None
+
+    def _index(self, job: Job) -> None:
+        """``job`` entered the controller indexed: find it by its pod (holds and other jobs are not indexed)."""
+        key = token_uid(job.spec.client_token)
+        if key is not None and job.id >= 0 and self._indexed is self.service.ctl:
+            self._by_uid.setdefault(key, []).append(job)
 
     def pod_jobs(self) -> dict[str, Job]:
         """Pod uid → unfinished stored job, for every job standing for a pod (call under the lock)."""
@@ -118,6 +112,7 @@ class PodJobs:
                 "kube-scheduler+" + ctl.options.policy)
         ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
         if job.state == JobState.RUNNING:
+            self._index(job)
             return True
         self._forget(job) if job.id < 0 else ctl.cancel(job.id, job.submitted_at)
         return False
@@ -176,6 +171,7 @@ class PodJobs:
                     ctl.cancel(job.id, now)
                     service.store.save(*ctl.drain_changes())
                     raise PodError(f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken")
+                self._index(job)
             service.metrics.count(events, {job.id: spec.team})
         service.broker.publish(list(events))
         return job, held.devices
