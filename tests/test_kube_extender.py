@@ -592,6 +592,34 @@ def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
     assert standby_app.state.kube.filter_at_once(args(pod)) is None
 
 
+def test_filter_on_the_event_loop_never_reads_the_lease(tmp_path):
+    """filter answered on the event loop holds the service lock: if another call found the Lease lost just after
+    filter_at_once saw the replica active, filter must not read the Lease and activate there. It did: an API
+    server call on the event loop under the lock, and, with an activation under way on another thread (it holds
+    the activation while its re-list waits for the service lock), the two waited for each other for good."""
+    api = FakeApi()
+    api.lease = {"spec": {"holderIdentity": "me_1"}}
+    app, _ = make_app(tmp_path, kube=KubeOptions(client=api, lease="kube-system/kube-scheduler", identity="me"))
+    bridge = app.state.kube
+    assert bridge.standby() is None and bridge.active
+    pods_lock = bridge._pods_lock
+
+    class LeaseLostMeanwhile:
+        """filter's first lock: another thread's Lease read fails just then."""
+
+        def __enter__(self) -> None:
+            bridge.active = False
+            pods_lock.acquire()
+
+        def __exit__(self, *exc: Any) -> None:
+            pods_lock.release()
+
+    bridge._pods_lock = LeaseLostMeanwhile()
+    reads = len(api.calls)
+    assert bridge.filter_at_once(args(gpu_pod(name="now", gpus=1, model="T4")))["NodeNames"] == ["t0"]
+    assert len(api.calls) == reads
+
+
 # ---------------------------------------------------------------- bind
 def test_bind_checked_path_reserves_and_binds_once(env):
     """A bind quasched holds nothing for (here: another node than its pick) reads the pod, books, then binds."""

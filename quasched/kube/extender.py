@@ -155,14 +155,15 @@ class Bridge(PodJobs):
                 self.active = True
         return None
 
-    def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def filter(self, args: Mapping[str, Any], activate: bool = True) -> dict[str, Any]:
         """kube-scheduler's Filter call: quasched's pick alone among the nodes where its fit rule places the pod
-        (held until bind), or, when none fits, why each fails."""
+        (held until bind), or, when none fits, why each fails. ``activate``: a standby replica checks the Lease
+        first (never under the service lock: becoming active re-lists the cluster, which takes it)."""
         pod = wire.object_of(args, "Pod")
         assert pod is not None
         names, items = wire.node_names(args)
         first = self.remember(pod)
-        if not self.active:
+        if activate and not self.active:
             self.standby()  # our kube-scheduler calls: it may just have become the leader
         uid = pod_key(pod)[2]
         with self.service.lock:
@@ -195,7 +196,7 @@ class Bridge(PodJobs):
         if (self.options.lease is not None and not self.active) or not self.service.lock.acquire(blocking=False):
             return None
         try:
-            return self.filter(args)
+            return self.filter(args, activate=False)
         finally:
             self.service.lock.release()
 
