@@ -564,6 +564,69 @@ def test_jobs_stored_in_one_order_and_entering_memory_in_another_are_found(env, 
     assert sum(node_use(client, token)["t0"]) == 500
 
 
+def test_pod_adopted_while_its_bind_stores_its_job_keeps_one_job(env, monkeypatch):
+    """While bind stores a held pod's job outside the lock, the watch reports the pod bound (an earlier Binding
+    whose outcome bind did not learn) on other devices and adopts it there: the late job must not take the hold's
+    place. It did, and the failed Binding's release then ended the adopted job: quasched booked the devices the
+    pod does not use and left free the one it runs on."""
+    import threading
+
+    from quasched.kube.sync import Sync
+
+    client, api, token, app = env
+    bridge, store = app.state.kube, app.state.service.store
+    entered, go = threading.Event(), threading.Event()
+    insert_jobs = store.insert_jobs
+
+    def slow_insert(*a: Any, **kw: Any) -> Any:
+        entered.set()
+        assert go.wait(10)
+        return insert_jobs(*a, **kw)
+
+    pod = gpu_pod(name="twice", gpus=1, model="A100")
+    assert post(client, "filter", args(pod, names=["a0"]))["NodeNames"] == ["a0"]
+    [held] = bridge.holds.values()
+    monkeypatch.setattr(store, "insert_jobs", slow_insert)
+    replies: list[Any] = []
+    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(pod, "a0"))))
+    binder.start()
+    assert entered.wait(10)
+    monkeypatch.undo()
+    elsewhere = next(d for d in range(8) if d not in held.devices)
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = "a0"
+    bound["metadata"]["annotations"][DEVICES_ANNOTATION] = str(elsewhere)
+    API_PODS["team-a", "twice"] = copy.deepcopy(bound)
+    Sync(bridge, api).apply_event("pod", "MODIFIED", bound)
+    go.set()
+    binder.join(10)
+    assert "released" in replies[0]["Error"]
+    assert not [c for c in api.calls if c[0] == "bind"]
+    assert running(client, token) == [("team-a/twice", "running", [{"node": "a0", "devices": [elsewhere]}])]
+    assert node_use(client, token)["a0"] == [1000 if d == elsewhere else 0 for d in range(8)]
+    assert bridge.holds == {}
+
+
+def test_a_hold_ends_with_its_bind_whatever_fails(env, monkeypatch):
+    """An unexpected failure while bind stores the held pod's job ends the hold too: left binding, it made every
+    later bind of the pod answer 'in flight' and its filter offer that one node, for good."""
+    client, api, token, app = env
+    bridge, store = app.state.kube, app.state.service.store
+    pod = gpu_pod(name="unlucky", gpus=1, model="T4")
+    assert post(client, "filter", args(pod, names=["t0"]))["NodeNames"] == ["t0"]
+
+    def broken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("the event counter broke")
+
+    monkeypatch.setattr(app.state.service.metrics, "count", broken)
+    post_raw = client.post(f"{PREFIX}/bind", json=bind_args(pod, "t0"))
+    assert post_raw.status_code == 500
+    monkeypatch.undo()
+    assert bridge.holds == {}
+    post(client, "filter", args(pod, names=["t0"]))  # the pod's next cycle
+    assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
+
+
 def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
     """filter is answered on the event loop when the service lock is free, else (None) on a worker thread, which
     may wait for the lock; a standby replica (Lease configured, not active) always goes to a worker thread."""

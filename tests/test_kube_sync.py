@@ -310,6 +310,28 @@ def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
         assert uses(client, token)["n0"] == [1000, 1000, 1000, 0]
 
 
+def test_relist_leaves_a_checked_bind_under_way_to_the_watch(tmp_path):
+    """A bind quasched held nothing for books the pod, then posts its Binding; a re-list that starts before the
+    Binding lands does not show the pod bound, and must leave its job alone. It ended it: a bound pod without a
+    job, its devices free for the next pods."""
+    api = ClusterApi([k8s_node("n0", 4, "A100")], [])
+    pod = gpu_pod(name="direct", gpus=2)
+    api.pending = [pod]
+    app = sync_app(tmp_path, api)
+    token = (tmp_path / "quasched.token").read_text().strip()
+    with TestClient(app) as client:
+        bind_pod = api.bind_pod
+
+        def relist_then_bind(*a: Any, **kw: Any) -> None:
+            app.state.kube.sync.relist_pods()  # the list is answered before the Binding lands
+            bind_pod(*a, **kw)
+
+        api.bind_pod = relist_then_bind  # type: ignore[method-assign]
+        assert post(client, "bind", bind_args(pod, "n0")) == {"Error": ""}
+        assert sum(1 for u in uses(client, token)["n0"] if u == 1000) == 2
+        assert [j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()] == ["running"]
+
+
 def test_sync_watch_events(tmp_path):
     api = ClusterApi([k8s_node("n0", 2, "A100")], [])
     app = sync_app(tmp_path, api)

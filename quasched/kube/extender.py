@@ -112,6 +112,8 @@ class Bridge(PodJobs):
         #: whether this replica's kube-scheduler held the leader Lease when last checked
         self.active = False
         self._activation = threading.Lock()
+        #: pod uid → binds under way on the checked path (with :attr:`holds` binding: :meth:`binds_under_way`)
+        self._checked: dict[str, int] = {}
 
     # ------------------------------------------------------------ pods seen
     def remember(self, pod: dict[str, Any]) -> bool:
@@ -236,26 +238,41 @@ class Bridge(PodJobs):
                 return reply
         return self._bind_checked(namespace, name, uid, node)
 
+    def binds_under_way(self) -> frozenset[str]:
+        """The pods whose bind may be posting its Binding now (call under the service lock)."""
+        return frozenset(self._checked) | {uid for uid, held in self.holds.items() if held.binding}
+
     def _bind_held(self, held: Hold, namespace: str, name: str, uid: str, node: str) -> dict[str, str] | None:
         """The hold becomes a stored running job, then one Binding with its devices' annotations; None (job
-        cancelled): the Binding was refused or its outcome is unknown, for the checked path to settle."""
+        cancelled): the Binding was refused or its outcome is unknown, for the checked path to settle.
+        The hold ends with the bind, whatever happens (a hold left binding would keep the pod from any bind)."""
         assert self.client is not None
         try:
-            job, devices = self.confirm(held)
-        except PodError as err:  # e.g. the database refused: nothing is bound, kube-scheduler retries
-            with self.service.lock:
-                self.drop_hold(uid)
-            return {"Error": str(err)}
-        try:
+            try:
+                job, devices = self.confirm(held)
+            except PodError as err:  # e.g. the database refused: nothing is bound, kube-scheduler retries
+                return {"Error": str(err)}
             failed = self._create_binding(namespace, name, uid, node, job, devices)
         finally:
             with self.service.lock:
                 if self.holds.get(uid) is held:
-                    del self.holds[uid]
+                    self.drop_hold(uid)
         return None if failed else {"Error": ""}
 
     def _bind_checked(self, namespace: str, name: str, uid: str, node: str) -> dict[str, str]:
-        """Bind with the pod read from the API server: refuse what quasched must not bind, book (durably), bind."""
+        """Bind with the pod read from the API server: refuse what quasched must not bind, book (durably), bind.
+        Under way in :meth:`binds_under_way` (a re-list meanwhile may miss the Binding: its job stays)."""
+        with self.service.lock:
+            self._checked[uid] = self._checked.get(uid, 0) + 1
+        try:
+            return self._read_book_bind(namespace, name, uid, node)
+        finally:
+            with self.service.lock:
+                self._checked[uid] -= 1
+                if not self._checked[uid]:
+                    del self._checked[uid]
+
+    def _read_book_bind(self, namespace: str, name: str, uid: str, node: str) -> dict[str, str]:
         assert self.client is not None
         refused = f"quasched: refused to bind {namespace}/{name} to {node}"
         try:

@@ -146,8 +146,10 @@ class PodJobs:
 
         The job is stored running outside the lock (the hold keeps the devices meanwhile, so filter never
         waits on the database), then takes the hold's place in the controller. :class:`PodError` when it
-        cannot; the hold is left (binding) to the caller to drop."""
-        service, hold = self.service, held.job
+        cannot (the stored job cancelled): the devices went to another job of a rebuilt controller, or the hold
+        was dropped meanwhile (the pod ended, or the sync adopted it bound: its job stands for it); the hold is
+        left (binding) to the caller to drop."""
+        service, hold, uid = self.service, held.job, pod_key(held.pod)[2]
         spec = job_spec(held.pod, attempt=str(time.time_ns()))
         now = service.clock()
         events: list[Event] = []
@@ -167,11 +169,14 @@ class PodJobs:
             if ctl.jobs.get(job.id) is None:  # (a controller rebuilt from the store meanwhile has it already)
                 self._forget(hold)
                 ctl.restore([job], observe=False)
-                if job.state != JobState.RUNNING:  # the devices went to another job of a rebuilt controller
-                    ctl.cancel(job.id, now)
-                    service.store.save(*ctl.drain_changes())
-                    raise PodError(f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken")
                 self._index(job)
+            dropped = self.holds.get(uid) is not held
+            if dropped or ctl.jobs[job.id].state != JobState.RUNNING:
+                ctl.cancel(job.id, now)
+                service.store.save(*ctl.drain_changes())
+                raise PodError(f"quasched: the pod's hold on {held.node} was released while its bind was under way"
+                               if dropped else
+                               f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken")
             service.metrics.count(events, {job.id: spec.team})
         service.broker.publish(list(events))
         return job, held.devices

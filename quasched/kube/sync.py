@@ -261,7 +261,7 @@ class Sync:
         """List the bound pods and reconcile every job standing for a pod that is older than the list."""
         with self.bridge.service.lock:
             horizon = max(self.bridge.service.ctl.jobs, default=0)
-            binding = frozenset(uid for uid, held in self.bridge.holds.items() if held.binding)
+            binding = self.bridge.binds_under_way()
         pods, self.pod_version = self.client.list_pods()
         self.apply_pods(pods, horizon=horizon, binding=binding)
 
