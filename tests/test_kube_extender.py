@@ -756,6 +756,28 @@ def test_bind_failure_rolls_back(env):
     assert node_use(client, token)[pick] == [1000] * 8
 
 
+@pytest.mark.parametrize("held", [True, False])
+def test_a_binding_that_landed_with_its_answer_lost_keeps_its_job(env, held):
+    """The Binding takes effect but its call fails (a timeout): the pod read back is bound there, so its job stays
+    (the watch may have reported the binding already). On the checked path the job was cancelled: a bound pod
+    without a job, its devices free for the next pods."""
+    client, api, token, _ = env
+    pod = gpu_pod(name="lost", gpus=2, model="A100")
+    if held:
+        post(client, "filter", args(pod, names=["a0"]))
+    bind_pod = api.bind_pod
+
+    def lands_then_times_out(*a: Any, **kw: Any) -> None:
+        bind_pod(*a, **kw)
+        raise TimeoutError("read timed out")
+
+    api.bind_pod = lands_then_times_out
+    assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
+    devices = [int(d) for d in API_PODS["team-a", "lost"]["metadata"]["annotations"][DEVICES_ANNOTATION].split(",")]
+    assert running(client, token) == [("team-a/lost", "running", [{"node": "a0", "devices": devices}])]
+    assert sum(node_use(client, token)["a0"]) == 2000
+
+
 def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
     """A bind onto GPUs another pod holds finds them taken (the second pod's filter already said so)."""
     client, api, token, _ = env

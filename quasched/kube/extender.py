@@ -296,14 +296,26 @@ class Bridge(PodJobs):
     def _create_binding(self, namespace: str, name: str, uid: str, node: str, job: Job,
                         devices: tuple[int, ...]) -> str:
         """Bind the pod whose job is stored: one Binding carrying its devices' annotations and its uid; '' or
-        why it failed (the job is cancelled then)."""
+        why it failed (the job is cancelled then). A failed call is checked against the pod read back: a Binding
+        that took effect (e.g. its answer was lost) keeps the job, since the watch may have reported it already."""
         assert self.client is not None
         try:
             self.client.bind_pod(namespace, name, uid, node, bind_annotations(devices) if job.spec.num_gpu else {})
         except Exception as err:
-            self.release(uid, "cancelled")
-            return f"quasched: binding {namespace}/{name} to {node} failed: {err}"
+            if not self._bound_as(namespace, name, uid, node, devices):
+                self.release(uid, "cancelled")
+                return f"quasched: binding {namespace}/{name} to {node} failed: {err}"
         return ""
+
+    def _bound_as(self, namespace: str, name: str, uid: str, node: str, devices: tuple[int, ...]) -> bool:
+        """Whether the API server shows pod ``uid`` bound to ``node`` on ``devices`` (False if it cannot say)."""
+        assert self.client is not None
+        try:
+            pod = self.client.get_pod(namespace, name)
+        except Exception:
+            return False
+        return (pod_key(pod)[2], (pod.get("spec") or {}).get("nodeName")) == (uid, node) and \
+            devices_of(pod) in (None, tuple(devices))
 
 
 # ---------------------------------------------------------------- routes
