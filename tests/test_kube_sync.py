@@ -11,8 +11,10 @@ from typing import Any, Mapping
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from api_support import bearer, make_app
-from test_kube_extender import FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
+from test_kube_extender import API_PODS, FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
 
 from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec, mebibytes, milli, node_record,
                                       pod_gpu, quantity, token_uid)
@@ -383,3 +385,101 @@ def test_an_unverified_api_server_is_said_once_not_per_call(tmp_path, capsys):
             warnings.warn("unverified", InsecureRequestWarning)
     assert not [w for w in caught if issubclass(w.category, InsecureRequestWarning)]
     assert capsys.readouterr().err.count("certificate is not verified") == 1
+
+
+# ---------------------------------------------------------------- random orders
+class ListingApi(FakeApi):
+    """The fake API server of bind, listing its bound pods for the sync; ``outcome`` of the next Bindings:
+    ``ok``, ``refused`` (nothing bound) or ``unknown`` (bound, but the call fails)."""
+
+    outcome = "ok"
+
+    def list_pods(self) -> tuple[list[dict[str, Any]], str]:
+        return [copy.deepcopy(p) for p in self.pods.values() if p["spec"].get("nodeName")], "1"
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                 annotations: Mapping[str, str] | None = None) -> None:
+        if self.outcome == "refused":
+            raise RuntimeError("connection refused")
+        super().bind_pod(namespace, name, uid, node, annotations)
+        if self.outcome == "unknown":
+            raise TimeoutError("read timed out")
+
+
+SHAPES = (dict(gpus=4, model="A100"), dict(gpus=6, model="A100"), dict(fraction="0.5", model="T4"),
+          dict(gpus=2, model="T4"))
+STEPS = st.one_of(
+    st.tuples(st.just("filter"), st.integers(0, 3), st.sampled_from([("a0",), ("t0",), ("a0", "t0")])),
+    st.tuples(st.just("bind"), st.integers(0, 3), st.sampled_from(["a0", "t0"]),
+              st.sampled_from(["ok", "ok", "refused", "unknown"])),
+    st.tuples(st.just("end"), st.integers(0, 3), st.sampled_from(["Succeeded", "Failed", "DELETED"])),
+    st.tuples(st.sampled_from(["rebuild", "relist", "expire"])))
+
+
+def books_match_the_api_server(bridge: Any, api: ListingApi) -> None:
+    """One unfinished job per pod, for exactly the bound pods that have not ended, on their node and devices."""
+    with bridge.service.lock:
+        jobs: dict[str, list[Job]] = {}
+        for job in bridge.service.ctl.jobs.values():
+            uid = token_uid(job.spec.client_token)
+            if uid is not None and job.id >= 0 and not job.state.finished:
+                jobs.setdefault(uid, []).append(job)
+        bound = {p["metadata"]["uid"]: p for p in api.list_pods()[0] if p["status"]["phase"] not in DONE_PHASES}
+        assert set(jobs) == set(bound)
+        for uid, pod in bound.items():
+            [job] = jobs[uid]
+            assert job.state == JobState.RUNNING
+            assert job.placement == [(pod["spec"]["nodeName"], devices_of(pod))]
+            assert bridge.job_of(uid) is job
+
+
+DONE_PHASES = ("Succeeded", "Failed")
+
+
+@given(st.lists(STEPS, max_size=14))
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_order_of_filter_bind_end_rebuild_relist_keeps_the_books(tmp_path_factory, monkeypatch, steps):
+    """kube-scheduler's calls, Binding outcomes, pods ending, controllers rebuilt from the store, re-lists and
+    expired holds in any order: quasched books exactly the bound pods, once each, on their nodes and devices."""
+    from quasched.kube import reservations
+    from quasched.service.controller import Controller
+
+    API_PODS.clear()
+    api = ListingApi()
+    app, _ = make_app(tmp_path_factory.mktemp("order"), kube=KubeOptions(client=api))
+    bridge, service = app.state.kube, app.state.service
+    sync = Sync(bridge, api)
+    pods = [gpu_pod(name=f"p{k}", **shape) for k, shape in enumerate(SHAPES)]  # type: ignore[arg-type]
+    ended: set[int] = set()
+    for step in steps:
+        kind, k = step[0], (step[1] if len(step) > 1 else 0)
+        key = ("team-a", f"p{k}")
+        if kind in ("filter", "bind", "end") and k in ended:
+            continue
+        if kind == "filter":
+            bridge.filter(args(pods[k], names=list(step[2])))
+        elif kind == "bind":
+            api.outcome = step[3]
+            bridge.bind(bind_args(pods[k], step[2]))
+            api.outcome = "ok"
+        elif kind == "end":
+            ended.add(k)
+            pod = API_PODS.pop(key) if step[2] == "DELETED" else API_PODS[key]
+            pod["status"]["phase"] = step[2] if step[2] != "DELETED" else pod["status"]["phase"]
+            if pod["spec"].get("nodeName"):  # the watch reports bound pods (and its holds expire otherwise)
+                sync.apply_event("pod", "DELETED" if step[2] == "DELETED" else "MODIFIED", copy.deepcopy(pod))
+            else:
+                with service.lock:
+                    bridge.drop_hold(pod["metadata"]["uid"])
+        elif kind == "rebuild":  # e.g. the database refused a write: memory is rebuilt from what is stored
+            with service.lock:
+                service.ctl = Controller.rebuilt(*service.store.load(), service.options)
+        elif kind == "relist":
+            sync.relist_pods()
+        else:
+            monkeypatch.setattr(reservations, "ASSUME_TTL_S", -1.0)
+            with service.lock:
+                bridge.expire_holds()
+            monkeypatch.undo()
+        books_match_the_api_server(bridge, api)
+    service.store.close()
