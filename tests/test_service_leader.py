@@ -121,6 +121,26 @@ def test_a_token_revoked_on_the_leader_stops_working_there_and_on_the_standby_at
             assert client.get(f"{API}/whoami", headers=admin).status_code == 200
 
 
+def test_a_leader_stalled_past_its_lease_reads_tokens_from_the_store(tmp_path):
+    """While its lease is current the leader answers from its token cache (no one else writes); once it has not
+    renewed the lease for the TTL (e.g. the process was paused), another server may lead and have revoked a
+    token: the stalled leader reads the store and refuses it, before its elector notices the lost lease."""
+    app, token = make_app(tmp_path)
+    service = app.state.service
+    admin = bearer(token)
+    with TestClient(app) as client:
+        ci = bearer(client.post(f"{API}/tokens", json={"name": "ci", "admin": True}, headers=admin).json()["token"])
+        assert client.get(f"{API}/whoami", headers=ci).json()["name"] == "ci"  # cached now
+        service.store.revoke_token("ci", now=service.clock())  # as a new leader would, in the shared store
+        assert client.get(f"{API}/whoami", headers=ci).status_code == 200  # the lease is current: the cache holds
+        elector = service.elector
+        assert elector is not None and elector.current()
+        elector.stop()  # (no renewal races the clock below)
+        elector._renewed -= elector.ttl_s + 1  # no renewal for longer than the TTL
+        assert client.get(f"{API}/whoami", headers=ci).status_code == 401
+        assert client.get(f"{API}/whoami", headers=admin).status_code == 200
+
+
 def test_a_standby_s_live_stream_says_it_is_a_standby_naming_the_leader_then_that_it_leads(postgres_url, tmp_path):
     with ExitStack() as running_leader:
         running_leader.enter_context(TestClient(pg_app(postgres_url, tmp_path)))

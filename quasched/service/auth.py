@@ -47,7 +47,8 @@ class TokenCache:
 
     Only the leader caches: tokens change only through it (a standby refuses writes), and it clears the
     cache when it revokes one; expiry is checked at every :meth:`get`. A standby reads the store every time
-    (the leader may revoke a token at any moment), and the cache is cleared whenever leadership changes.
+    (the leader may revoke a token at any moment), and the cache is cleared whenever leadership changes; a
+    leader that has not renewed its lease within the TTL (stalled: it may have lost it) reads the store too.
     """
 
     def __init__(self) -> None:

@@ -150,6 +150,11 @@ class Elector:
             self._thread.join(timeout=5)
             self._thread = None
 
+    def current(self) -> bool:
+        """Whether this server holds the lease and renewed it within its TTL (one stalled longer, e.g. paused,
+        may have lost it to another server without knowing yet)."""
+        return self.held and time.monotonic() - self._renewed < self.ttl_s
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:

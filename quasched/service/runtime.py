@@ -184,8 +184,11 @@ class Service:
         print(f"quasched: created admin token {shown}{where}", file=sys.stderr)
 
     def cached_token(self, secret: str) -> TokenInfo | None:
-        """Who holds the API token ``secret``, if this server leads and has it cached (no I/O)."""
-        return self.tokens.get(secret, self.clock()) if self.leading else None
+        """Who holds the API token ``secret``, if this server leads, has it cached (no I/O) and renewed its lease
+        within the TTL: a leader stalled longer reads the store, where a new leader may have revoked it."""
+        if not self.leading or (self.elector is not None and not self.elector.current()):
+            return None
+        return self.tokens.get(secret, self.clock())
 
     def lookup_token(self, secret: str) -> TokenInfo | None:
         """Who holds the API token ``secret`` (None if unknown, revoked or expired), read from the store
