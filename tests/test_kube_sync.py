@@ -312,10 +312,14 @@ def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
         assert uses(client, token)["n0"] == [1000, 1000, 1000, 0]
 
 
-def test_relist_leaves_a_checked_bind_under_way_to_the_watch(tmp_path):
-    """A bind quasched held nothing for books the pod, then posts its Binding; a re-list that starts before the
-    Binding lands does not show the pod bound, and must leave its job alone. It ended it: a bound pod without a
-    job, its devices free for the next pods."""
+@pytest.mark.parametrize("held", [False, True])
+def test_relist_leaves_a_bind_under_way_to_the_watch(tmp_path, held):
+    """A bind books the pod, then posts its Binding; a re-list that starts before the Binding lands does not show
+    the pod bound, and must leave its job alone: on the checked path (nothing held), and on the held path when a
+    controller rebuilt after a refused write dropped the holds meanwhile. It ended it: a bound pod without a job,
+    its devices free for the next pods."""
+    from quasched.service.controller import Controller
+
     api = ClusterApi([k8s_node("n0", 4, "A100")], [])
     pod = gpu_pod(name="direct", gpus=2)
     api.pending = [pod]
@@ -323,12 +327,19 @@ def test_relist_leaves_a_checked_bind_under_way_to_the_watch(tmp_path):
     token = (tmp_path / "quasched.token").read_text().strip()
     with TestClient(app) as client:
         bind_pod = api.bind_pod
+        bridge, service = app.state.kube, app.state.service
 
         def relist_then_bind(*a: Any, **kw: Any) -> None:
-            app.state.kube.sync.relist_pods()  # the list is answered before the Binding lands
+            if held:  # as a reservation the database refused does
+                with service.lock:
+                    service.ctl = Controller.rebuilt(*service.store.load(), service.options)
+                    bridge.holds.clear()
+            bridge.sync.relist_pods()  # the list is answered before the Binding lands
             bind_pod(*a, **kw)
 
         api.bind_pod = relist_then_bind  # type: ignore[method-assign]
+        if held:
+            assert post(client, "filter", args(pod, names=["n0"]))["NodeNames"] == ["n0"]
         assert post(client, "bind", bind_args(pod, "n0")) == {"Error": ""}
         assert sum(1 for u in uses(client, token)["n0"] if u == 1000) == 2
         assert [j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()] == ["running"]

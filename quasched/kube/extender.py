@@ -112,8 +112,8 @@ class Bridge(PodJobs):
         #: whether this replica's kube-scheduler held the leader Lease when last checked
         self.active = False
         self._activation = threading.Lock()
-        #: pod uid → binds under way on the checked path (with :attr:`holds` binding: :meth:`binds_under_way`)
-        self._checked: dict[str, int] = {}
+        #: pod uid → its binds under way (:meth:`binds_under_way`; kept when a rebuilt controller drops the holds)
+        self._binding: dict[str, int] = {}
 
     # ------------------------------------------------------------ pods seen
     def remember(self, pod: dict[str, Any]) -> bool:
@@ -212,7 +212,8 @@ class Bridge(PodJobs):
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
         """kube-scheduler's Bind call: a held pod on its node in one Binding, anything else checked first
-        (:mod:`.admission`); this replica must be the active one."""
+        (:mod:`.admission`); this replica must be the active one. Under way in :meth:`binds_under_way` (a re-list
+        meanwhile may miss its Binding)."""
         name = wire.text_of(args, "PodName")
         namespace = wire.text_of(args, "PodNamespace")
         uid = wire.text_of(args, "PodUID")
@@ -232,15 +233,22 @@ class Bridge(PodJobs):
             else:
                 self.drop_hold(uid)  # kube-scheduler chose another node: the checked path books it there
                 held = None
-        if held is not None:
-            reply = self._bind_held(held, namespace, name, uid, node)
-            if reply is not None:
-                return reply
-        return self._bind_checked(namespace, name, uid, node)
+            self._binding[uid] = self._binding.get(uid, 0) + 1
+        try:
+            if held is not None:
+                reply = self._bind_held(held, namespace, name, uid, node)
+                if reply is not None:
+                    return reply
+            return self._bind_checked(namespace, name, uid, node)
+        finally:
+            with self.service.lock:
+                self._binding[uid] -= 1
+                if not self._binding[uid]:
+                    del self._binding[uid]
 
     def binds_under_way(self) -> frozenset[str]:
         """The pods whose bind may be posting its Binding now (call under the service lock)."""
-        return frozenset(self._checked) | {uid for uid, held in self.holds.items() if held.binding}
+        return frozenset(self._binding) | {uid for uid, held in self.holds.items() if held.binding}
 
     def _bind_held(self, held: Hold, namespace: str, name: str, uid: str, node: str) -> dict[str, str] | None:
         """The hold becomes a stored running job, then one Binding with its devices' annotations; None (job
@@ -260,19 +268,7 @@ class Bridge(PodJobs):
         return None if failed else {"Error": ""}
 
     def _bind_checked(self, namespace: str, name: str, uid: str, node: str) -> dict[str, str]:
-        """Bind with the pod read from the API server: refuse what quasched must not bind, book (durably), bind.
-        Under way in :meth:`binds_under_way` (a re-list meanwhile may miss the Binding: its job stays)."""
-        with self.service.lock:
-            self._checked[uid] = self._checked.get(uid, 0) + 1
-        try:
-            return self._read_book_bind(namespace, name, uid, node)
-        finally:
-            with self.service.lock:
-                self._checked[uid] -= 1
-                if not self._checked[uid]:
-                    del self._checked[uid]
-
-    def _read_book_bind(self, namespace: str, name: str, uid: str, node: str) -> dict[str, str]:
+        """Bind with the pod read from the API server: refuse what quasched must not bind, book (durably), bind."""
         assert self.client is not None
         refused = f"quasched: refused to bind {namespace}/{name} to {node}"
         try:
