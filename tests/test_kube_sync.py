@@ -345,6 +345,24 @@ def test_relist_leaves_a_bind_under_way_to_the_watch(tmp_path, held):
         assert [j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()] == ["running"]
 
 
+def test_a_node_removed_while_pods_are_held_on_it(tmp_path):
+    """A node goes away while filter holds a pod on it: the hold ends with the node. It was requeued with the
+    node's jobs, placed elsewhere by the loop and refused by the store (it is never stored): the removal failed
+    and the controller was rebuilt from the store."""
+    api = ClusterApi([k8s_node("n0", 4, "A100"), k8s_node("n1", 4, "A100")], [])
+    app = sync_app(tmp_path, api)
+    token = (tmp_path / "quasched.token").read_text().strip()
+    with TestClient(app) as client:
+        bridge, service = app.state.kube, app.state.service
+        pod = gpu_pod(name="held", gpus=2)
+        assert post(client, "filter", args(pod, names=["n0"]))["NodeNames"] == ["n0"]
+        ctl = service.ctl
+        bridge.sync.apply_event("node", "DELETED", k8s_node("n0", 4, "A100"))
+        assert service.ctl is ctl and bridge.holds == {} and set(uses(client, token)) == {"n1"}
+        assert uses(client, token)["n1"] == [0] * 4 and client.get("/api/v1/jobs", headers=bearer(token)).json() == []
+        assert "node cordoned or unknown" in post(client, "bind", bind_args(pod, "n0"))["Error"]
+
+
 def test_sync_watch_events(tmp_path):
     api = ClusterApi([k8s_node("n0", 2, "A100")], [])
     app = sync_app(tmp_path, api)

@@ -243,9 +243,12 @@ class Sync:
         self.bridge.service.mutate(apply)
 
     def _remove_node(self, ctl: Any, name: str, now: float) -> None:
-        """End the pods on node ``name`` and forget the node (controller, store, records)."""
-        service = self.bridge.service
+        """End the pods and holds on node ``name`` and forget the node (controller, store, records): a hold is
+        never stored, so it must not be requeued with the node's jobs."""
+        service, bridge = self.bridge.service, self.bridge
         self._end_pods_on(name)
+        for uid in [uid for uid, held in bridge.holds.items() if held.node == name]:
+            bridge.drop_hold(uid)
         ctl.remove_node(name, now)
         service.store.delete_node(name)
         del service.records[name]
