@@ -627,6 +627,23 @@ def test_a_hold_ends_with_its_bind_whatever_fails(env, monkeypatch):
     assert post(client, "bind", bind_args(pod, "t0")) == {"Error": ""}
 
 
+def test_a_device_failing_under_a_held_pod_ends_the_hold(env):
+    """A GPU is marked failed while filter holds a pod on it: the hold ends (it is never stored, so it is not
+    requeued) and the pod's bind books healthy devices. Requeued, the hold was placed again by the loop and refused
+    by the store: the health change answered 503 and the controller was rebuilt from the store."""
+    client, api, token, app = env
+    service = app.state.service
+    pod = gpu_pod(name="unlucky", gpus=2, model="A100")
+    assert post(client, "filter", args(pod, names=["a0"]))["NodeNames"] == ["a0"]
+    [held] = app.state.kube.holds.values()
+    ctl = service.ctl
+    service.set_device_health("a0", held.devices[0], False)
+    assert service.ctl is ctl and node_use(client, token)["a0"] == [0] * 8
+    assert post(client, "bind", bind_args(pod, "a0")) == {"Error": ""}
+    [(_, state, [placed])] = running(client, token)
+    assert state == "running" and held.devices[0] not in placed["devices"] and len(placed["devices"]) == 2
+
+
 def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
     """filter is answered on the event loop when the service lock is free, else (None) on a worker thread, which
     may wait for the lock; a standby replica (Lease configured, not active) always goes to a worker thread."""

@@ -228,10 +228,11 @@ class Bridge(PodJobs):
             if held is not None and held.binding:
                 return {"Error": f"quasched: a bind of {namespace}/{name} is in flight"}
             if held is not None and (held.node, pod_key(held.pod)[:2]) == (node, (namespace, name)) and \
-                    self.job_of(uid) is None and bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
+                    self.service.ctl.jobs.get(held.job.id) is held.job and self.job_of(uid) is None and \
+                    bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
                 held.binding = True
             else:
-                self.drop_hold(uid)  # kube-scheduler chose another node: the checked path books it there
+                self.drop_hold(uid)  # another node, or the hold's devices were taken back: the checked path books it
                 held = None
             self._binding[uid] = self._binding.get(uid, 0) + 1
         try:

@@ -143,6 +143,11 @@ class LoopState:
         return [self.jobs[i] for i in sorted(ids)]
 
     def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
+        if job.id < 0:  # an extension's in-memory hold, never stored: it ends, leaving nothing to persist
+            self._release(job, now)
+            job.state = JobState.CANCELLED
+            del self.jobs[job.id]
+            return
         if job.state == JobState.STOPPING:  # cancelled or past its limit: it ends rather than runs again
             self._end_stopping(job, now)
             return
