@@ -253,7 +253,7 @@ class Bridge(PodJobs):
 
     def _bind_held(self, held: Hold, namespace: str, name: str, uid: str, node: str) -> dict[str, str] | None:
         """The hold becomes a stored running job, then one Binding with its devices' annotations; None (job
-        cancelled): the Binding was refused or its outcome is unknown, for the checked path to settle.
+        cancelled): the Binding failed and the pod read back is not bound so, for the checked path to settle.
         The hold ends with the bind, whatever happens (a hold left binding would keep the pod from any bind)."""
         assert self.client is not None
         try:
