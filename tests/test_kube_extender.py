@@ -666,6 +666,9 @@ def test_filter_at_once_only_with_the_lock_free(env, tmp_path):
     done.set()
     holder.join(10)
     assert bridge.filter_at_once(args(pod))["NodeNames"] == ["t0"]
+    app.state.service.leading = False  # a standby service reads the store: not on the event loop
+    assert bridge.filter_at_once(args(pod)) is None
+    app.state.service.leading = True
     (tmp_path / "standby").mkdir()
     standby_app, _ = make_app(tmp_path / "standby", kube=KubeOptions(client=FakeApi(), lease="kube-system/kube-scheduler",
                                                                      identity="me"))

@@ -193,9 +193,10 @@ class Bridge(PodJobs):
 
     def filter_at_once(self, args: Mapping[str, Any]) -> dict[str, Any] | None:
         """:meth:`filter` on the caller's thread (the event loop: no hop to a worker thread and back, a third of
-        filter's time over HTTP) when this replica is active and the service lock is free; None otherwise, for
-        a worker thread to wait on the lock or the Lease instead of the event loop."""
-        if (self.options.lease is not None and not self.active) or not self.service.lock.acquire(blocking=False):
+        filter's time over HTTP) when this replica is active, its service leads and the service lock is free; None
+        otherwise, for a worker thread to wait on the lock, the Lease or a standby's reads instead of the event loop."""
+        if (self.options.lease is not None and not self.active) or not self.service.leading or \
+                not self.service.lock.acquire(blocking=False):
             return None
         try:
             return self.filter(args, activate=False)
