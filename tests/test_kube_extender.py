@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -143,6 +144,29 @@ def post(client: TestClient, verb: str, body: Any) -> Any:
 def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
     meta = pod["metadata"]
     return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+
+
+def gated_inserts(store: Any, after: bool = False) -> tuple[Any, threading.Event, threading.Event]:
+    """A stand-in for ``store.insert_jobs`` that sets ``entered`` and waits for ``go`` before its write (``after``:
+    once written): (stand-in, entered, go), for ``monkeypatch.setattr(store, "insert_jobs", stand_in)``."""
+    entered, go = threading.Event(), threading.Event()
+    insert_jobs = store.insert_jobs
+
+    def gated(*a: Any, **kw: Any) -> Any:
+        jobs = insert_jobs(*a, **kw) if after else None
+        entered.set()
+        assert go.wait(10)
+        return jobs if after else insert_jobs(*a, **kw)
+
+    return gated, entered, go
+
+
+def in_background(call: Any) -> tuple[threading.Thread, list[Any]]:
+    """Run ``call()`` in a started thread: (the thread, a list that holds its result once it has returned)."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()))
+    thread.start()
+    return thread, out
 
 
 def node_use(client: TestClient, token: str) -> dict[str, list[int]]:
@@ -443,9 +467,7 @@ def test_new_cycle_while_its_bind_is_in_flight_keeps_the_hold(env):
         bind_pod(*a, **kw)
 
     api.bind_pod = slow_bind
-    replies: list[Any] = []
-    first = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(pod, pick))))
-    first.start()
+    first, replies = in_background(lambda: post(client, "bind", bind_args(pod, pick)))
     assert entered.wait(10)
     assert post(client, "filter", args(pod))["NodeNames"] == [pick]
     other = ({"a0", "a1"} - {pick}).pop()
@@ -469,26 +491,15 @@ def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
 
     client, api, token, app = env
     service, store = app.state.service, app.state.service.store
-    entered, go = threading.Event(), threading.Event()
-    insert_jobs = store.insert_jobs
-
-    def slow_insert(*a: Any, **kw: Any) -> Any:
-        entered.set()
-        assert go.wait(10)
-        return insert_jobs(*a, **kw)
-
+    slow_insert, entered, go = gated_inserts(store)
     monkeypatch.setattr(store, "insert_jobs", slow_insert)
     first = gpu_pod(name="first", gpus=8, model="A100")
     [pick] = post(client, "filter", args(first))["NodeNames"]
-    replies: list[Any] = []
-    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(first, pick))))
-    binder.start()
+    binder, replies = in_background(lambda: post(client, "bind", bind_args(first, pick)))
     assert entered.wait(10)
     other = ({"a0", "a1"} - {pick}).pop()
     second = gpu_pod(name="second", gpus=8, model="A100")
-    answers: list[Any] = []
-    filtering = threading.Thread(target=lambda: answers.append(post(client, "filter", args(second, names=["a0", "a1"]))))
-    filtering.start()
+    filtering, answers = in_background(lambda: post(client, "filter", args(second, names=["a0", "a1"])))
     filtering.join(10)  # (a filter waiting for the lock would wait for the write, that is, forever here)
     go.set()
     filtering.join(10)
@@ -505,9 +516,7 @@ def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
     monkeypatch.setattr(store, "insert_jobs", slow_insert)
     late = gpu_pod(name="late", gpus=8, model="A100")
     assert post(client, "filter", args(late, names=[other]))["NodeNames"] == [other]
-    replies.clear()
-    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(late, other))))
-    binder.start()
+    binder, replies = in_background(lambda: post(client, "bind", bind_args(late, other)))
     assert entered.wait(10)
     with service.lock:
         service.ctl = Controller.rebuilt(*store.load(), service.options)
@@ -530,21 +539,12 @@ def test_jobs_stored_in_one_order_and_entering_memory_in_another_are_found(env, 
 
     client, api, token, app = env
     bridge, store = app.state.kube, app.state.service.store
-    stored, go = threading.Event(), threading.Event()
-    insert_jobs = store.insert_jobs
-
-    def insert_then_wait(*a: Any, **kw: Any) -> Any:
-        jobs = insert_jobs(*a, **kw)
-        stored.set()
-        assert go.wait(10)
-        return jobs
+    insert_then_wait, stored, go = gated_inserts(store, after=True)
 
     older = gpu_pod(name="older", fraction="0.5", model="T4")
     assert post(client, "filter", args(older, names=["t0"]))["NodeNames"] == ["t0"]
     monkeypatch.setattr(store, "insert_jobs", insert_then_wait)
-    replies: list[Any] = []
-    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(older, "t0"))))
-    binder.start()
+    binder, replies = in_background(lambda: post(client, "bind", bind_args(older, "t0")))
     assert stored.wait(10)
     monkeypatch.undo()
     younger = gpu_pod(name="younger", gpus=8, model="A100")
@@ -575,21 +575,13 @@ def test_pod_adopted_while_its_bind_stores_its_job_keeps_one_job(env, monkeypatc
 
     client, api, token, app = env
     bridge, store = app.state.kube, app.state.service.store
-    entered, go = threading.Event(), threading.Event()
-    insert_jobs = store.insert_jobs
-
-    def slow_insert(*a: Any, **kw: Any) -> Any:
-        entered.set()
-        assert go.wait(10)
-        return insert_jobs(*a, **kw)
+    slow_insert, entered, go = gated_inserts(store)
 
     pod = gpu_pod(name="twice", gpus=1, model="A100")
     assert post(client, "filter", args(pod, names=["a0"]))["NodeNames"] == ["a0"]
     [held] = bridge.holds.values()
     monkeypatch.setattr(store, "insert_jobs", slow_insert)
-    replies: list[Any] = []
-    binder = threading.Thread(target=lambda: replies.append(post(client, "bind", bind_args(pod, "a0"))))
-    binder.start()
+    binder, replies = in_background(lambda: post(client, "bind", bind_args(pod, "a0")))
     assert entered.wait(10)
     monkeypatch.undo()
     elsewhere = next(d for d in range(8) if d not in held.devices)
