@@ -306,7 +306,7 @@ def test_relist_leaves_pods_bound_after_its_snapshot_to_the_watch(tmp_path):
         [node] = post(client, "filter", args(slow, names=["n0"]))["NodeNames"]
         bridge = app.state.kube
         held = bridge.holds[slow["metadata"]["uid"]]
-        held.binding = True  # bind's first step: the hold is stored, then the Binding goes out
+        held.binding, bridge._binding[slow["metadata"]["uid"]] = True, 1  # as bind marks it
         bridge.confirm(held)
         app.state.kube.sync.relist_pods()
         assert uses(client, token)["n0"] == [1000, 1000, 1000, 0]

@@ -268,7 +268,12 @@ def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:
     namespace, name, uid = pod_key(pod)
     return JobSpec(name=f"{namespace}/{name}"[:256], team=want.queue, cpu_milli=want.cpu_milli,
                    memory_mib=want.memory_mib, num_gpu=want.num_gpu, gpu_milli=want.gpu_milli,
-                   gpu_model=want.gpu_model, user=namespace[:128], client_token=f"{TOKEN_PREFIX}{uid}:{attempt}")
+                   gpu_model=want.gpu_model, user=namespace[:128], client_token=pod_token(uid, attempt))
+
+
+def pod_token(uid: str, attempt: str) -> str:
+    """The ``client_token`` of the job standing for pod ``uid`` (its ``attempt``: a bind's own)."""
+    return f"{TOKEN_PREFIX}{uid}:{attempt}"
 
 
 def token_uid(client_token: str | None) -> str | None:

@@ -250,7 +250,7 @@ class Bridge(PodJobs):
 
     def binds_under_way(self) -> frozenset[str]:
         """The pods whose bind may be posting its Binding now (call under the service lock)."""
-        return frozenset(self._binding) | {uid for uid, held in self.holds.items() if held.binding}
+        return frozenset(self._binding)
 
     def _bind_held(self, held: Hold, namespace: str, name: str, uid: str, node: str) -> dict[str, str] | None:
         """The hold becomes a stored running job, then one Binding with its devices' annotations; None (job

@@ -6,7 +6,7 @@ reserved durably as running jobs on a node (the policy's Reserve picks the devic
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
 from quasched.model.cluster import PlacementError
@@ -14,7 +14,7 @@ from quasched.model.workload import Pod
 from quasched.policies.base import CycleState
 from quasched.service.controller import Controller
 from quasched.service.domain import Event, Job, JobState
-from quasched.kube.convention import PodError, job_spec, pod_key, token_uid
+from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
 from quasched.kube.verdicts import UNKNOWN_NODE, pod_of, verdicts
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class PodJobs:
         was dropped meanwhile (the pod ended, or the sync adopted it bound: its job stands for it); the hold is
         left (binding) to the caller to drop."""
         service, hold, uid = self.service, held.job, pod_key(held.pod)[2]
-        spec = job_spec(held.pod, attempt=str(time.time_ns()))
+        spec = replace(hold.spec, client_token=pod_token(uid, str(time.time_ns())))  # the pod read once, by filter
         now = service.clock()
         events: list[Event] = []
 
