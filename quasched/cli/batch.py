@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Collection, Sequence
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from quasched.optimize.assignment import Assignment
@@ -18,6 +19,8 @@ console = Console(width=None if sys.stdout.isatty() else 150)
 #: Shown in --help without importing the solvers; tests check them against the registries.
 INSTANCE_NAMES = ("qua-greedy", "qua-qubo")
 SOLVER_NAMES = ("greedy-qua", "greedy", "milp", "qubo-sa", "qaoa")
+#: run when --solvers is not given, less those whose extra is not installed
+DEFAULT_SOLVERS = ("greedy-qua", "greedy", "milp", "qubo-sa")
 
 
 MAX_MACHINES = 10_000  # Qua's instances go to 100; 10^8 machines built a problem until memory ran out
@@ -52,6 +55,27 @@ def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
     return names
 
 
+def installed_solvers(text: str | None) -> list[str]:
+    """The solvers of ``--solvers`` (each installed, else :class:`~quasched.extras.MissingExtra`); without it
+    :data:`DEFAULT_SOLVERS` less those whose extra is missing, each skip printed with the ``pip install`` that adds it."""
+    from quasched.extras import MissingExtra
+    from quasched.optimize.solvers import SOLVERS, check_installed
+
+    if text is not None:
+        chosen = parse_list(text, SOLVERS, "solver")
+        for name in chosen:
+            check_installed(name)
+        return chosen
+    chosen = []
+    for name in DEFAULT_SOLVERS:
+        try:
+            check_installed(name)
+            chosen.append(name)
+        except MissingExtra as err:
+            console.print(f"[yellow]note:[/] skipping {name}: {escape(str(err))}")
+    return chosen
+
+
 def row(instance: str, machines: int, result: Assignment) -> dict:
     """One results row of ``result`` on ``instance`` with ``machines`` machines (verified figures)."""
     v = result.verdict
@@ -77,8 +101,9 @@ def batch(
     trace: str = typer.Option("dlrm-2025", help="Trace to build the instances from (only dlrm-2025 has Qua's instances)."),
     instances: str = typer.Option(",".join(INSTANCE_NAMES), help="Comma-separated instances: qua-greedy, qua-qubo."),
     machines: str = typer.Option("10:100:10", help="Machine counts: start:stop:step (inclusive) or a comma list."),
-    solvers: str = typer.Option("greedy-qua,greedy,milp,qubo-sa",
-                                help=f"Comma-separated solvers from: {', '.join(SOLVER_NAMES)}."),
+    solvers: str | None = typer.Option(
+        None, show_default=False, help=f"Comma-separated solvers from: {', '.join(SOLVER_NAMES)}. Default: "
+        f"{','.join(DEFAULT_SOLVERS)}, less qubo-sa when the quantum extra is not installed (it says so)."),
     rules: str = typer.Option("default", help="default: symmetric heavy rule 0.4 on CPU/GPU/memory and "
                               "max_instance_per_node enforced; qua: Qua's rules (CPU 0.4, GPU 0.4 vs 0.3, "
                               "memory not heavy, no per-node app limit)."),
@@ -105,7 +130,7 @@ def batch(
     from quasched.optimize.plots import METRICS, plot_metric
     from quasched.optimize.problem import OBJECTIVES, HeavyRule
     from quasched.optimize.provenance import highs_version
-    from quasched.optimize.solvers import SOLVERS, solve
+    from quasched.optimize.solvers import solve
     from quasched.traces.catalog import trace_info
     from quasched.traces.datadir import resolve_trace
     from quasched.traces.dlrm import load_dlrm
@@ -119,7 +144,7 @@ def batch(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise typer.BadParameter(f"cannot create {out} ({err.strerror})", param_hint="--out") from None
-    chosen = parse_list(solvers, SOLVERS, "solver")
+    chosen = installed_solvers(solvers)
     counts = parse_machines(machines)
     if rules not in ("default", "qua"):
         raise typer.BadParameter("choose default or qua", param_hint="--rules")

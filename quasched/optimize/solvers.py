@@ -17,16 +17,24 @@ def _milp(problem: BatchProblem, **options) -> Assignment:
     return solve_milp(problem, **options)
 
 
-def _qubo_sa(problem: BatchProblem, **options) -> Assignment:
-    for module in ("dimod", "dwave.samplers"):
+#: solver -> the optional modules it imports (all from the ``quantum`` extra); the other solvers need only the core
+OPTIONAL_MODULES = {"qubo-sa": ("dimod", "dwave.samplers"), "qaoa": ("dimod", "qiskit", "qiskit_aer")}
+
+
+def check_installed(solver: str) -> None:
+    """Raise :class:`~quasched.extras.MissingExtra` (naming the ``pip install``) if ``solver``'s modules are missing."""
+    for module in OPTIONAL_MODULES.get(solver, ()):
         require(module, "quantum")
+
+
+def _qubo_sa(problem: BatchProblem, **options) -> Assignment:
+    check_installed("qubo-sa")
     from quasched.optimize.anneal import solve_qubo_sa
     return solve_qubo_sa(problem, **options)
 
 
 def _qaoa(problem: BatchProblem, **options) -> Assignment:
-    for module in ("dimod", "qiskit", "qiskit_aer"):
-        require(module, "quantum")
+    check_installed("qaoa")
     from quasched.optimize.qaoa import solve_qaoa
     return solve_qaoa(problem, **options)
 
