@@ -22,6 +22,9 @@ import csv
 import time
 from pathlib import Path
 
+from quasched.extras import require_or_exit
+from quasched.optimize.solvers import OPTIONAL_MODULES
+
 SOLVERS = ("greedy-qua", "greedy", "milp", "qubo-sa", "qaoa")
 OUT = Path("results/batch")
 #: the three ways the ablation runs the decomposition: the solver options of each
@@ -124,6 +127,7 @@ def main() -> None:
     ablate.add_argument("--milp-seconds", type=float, default=60.0, help="time limit of the MILP giving the optimum")
     args = parser.parse_args()
     if args.command == "ablation":
+        require_or_exit("quantum", *OPTIONAL_MODULES["qubo-sa"])
         ablation(args.data_dir, args.instance, args.machines, args.milp_seconds)
         return
     text = table(load(args.results))

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from quasched.extras import require_or_exit
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kube_cluster import (DEVICES, GPU, SHARES, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
@@ -476,6 +478,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=40.0, help="with --failover: pods created per second")
     ap.add_argument("--kill-after", type=int, default=300, help="with --failover: kill once this many are bound")
     args = ap.parse_args()
+    if not args.in_process:  # the extender's Kubernetes client
+        require_or_exit("kube", "kubernetes")
     reason = None if args.in_process else missing() or (replicas_missing() if args.failover else None)
     if reason:
         print(f"kube_e2e: {reason}", file=sys.stderr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -27,11 +28,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from quasched.learn.es import Generation, TrainResult, train  # noqa: E402
+from quasched.extras import require_or_exit  # noqa: E402
 from quasched.policies.learned import save_weights  # noqa: E402
 from quasched.traces import catalog  # noqa: E402
 
 from placement import paired_arguments, paired_sweep, reused, seed_range, sweep_arguments  # noqa: E402
+
+if TYPE_CHECKING:
+    from quasched.learn.es import Generation, TrainResult
 
 #: the packaged checkpoint's training traces (openb variants not in the FGD paper; the first run used the
 #: first three on every 4th node)
@@ -42,6 +46,9 @@ EVAL_TRACES = tuple(f"openb-{v}" for v in ("default", "cpu250", "gpushare40", "g
 
 
 def run_train(args: argparse.Namespace) -> None:
+    require_or_exit("learn", "cma")
+    from quasched.learn.es import train
+
     traces = {}
     for trace in args.traces:
         nodes, workload = catalog.load_trace(trace, data_dir=args.data_dir)

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import httpx
 
+from quasched.extras import require_or_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from serve_process import ServeProcess as Server, wait_for  # noqa: E402
@@ -279,6 +281,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.standby and args.db != "postgresql":
         parser.error("--standby needs --db postgresql (one server per SQLite database)")
+    if args.db == "postgresql":
+        require_or_exit("postgres", "psycopg")
     os.environ.setdefault("MPLBACKEND", "Agg")
     run(args.db, args.jobs, args.clients, args.kills, args.port, args.commands, args.standby)
 

@@ -42,6 +42,8 @@ import httpx
 import numpy as np
 import uvloop
 
+from quasched.extras import require_or_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -189,6 +191,8 @@ def main() -> None:
                         help="postgresql: a throwaway server on 127.0.0.1 (tests/pg.py)")
     parser.add_argument("--typical", action="store_true", help="the cost of following the typical pods, no server")
     args = parser.parse_args()
+    if args.db == "postgresql":
+        require_or_exit("postgres", "psycopg")
     if args.typical:
         return typical_rebuilds(args.data_dir, args.jobs)
     jobs = bodies(args.data_dir, args.jobs, args.seed)

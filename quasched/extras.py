@@ -28,3 +28,12 @@ def require(module: str, extra: str) -> ModuleType:
     except ImportError as err:
         raise MissingExtra(f"{EXTRAS[extra]} needs the Python package {module.split('.')[0]!r}, which is not "
                            f"installed ({err}): pip install 'quasched[{extra}]'") from None
+
+
+def require_or_exit(extra: str, *modules: str) -> None:
+    """For scripts: import each of ``modules``, or exit with one line naming the ``pip install`` (no traceback)."""
+    try:
+        for module in modules:
+            require(module, extra)
+    except MissingExtra as err:
+        raise SystemExit(f"error: {err}") from None
