@@ -7,6 +7,8 @@ seen in a :class:`TokenCache`. FastAPI dependencies (none takes a thread unless 
 * :func:`team_or_admin` — a token that may change jobs (an admin, or a team token);
   the endpoint then checks the job's team with :meth:`Principal.require_team` (403);
 * :func:`admin` — admin tokens only (403 for a team token);
+* :meth:`Principal.may_read` — who reads a job's log and private fields (its team's tokens, admins): every other
+  token sees only the job's scheduling facts;
 * :func:`stream_reader` — like :func:`reader`, also accepting ``?token=`` (the browser's
   ``EventSource`` cannot send headers).
 """
@@ -34,6 +36,17 @@ class Principal:
 
     def may_act_for(self, team: str) -> bool:
         return self.admin or self.team == team
+
+    def may_read(self, team: str) -> bool:
+        """Whether this token reads the log and the private fields of ``team``'s jobs (command, env, workdir,
+        what the run left: its exit and output): the team's tokens and admins."""
+        return self.may_act_for(team)
+
+    def require_reader(self, team: str) -> None:
+        """403 unless this token may read the log and private fields of ``team``'s jobs (:meth:`may_read`)."""
+        if not self.may_read(team):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"token {self.name!r} reads for team {self.team!r}, not {team!r}")
 
     def require_team(self, team: str) -> None:
         """403 unless this token may change jobs of ``team``."""

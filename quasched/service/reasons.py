@@ -1,4 +1,4 @@
-"""Pending reasons: why a job waits, with a message and machine-readable evidence.
+"""Pending reasons: why a job waits, with a message and machine-readable evidence; what of them other teams see.
 
 Computed once per fit class within a pass (:class:`FitRows`), which also
 keeps, for the pass, which schedulable nodes each fit class fits now; the
@@ -21,6 +21,23 @@ from quasched.policies.queue import FitClasses
 from quasched.service.domain import Job, PendingReason, Reason
 from quasched.service.feasibility import never_admitted, never_fits, unschedulable
 from quasched.service.quota import QuotaBook
+
+#: evidence and event data taken from a job's run (its exit, its output): only its readers see them
+#: (:meth:`~quasched.service.auth.Principal.may_read`)
+RUN_DETAILS = frozenset({"exit_code", "log_tail"})
+#: the message other teams see of a reason whose own message tells how the run ended
+PUBLIC_MESSAGES = {Reason.EXIT_CODE: "the command failed"}
+
+
+def without_run_details(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys of :data:`RUN_DETAILS`."""
+    return {k: v for k, v in data.items() if k not in RUN_DETAILS}
+
+
+def public_reason(reason: PendingReason) -> PendingReason:
+    """``reason`` as another team sees it: the code, a message and the evidence that do not come from the run."""
+    return PendingReason(reason.code, PUBLIC_MESSAGES.get(reason.code, reason.message),
+                         without_run_details(reason.evidence))
 
 
 def quota_reason(quota: QuotaBook, job: Job, models: list[str]) -> PendingReason:
@@ -56,16 +73,17 @@ def capacity_reason(cluster: Cluster, job: Job, pod: Pod) -> PendingReason:
     if pod.is_gpu:
         free = int(c.gpu_free[usable].sum())
         evidence.update(free_gpus=free / 1000, needed_gpus=job.gpu_total / 1000)
-        what = f"{pod.num_gpu} whole GPUs" if pod.gpu_milli == FULL_GPU_MILLI else f"{pod.gpu_milli} milli-GPU on one device"
+        what = (f"{pod.num_gpu} whole GPU{'s' * (pod.num_gpu != 1)}" if pod.gpu_milli == FULL_GPU_MILLI
+                else f"{pod.gpu_milli} milli-GPU on one device")
         if free >= job.gpu_total:
-            return PendingReason(Reason.FRAGMENTED, f"{free / 1000:g} GPUs free in total but no node has {what} free"
-                                 + gang, evidence)
-        return PendingReason(Reason.INSUFFICIENT, f"needs {job.gpu_total / 1000:g} GPUs; "
+            return PendingReason(Reason.FRAGMENTED, f"{free / 1000:g} GPU{'s' * (free != 1000)} free in total but no "
+                                 f"node has {what} free" + gang, evidence)
+        return PendingReason(Reason.INSUFFICIENT, f"needs {job.gpu_total / 1000:g} GPU{'s' * (job.gpu_total != 1000)}; "
                              f"{free / 1000:g} free on nodes it may use", evidence)
     free_cpu = int(c.free[usable, CPU].sum())
     evidence.update(free_cpu_milli=free_cpu, needed_cpu_milli=pod.cpu_milli * job.spec.pods)
     code = Reason.FRAGMENTED if free_cpu >= pod.cpu_milli * job.spec.pods else Reason.INSUFFICIENT
-    checks = ", ".join(f"{k}: {v} nodes" for k, v in failing.items())
+    checks = ", ".join(f"{k}: {v} node{'s' * (v != 1)}" for k, v in failing.items())
     return PendingReason(code, f"no node can host it now ({checks})" + gang, evidence)
 
 

@@ -1,6 +1,6 @@
 """The cluster's read-only views (``/snapshot``, ``/timeseries``, ``/events``) and the live stream ``/stream``:
 Server-Sent Events from the :class:`~quasched.service.broker.Broker`, with a replay of what a reconnecting client
-missed."""
+missed. A job's run details in an event (its exit) are shown to its readers only (:mod:`.reasons`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from quasched.service.auth import Reader, StreamReader
+from quasched.service.auth import Principal, Reader, StreamReader
 from quasched.service.broker import STREAM_BACKLOG
 from quasched.service.domain import Event
+from quasched.service.reasons import RUN_DETAILS
 from quasched.service.routing import API
 from quasched.service.schemas import MAX_ID, EventOut, SampleOut, SnapshotOut
 
@@ -25,16 +26,34 @@ if TYPE_CHECKING:
 HEARTBEAT_S = 15.0
 
 
-def sse(ev: Event) -> str:
+def sse(ev: EventOut) -> str:
     """One event as a server-sent-events frame (``id``, ``event``, ``data``)."""
-    data = json.dumps(EventOut.of(ev).model_dump(mode="json"), separators=(",", ":"))
+    data = json.dumps(ev.model_dump(mode="json"), separators=(",", ":"))
     head = f"id: {ev.id}\n" if ev.id is not None else ""
     return f"{head}event: {ev.kind}\ndata: {data}\n\n"
+
+
+def has_run_details(ev: Event) -> bool:
+    """Whether ``ev`` tells what its job's run left (shown to the job's readers only)."""
+    return ev.job_id is not None and not RUN_DETAILS.isdisjoint(ev.data)
 
 
 def add_cluster_routes(app: FastAPI, service: Service) -> None:
     """Register the cluster views and the live stream of ``service`` on ``app``."""
     lock = service.lock
+
+    def event_out(ev: Event, who: Principal) -> EventOut:
+        """``ev`` as ``who`` sees it (reads the store for an event with run details: not on the event loop)."""
+        if not has_run_details(ev):
+            return EventOut.of(ev, private=True)
+        assert ev.job_id is not None
+        with lock:
+            job = service.ctl.jobs.get(ev.job_id) or service.store.job(ev.job_id)
+        return EventOut.of(ev, private=job is not None and who.may_read(job.spec.team))
+
+    async def frame(ev: Event, who: Principal) -> str:
+        """``ev`` as ``who`` sees it, as a stream frame."""
+        return sse(await run_in_threadpool(event_out, ev, who) if has_run_details(ev) else event_out(ev, who))
 
     @app.get(f"{API}/snapshot", response_model=SnapshotOut, tags=["cluster"])
     def snapshot(who: Reader) -> SnapshotOut:
@@ -55,9 +74,10 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
     def events(who: Reader, job_id: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
                after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> list[EventOut]:
-        """The audit log, oldest first; page on with `after` = the last id."""
+        """The audit log, oldest first; page on with `after` = the last id (another team's jobs without their run
+        details)."""
         with lock:
-            return [EventOut.of(e) for e in service.store.events(job_id=job_id, after=after, limit=limit)]
+            return [event_out(e, who) for e in service.store.events(job_id=job_id, after=after, limit=limit)]
 
     @app.get(f"{API}/stream", tags=["cluster"], response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}},
@@ -85,9 +105,9 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
                 if start is not None:
                     for ev in await run_in_threadpool(replay, start):
                         seen = max(seen, ev.id or -1)
-                        yield sse(ev)
+                        yield await frame(ev, who)
                 if not service.leading:  # a standby's stream is quiet until it takes over: say so, and who leads
-                    yield sse(service.role_event(await run_in_threadpool(service.store.leader)))
+                    yield await frame(service.role_event(await run_in_threadpool(service.store.leader)), who)
                 while True:
                     try:
                         item: Event | None = await asyncio.wait_for(sub.queue.get(), HEARTBEAT_S)
@@ -98,7 +118,7 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
                         return
                     if item.id is not None and item.id <= seen:
                         continue
-                    yield sse(item)
+                    yield await frame(item, who)
             finally:
                 service.broker.unsubscribe(sub)
 

@@ -44,20 +44,22 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
                   team: Annotated[str | None, Query(max_length=63)] = None,
                   limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                   offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> list[JobOut]:
-        """Jobs, newest first."""
+        """Jobs, newest first (another team's without their private fields)."""
         with lock:
-            return [service.job_out(j) for j in service.store.jobs(state=state, team=team, limit=limit,
-                                                                  offset=offset)]
+            return [service.job_out(j, who.may_read(j.spec.team))
+                    for j in service.store.jobs(state=state, team=team, limit=limit, offset=offset)]
 
     @app.get(f"{API}/jobs/{{job_id}}", response_model=JobDetail, tags=["jobs"])
     def get_job(job_id: JobId, who: Reader) -> JobDetail:
-        """A job and its events."""
+        """A job and its events (another team's without their private fields)."""
         with lock:
             job = service.store.job(job_id)
             if job is None:
                 raise not_found(f"job {job_id}")
             events = service.store.events(job_id=job_id, limit=1000)
-            return JobDetail(**service.job_out(job).model_dump(), events=[EventOut.of(e) for e in events])
+            private = who.may_read(job.spec.team)
+            return JobDetail(**service.job_out(job, private).model_dump(),
+                             events=[EventOut.of(e, private=private) for e in events])
 
     def end_job(job_id: int, who: Any, end: Callable[[Controller, Job, float], Any]) -> JobOut:
         with lock:
@@ -68,7 +70,7 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
             if job.state.finished or job.id not in service.ctl.jobs:
                 raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} already {job.state.value}")
             service.mutate(lambda ctl, now: end(ctl, ctl.job(job_id), now))
-            return service.job_out(service.store.job(job_id) or job)
+            return service.job_out(service.store.job(job_id) or job, who.may_read(job.spec.team))
 
     @app.post(f"{API}/jobs/{{job_id}}/cancel", response_model=JobOut, tags=["jobs"],
               responses={409: {"description": "The job has finished."}})

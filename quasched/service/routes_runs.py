@@ -48,7 +48,7 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
             job = service.store.job(job_id)
         if job is None:
             raise not_found(f"job {job_id}")
-        who.require_team(job.spec.team)
+        who.require_reader(job.spec.team)
         if service.executor is None or not job.spec.command:
             raise not_found(f"log of job {job_id}: it runs no command on this machine")
         return service.executor.log_path(job_id)

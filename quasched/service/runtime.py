@@ -386,7 +386,9 @@ class Service:
         events = self._cycle(now)
         for k, job in zip(valid, stored):
             if answers[k] is None:
-                answers[k] = (self.job_out(self.ctl.jobs.get(job.id, job)), new.pop(job.id, None) is not None)
+                # the submitter acts for the job's team (the route checked it): it reads the job
+                answers[k] = (self.job_out(self.ctl.jobs.get(job.id, job), private=True),
+                              new.pop(job.id, None) is not None)
         self.broker.publish(list(events))
         return [a for a in answers if a is not None]
 
@@ -416,10 +418,12 @@ class Service:
         return self._persist(self.ctl)
 
     # ------------------------------------------------------------ views
-    def job_out(self, job: Job) -> JobOut:
-        """The API view of ``job`` (its live state when unfinished, with its queue position)."""
+    def job_out(self, job: Job, private: bool) -> JobOut:
+        """The API view of ``job`` (its live state when unfinished, with its queue position); its private fields
+        only if ``private`` (:meth:`~quasched.service.auth.Principal.may_read`)."""
         live = self.ctl.jobs.get(job.id)
-        return JobOut.of(live if live is not None else job, self.ctl.position.get(job.id), self.clock())
+        return JobOut.of(live if live is not None else job, self.ctl.position.get(job.id), self.clock(),
+                         private=private)
 
     def node_out(self, raw: dict[str, Any]) -> NodeOut:
         """The API view of one node of the controller's snapshot."""

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from quasched.model.nodes import MAX_NODE_GPUS, MODEL_NAME, MODEL_NAME_HINT
-from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, QueueSpec,
-                                     Reason)
+from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, PendingReason,
+                                     QueueSpec, Reason)
+from quasched.service.reasons import public_reason, without_run_details
 from quasched.traces.units import parse_gpu, parse_memory
 
 #: limits of one request (far beyond any node, below anything that overflows a database integer)
@@ -38,7 +40,13 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 #: variables the executor sets for a job (docs/service.md, "Running jobs")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: character categories a name must not hold: controls, and format characters (bidirectional controls such as
+#: U+202E, zero-width ones such as U+200B, U+FEFF) that make a name read as another; surrogates; line separators
+HIDDEN = {"Cc": "a control character", "Cf": "an invisible formatting character (bidirectional control or "
+          "zero width)", "Cs": "a lone surrogate", "Zl": "a line separator", "Zp": "a paragraph separator"}
+#: environment variables whose values the API shows as :data:`MASK` (the job still gets them)
+SECRET_ENV = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+MASK = "***"
 _DURATION = re.compile(r"\s*(?:(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*)")
 DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 DURATION_HINT = "write seconds (3600) or a duration such as 30s, 90m, 2h, 1h30m, 1d"
@@ -51,9 +59,24 @@ class Strict(BaseModel):
 
 
 def _printable(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("must not contain control characters")
+    """``value`` if it holds no character of the :data:`HIDDEN` categories (a 422 naming the first)."""
+    for char in value:
+        kind = HIDDEN.get(unicodedata.category(char))
+        if kind is not None:
+            raise ValueError(f"must not contain U+{ord(char):04X}, {kind}")
     return value
+
+
+def _printable_map(value: dict[str, str]) -> dict[str, str]:
+    for key, text in value.items():
+        _printable(key)
+        _printable(text)
+    return value
+
+
+def masked_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the values of secret-looking names (:data:`SECRET_ENV`) replaced by :data:`MASK`."""
+    return {k: MASK if SECRET_ENV.search(k) else v for k, v in env.items()}
 
 
 def _models(value: str, *, single: bool) -> str:
@@ -170,7 +193,9 @@ class JobSubmit(Strict):
     @field_validator("command")
     @classmethod
     def _argv(cls, value: list[str]) -> list[str]:
-        if value and not value[0]:
+        if not value:  # given as [] (an omitted command is not validated)
+            raise ValueError("give the program and its arguments, or leave command out")
+        if not value[0]:
             raise ValueError("the program (first word) is empty")
         if any("\x00" in arg for arg in value):
             raise ValueError("arguments must not contain NUL characters")
@@ -258,6 +283,11 @@ class QueuePut(Strict):
     borrowing_limit: float | None = Field(None, ge=0, le=1_000_000)
     weight: float = Field(1.0, gt=0, le=1000)
 
+    @field_validator("cohort")
+    @classmethod
+    def _cohort(cls, value: str) -> str:
+        return _printable(value)
+
     def to_spec(self, name: str) -> QueueSpec:
         return QueueSpec(name, dict(self.quota), self.cohort, self.borrowing_limit, self.weight)
 
@@ -284,6 +314,11 @@ class NodeIn(Strict):
     @classmethod
     def _model(cls, value: str) -> str:
         return _models(value, single=True)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return _printable_map(value)
 
     def to_record(self) -> NodeRecord:
         if self.gpus and not self.gpu_model:
@@ -339,9 +374,23 @@ class ReasonOut(BaseModel):
     message: str
     evidence: dict[str, Any] = {}
 
+    @classmethod
+    def of(cls, reason: PendingReason, *, private: bool) -> ReasonOut:
+        """The view of ``reason``; without what the run left (exit, output) unless ``private``."""
+        shown = reason if private else public_reason(reason)
+        return cls(code=shown.code, message=shown.message, evidence=_jsonable(shown.evidence))
+
+
+#: what a job's :class:`JobOut` says of it only to its readers (its team's tokens, admins)
+PRIVATE = "Shown to the job's team and admins; null for other tokens."
+PRIVATE_FIELDS = ("client_token", "command", "env", "workdir", "exit_code")
+
 
 class JobOut(BaseModel):
-    """A job: its request, state, placement, queue position and pending reason."""
+    """A job: its request, state, placement, queue position and pending reason. Its command, env, workdir,
+    client_token and exit are shown to its team and admins only (null for other tokens), the evidence taken from
+    its run too; env values of secret-looking names (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``,
+    ``*PASSWD*``, ``*CREDENTIAL*``) read ``***``."""
     id: int
     name: str
     team: str
@@ -365,31 +414,34 @@ class JobOut(BaseModel):
     solver: str
     gap: float | None
     restarts: int = 0
-    client_token: str | None = None
-    command: list[str] = []
-    env: dict[str, str] = {}
-    workdir: str = ""
+    client_token: str | None = Field(None, description=PRIVATE)
+    command: list[str] | None = Field(None, description="The argv ([]: no command). " + PRIVATE)
+    env: dict[str, str] | None = Field(None, description=(
+        f"The command's environment, secret-looking values as {MASK!r}. " + PRIVATE))
+    workdir: str | None = Field(None, description=PRIVATE)
     time_limit_s: float | None = None
-    exit_code: int | None = Field(None, description="The command's exit status (-N: killed by signal N).")
+    exit_code: int | None = Field(None, description="The command's exit status (-N: killed by signal N). " + PRIVATE)
     wall_s: float = Field(0.0, description="Seconds run, over all its runs until now.")
     gpu_hours: float = Field(0.0, description="GPU-hours booked (GPUs held x hours), over all its runs until now.")
 
     @classmethod
-    def of(cls, job: Job, position: int | None = None, now: float | None = None) -> JobOut:
+    def of(cls, job: Job, position: int | None = None, now: float | None = None, *, private: bool) -> JobOut:
+        """The view of ``job``; its private fields (command, env, workdir, client_token, exit) only if
+        ``private`` (the caller may read them: :meth:`~quasched.service.auth.Principal.may_read`)."""
         s = job.spec
         wall_s, gpu_hours = job.usage(now) if now is not None else (job.wall_s, job.gpu_hours)
-        return cls(
+        view = cls(
             id=job.id, name=s.name, team=s.team, user=s.user, app=s.app, state=job.state,
             priority_class=s.priority_class, priority=job.priority, cpu=s.cpu_milli / 1000, memory_mib=s.memory_mib,
             gpus=gpus_of(s.num_gpu, s.gpu_milli), gpu_model=s.gpu_model, pods=s.pods, duration_s=s.duration_s,
             submitted_at=job.submitted_at, started_at=job.started_at, finished_at=job.finished_at,
             placement=[PlacementOut(node=n, devices=list(d)) for n, d in job.placement],
-            reason=None if job.reason is None else ReasonOut(code=job.reason.code, message=job.reason.message,
-                                                             evidence=_jsonable(job.reason.evidence)),
+            reason=None if job.reason is None else ReasonOut.of(job.reason, private=private),
             position=position if job.state == JobState.PENDING else None, solver=job.solver,
             gap=job.gap, restarts=job.restarts, client_token=s.client_token, command=list(s.command),
-            env=dict(s.env), workdir=s.workdir, time_limit_s=s.time_limit_s, exit_code=job.exit_code,
+            env=masked_env(dict(s.env)), workdir=s.workdir, time_limit_s=s.time_limit_s, exit_code=job.exit_code,
             wall_s=wall_s, gpu_hours=gpu_hours)
+        return view if private else view.model_copy(update=dict.fromkeys(PRIVATE_FIELDS))
 
 
 class EventOut(BaseModel):
@@ -402,9 +454,10 @@ class EventOut(BaseModel):
     data: dict[str, Any]
 
     @classmethod
-    def of(cls, event: Event) -> EventOut:
+    def of(cls, event: Event, *, private: bool) -> EventOut:
+        """The view of ``event``; without what its job's run left (exit, output) unless ``private``."""
         return cls(id=event.id, time=event.time, kind=event.kind, job_id=event.job_id, node=event.node,
-                   data=_jsonable(event.data))
+                   data=_jsonable(event.data if private else without_run_details(event.data)))
 
 
 class JobDetail(JobOut):
