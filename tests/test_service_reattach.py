@@ -1,12 +1,14 @@
 """``kill -9`` of ``quasched serve`` while its jobs run: the processes survive in their own sessions;
 the restarted service re-attaches to the one still running, records the exit status of the one that
 ended meanwhile, and marks lost the one that died without a status (whose pid now names another
-process); the GPUs of the dead ones are free again, and nothing is left running."""
+process); the GPUs of the dead ones are free again, and nothing is left running. The commands run as a
+throw-away user (as root), so what they wait for is in a directory that user reaches."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,15 +18,18 @@ from pathlib import Path
 
 import httpx
 
+from accounts import command_accounts, job_python, serve_options, shared_dir
 from quasched.service.executor import start_ticks
 from test_service_runs import wait
 
 PY = sys.executable
+JOB_PY = job_python()
 WAIT_FOR = "import os, sys, time\nwhile not os.path.exists({path!r}): time.sleep(0.05)\nsys.exit({code})"
 
 
-def start_server(tmp: Path, port: int) -> subprocess.Popen[str]:
-    cmd = [PY, "-m", "quasched.cli", "serve", "--port", str(port), "--cluster", "cluster.yaml", "--grace", "1"]
+def start_server(tmp: Path, port: int, options: list[str]) -> subprocess.Popen[str]:
+    cmd = [PY, "-m", "quasched.cli", "serve", "--port", str(port), "--cluster", "cluster.yaml", "--grace", "1",
+           *options]
     proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
@@ -44,14 +49,22 @@ def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
-    server = start_server(tmp_path, port)
+    shared = shared_dir()
+    with command_accounts() as accounts:
+        reattach(tmp_path, shared, base, serve_options(accounts, shared / "jobs"))
+    shutil.rmtree(shared)
+
+
+def reattach(tmp_path: Path, shared: Path, base: str, options: list[str]) -> None:
+    port = int(base.rsplit(":", 1)[1])
+    server = start_server(tmp_path, port, options)
     pids: list[int] = []
     try:
         headers = {"Authorization": f"Bearer {(tmp_path / 'quasched.token').read_text().strip()}"}
         ids = {}
         for name, path, code in (("survivor", "release", 0), ("ends", "b-go", 7), ("dies", "never", 0)):
             body = {"name": name, "team": "default", "cpu": 1, "memory": "1GiB", "gpus": 1,
-                    "command": [PY, "-c", WAIT_FOR.format(path=str(tmp_path / path), code=code)]}
+                    "command": [JOB_PY, "-c", WAIT_FOR.format(path=str(shared / path), code=code)]}
             job = httpx.post(f"{base}/api/v1/jobs", json=body, headers=headers).json()
             assert job["state"] == "running" and job["placement"][0]["node"] == "box-0"  # the only node: this machine
             ids[name] = job["id"]
@@ -68,7 +81,7 @@ def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
         server.send_signal(signal.SIGKILL)
         server.wait(timeout=10)
         # while the service is down: one job ends with code 7, one dies without a status (its pid reused)
-        (tmp_path / "b-go").touch()
+        (shared / "b-go").touch()
         os.killpg(runs["dies"]["pid"], signal.SIGKILL)
         me = os.getpid()
         (records / f"{ids['dies']}.run.json").write_text(json.dumps({**runs["dies"], "pid": me,
@@ -79,7 +92,7 @@ def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
             time.sleep(0.05)
         assert start_ticks(runs["survivor"]["pid"]) == runs["survivor"]["ticks"]  # survived in its own session
 
-        server = start_server(tmp_path, port)
+        server = start_server(tmp_path, port, options)
         ended = wait(base, headers, ids["ends"], "failed")
         assert ended["exit_code"] == 7 and ended["reason"]["code"] == "NonZeroExit"
         lost = wait(base, headers, ids["dies"], "failed")
@@ -88,7 +101,7 @@ def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
         assert survivor["state"] == "running" and survivor["restarts"] == 0
         node = httpx.get(f"{base}/api/v1/nodes", headers=headers).json()[0]
         assert sum(node["gpu_used_milli"]) == 1000 and node["jobs"] == [ids["survivor"]]
-        (tmp_path / "release").touch()
+        (shared / "release").touch()
         done = wait(base, headers, ids["survivor"], "succeeded")
         assert done["exit_code"] == 0
     finally:

@@ -1,11 +1,13 @@
 """Jobs with a command run on this machine's node: real processes (``python -c``) on a cluster whose
-node ``box`` is this machine with four fake GPUs. The environment each sees, exit codes, logs (API,
-CLI, follow), SIGTERM then SIGKILL on cancel, preemption and time limit, usage; nothing left running."""
+node ``box`` is this machine with four fake GPUs, as a throw-away user (as root; else as the tests' account).
+The environment each sees, exit codes, logs (API, CLI, follow), SIGTERM then SIGKILL on cancel, preemption
+and time limit, usage; a command job waits for box rather than land on the other node; nothing left running."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -20,9 +22,10 @@ from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
 from quasched.service.executor import start_ticks
 from quasched.service.loop_state import LoopOptions
+from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
 
-PY = sys.executable
+PY = job_python()
 #: seconds an HTTP call may take (several test runs share two cores)
 HTTP_S = 30
 ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
@@ -45,13 +48,29 @@ def box_cluster() -> NodeSpec:
                     labels=np.array([{"gpu-memory": "16Gi"}, {}], dtype=object))
 
 
+@pytest.fixture(scope="module")
+def accounts():
+    """Who runs the commands: one throw-away user for every team (as root)."""
+    with command_accounts() as run_as:
+        yield run_as
+
+
 @pytest.fixture
-def served(tmp_path, monkeypatch):
+def jobs_dir():
+    """The jobs' own directories, where their users reach them."""
+    path = shared_dir()
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch, accounts, jobs_dir):
     """(base URL, admin headers, state dir) of a live server running the commands of jobs on ``box`` (NVML hidden:
     the same devices on a machine with GPUs)."""
     monkeypatch.setitem(sys.modules, "pynvml", None)
     application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
-                                  options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"))
+                                  options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"),
+                                  run_as=accounts, jobs_dir=jobs_dir)
     with live_server(application) as base:
         yield base, bearer(token), tmp_path / "state"
     assert_no_process_left(tmp_path / "state")
@@ -130,22 +149,27 @@ def test_commands_see_their_devices_and_end_by_exit_code(served):
     assert usage["default"]["gpu_hours"] == pytest.approx(sum(j["gpu_hours"] for j in jobs))
 
 
-def test_a_job_elsewhere_or_without_command_is_bookkeeping(served):
+def test_a_command_waits_for_this_machine_and_a_job_without_one_is_bookkeeping(served):
     base, headers, _ = served
-    r = httpx.post(f"{base}/api/v1/jobs", headers=headers,
-                   json=job_body(cpu=1, memory="1GiB", gpus=4, command=[PY, "-c", "print(1)"]))
-    far = httpx.post(f"{base}/api/v1/jobs", headers=headers,  # box is full: it lands on far, nothing runs
-                     json=job_body(cpu=1, memory="1GiB", gpus=4, command=[PY, "-c", "print(1)"])).json()
-    assert far["placement"][0]["node"] == "far" and far["state"] == "running"
-    wait(base, headers, r.json()["id"], "succeeded")
-    assert httpx.get(f"{base}/api/v1/jobs/{far['id']}/logs", headers=headers).text == ""
+    first = submit(base, headers, POLITE, gpus=4)
+    assert first["placement"][0]["node"] == "box"
+    wait_log(base, headers, first["id"], "up")
+    second = submit(base, headers, "print('second ran')", gpus=4)  # box is full: it waits, never runs on far
+    assert second["state"] == "pending" and second["placement"] == []
+    far = httpx.post(f"{base}/api/v1/jobs", headers=headers, json=job_body(cpu=1, memory="1GiB", gpus=4)).json()
+    assert far["placement"][0]["node"] == "far" and far["state"] == "running"  # no command: it may go elsewhere
+    assert httpx.post(f"{base}/api/v1/jobs/{first['id']}/cancel", headers=headers).status_code == 200
+    done = wait(base, headers, second["id"], "succeeded")
+    assert [e["node"] for e in done["events"] if e["kind"] == "started"] == ["box"]
+    assert "second ran" in log(base, headers, second["id"])
+    assert httpx.get(f"{base}/api/v1/jobs/{far['id']}/logs", headers=headers).status_code == 404
     plain = httpx.post(f"{base}/api/v1/jobs", headers=headers, json=job_body(cpu=1, memory="1GiB", gpus=0)).json()
     assert httpx.get(f"{base}/api/v1/jobs/{plain['id']}/logs", headers=headers).status_code == 404
     assert httpx.post(f"{base}/api/v1/jobs/{far['id']}/complete", headers=headers).json()["state"] == "succeeded"
     # a log is its team's (and admins'): another team's token is refused
     assert httpx.put(f"{base}/api/v1/queues/other", json={}, headers=headers).status_code == 200
     other = httpx.post(f"{base}/api/v1/tokens", json={"name": "o", "team": "other"}, headers=headers).json()["token"]
-    assert httpx.get(f"{base}/api/v1/jobs/{r.json()['id']}/logs", headers=bearer(other)).status_code == 403
+    assert httpx.get(f"{base}/api/v1/jobs/{second['id']}/logs", headers=bearer(other)).status_code == 403
     assert httpx.get(f"{base}/api/v1/jobs/999/logs", headers=headers).status_code == 404
 
 
@@ -172,7 +196,9 @@ def test_preemption_and_time_limit_stop_the_process(served):
     base, headers, _ = served
     low = submit(base, headers, POLITE, gpus=4, priority_class="low")
     wait_log(base, headers, low["id"], "up")
-    submit(base, headers, "import time; time.sleep(30)", gpus=4, name="far-filler")  # far is full too
+    filler = httpx.post(f"{base}/api/v1/jobs", headers=headers,  # far is full too (a command would wait for box)
+                        json=job_body(name="far-filler", cpu=1, memory="1GiB", gpus=4)).json()
+    assert filler["placement"][0]["node"] == "far"
     high = submit(base, headers, "print('high ran')", gpus=4, priority_class="high")
     requeued = wait(base, headers, low["id"], "pending")
     assert requeued["restarts"] == 1 and requeued["exit_code"] == -signal.SIGTERM
@@ -244,7 +270,7 @@ def test_recovery_kills_a_run_whose_job_no_longer_holds_its_devices(tmp_path):
 
     from quasched.service.executor import Executor
 
-    executor = Executor("box", tmp_path, report=lambda change: None)
+    executor = Executor("box", tmp_path, report=lambda change: None, jobs_dir=tmp_path / "own")
     orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
     (tmp_path / "jobs" / "9.run.json").write_text(json.dumps({"run": 0, "pid": orphan.pid,
                                                               "ticks": start_ticks(orphan.pid)}))
@@ -265,7 +291,7 @@ def test_what_a_command_leaves_behind_ends_with_it(served):
         time.sleep(0.05)
 
 
-def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatch):
+def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatch, accounts, jobs_dir):
     """The executor applies every change queued before it stops: a job that ended just before a shutdown
     leaves no process behind."""
     from dataclasses import replace
@@ -274,7 +300,7 @@ def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatc
     from quasched.service.executor import Executor
 
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    executor = Executor("box", tmp_path, report=lambda change: None)
+    executor = Executor("box", tmp_path, report=lambda change: None, run_as=accounts, jobs_dir=jobs_dir)
     executor.start()
     job = Job(7, JobSpec("j", "t", 1000, 1024, command=("sleep", "30")), 0, 0.0, 7, JobState.RUNNING,
               placement=[("box", ())])

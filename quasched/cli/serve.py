@@ -119,6 +119,14 @@ def serve(
         "The node that is this machine, where commands run (default: the host's name, or the only node).")),
     state_dir: Optional[Path] = typer.Option(None, show_default=False, help=(
         "Jobs' logs and run records (default: quasched-state beside a SQLite database).")),
+    run_as: list[str] = typer.Option([], "--run-as", show_default=False, rich_help_panel="Commands", help=(
+        "TEAM=USER: TEAM's commands run as this unprivileged user (TEAM '*': any team not named; repeatable).")),
+    run_as_file: Optional[Path] = typer.Option(None, show_default=False, rich_help_panel="Commands", help=(
+        "A file of 'TEAM USER' lines, as --run-as.")),
+    run_as_self: bool = typer.Option(False, "--run-as-self", rich_help_panel="Commands", help=(
+        "Single-user set-up: every command runs as the service's own account (never root).")),
+    jobs_dir: Optional[Path] = typer.Option(None, show_default=False, rich_help_panel="Commands", help=(
+        "Where each job gets its own working directory (default: quasched-jobs beside the state directory).")),
     advertise_url: str = typer.Option("", show_default=False, help=(
         "This server's URL as standbys name it (default: http://HOST:PORT).")),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
@@ -171,6 +179,12 @@ def serve(
             cluster = load_cluster_file(cluster_file)
         except (TraceError, ValueError, OSError) as err:
             fail(str(err))
+    from quasched.service.runas import run_as as resolve_run_as
+
+    try:
+        accounts = resolve_run_as(run_as, run_as_file, run_as_self)
+    except ValueError as err:
+        fail(str(err))
     import uvicorn
 
     listener = listen(host, port)  # a port in use fails here, before anything is printed or stored
@@ -216,6 +230,7 @@ def serve(
                               local_node=local_node if kube is None else None)
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
                                  state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
+                                 run_as=accounts, jobs_dir=jobs_dir,
                                  metrics_public=metrics_public)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
         fail(f"cannot start the service on {db}: {err}")
@@ -231,6 +246,7 @@ def serve(
     if service.executor is not None:
         console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
                       f"{service.executor.dir}")
+        console.print(f"  runs commands {accounts.describe()}; their directories in {service.executor.jobs_dir}")
     if kube is not None:
         verbs = f"https://{verbs_tls.host}:{verbs_tls.port}" if verbs_tls else base
         console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, bind"

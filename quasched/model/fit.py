@@ -6,7 +6,7 @@ nodes), :meth:`Cluster.place <quasched.model.cluster.Cluster.place>`
 (:func:`placement_problem`) and the reasons a pod is pending
 (:func:`fit_reasons`). The checks, in order:
 
-1. the node is present and not cordoned;
+1. the node is present and not cordoned (and, for a pod bound to one node, is that node);
 2. every scalar resource of the registry: ``free >= request``;
 3. app density: fewer than ``max_per_node`` instances of the pod's app;
 4. GPU model: the node has GPUs of a model the pod accepts;
@@ -27,6 +27,7 @@ class ClusterView(Protocol):
     """What the fit rule reads of a cluster: :class:`quasched.model.cluster.Cluster` provides it."""
 
     n_nodes: int
+    names: np.ndarray
     resources: ResourceRegistry
     resource_names: tuple[str, ...]
     free: np.ndarray
@@ -42,6 +43,7 @@ class ClusterView(Protocol):
     def app_column(self, app: str) -> int: ...
 
 UNSCHEDULABLE = "node unschedulable"
+NODE_NAME = "node name"
 RESOURCES_CHECK = "resources"
 APP_DENSITY = "app density limit"
 GPU_MODEL = "GPU model"
@@ -51,20 +53,22 @@ GPU_DEVICES = "GPU devices"
 class Demand:
     """What ``C`` pods (or pod classes) ask for, as arrays with one row each.
 
-    ``columns``: the resource columns some row requests (a zero request always fits).
+    ``columns``: the resource columns some row requests (a zero request always fits); ``node``: the only node
+    each row may run on ("" = any).
     """
 
-    __slots__ = ("request", "num_gpu", "milli", "spec", "app", "limit", "columns", "needs", "limited", "is_gpu",
-                 "any_gpu")
+    __slots__ = ("request", "num_gpu", "milli", "spec", "app", "limit", "node", "columns", "needs", "limited",
+                 "is_gpu", "any_gpu")
 
     def __init__(self, request: np.ndarray, num_gpu: np.ndarray, milli: np.ndarray, spec: tuple[str, ...],
-                 app: tuple[str, ...], limit: np.ndarray) -> None:
+                 app: tuple[str, ...], limit: np.ndarray, node: tuple[str, ...] = ()) -> None:
         self.request = request  # (C, R)
         self.num_gpu = num_gpu  # (C,)
         self.milli = milli  # (C,) per device
         self.spec = spec
         self.app = app  # "" = no density limit applies
         self.limit = limit  # (C,)
+        self.node = node if any(node) else ()  # () = no row is bound to a node
         if len(num_gpu) == 1:  # one pod: plain Python, this runs once per arriving pod
             self.needs = [(c, v) for c, v in enumerate(request[0].tolist()) if v]
             self.columns: list[int] = [c for c, _ in self.needs]
@@ -86,7 +90,7 @@ class Demand:
                 limited = pod.limited
                 demand = cls(pod.request.reshape(1, -1), np.array([pod.num_gpu]), np.array([pod.gpu_milli]),
                              (pod.gpu_model,), (pod.app if limited else "",),
-                             np.array([pod.max_per_node if limited else NO_LIMIT]))
+                             np.array([pod.max_per_node if limited else NO_LIMIT]), (pod.node,))
                 object.__setattr__(pod, "demand_cache", demand)
             return demand
         return cls(
@@ -96,6 +100,7 @@ class Demand:
             spec=tuple(p.gpu_model for p in pods),
             app=tuple(p.app if p.limited else "" for p in pods),
             limit=np.array([p.max_per_node if p.limited else NO_LIMIT for p in pods], dtype=np.int64),
+            node=tuple(p.node for p in pods),
         )
 
     def __len__(self) -> int:
@@ -103,9 +108,10 @@ class Demand:
 
     def rows(self, rows: np.ndarray) -> Demand:
         picked = rows.tolist()
-        spec, app = self.spec, self.app
+        spec, app, node = self.spec, self.app, self.node
         return Demand(self.request[rows], self.num_gpu[rows], self.milli[rows],
-                      tuple([spec[i] for i in picked]), tuple([app[i] for i in picked]), self.limit[rows])
+                      tuple([spec[i] for i in picked]), tuple([app[i] for i in picked]), self.limit[rows],
+                      tuple([node[i] for i in picked]) if node else ())
 
 
 def fit_checks(cluster: ClusterView, demand: Demand, nodes: np.ndarray | slice | None = None,
@@ -116,6 +122,9 @@ def fit_checks(cluster: ClusterView, demand: Demand, nodes: np.ndarray | slice |
     """
     pick = (lambda a: a) if nodes is None else (lambda a: a[nodes])  # noqa: E731
     yield UNSCHEDULABLE, pick(cluster.schedulable)[None, :]
+    if demand.node:
+        wanted = np.array(demand.node, dtype=object)[:, None]
+        yield NODE_NAME, (pick(cluster.names)[None, :] == wanted) | (wanted == "")
     free = pick(cluster.free)
     cols = demand.columns
     if detail:

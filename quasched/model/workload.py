@@ -30,7 +30,8 @@ class Pod:
     ``uid`` is the key the cluster remembers the pod by; whoever creates pods
     chooses it (an engine's event index, a service's job id), independent of
     any trace row. ``app`` names the pod's app ("" = none); ``max_per_node``
-    limits the app's instances on one node. ``request`` is the scalar request
+    limits the app's instances on one node. ``node`` names the only node the pod
+    may run on ("" = any). ``request`` is the scalar request
     vector in registry order (:mod:`quasched.model.resources`); by default it
     is built from the named fields with the default registry.
     """
@@ -49,6 +50,7 @@ class Pod:
     team: str = ""
     user: str = ""
     priority: int = 0
+    node: str = ""
     request: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
     #: a slot the fit rule keeps the pod's :class:`~quasched.model.fit.Demand` in, built on first use (opaque here)
     demand_cache: object = field(default=None, init=False, compare=False, repr=False)
@@ -87,7 +89,7 @@ class Pod:
     def fit_key(self) -> tuple:
         """Everything the fit test reads: pods with equal keys fit exactly the same nodes."""
         app = (self.app, self.max_per_node) if self.limited else ("", NO_LIMIT)
-        return (*self.request.tolist(), self.num_gpu, self.gpu_milli, self.gpu_model, *app)
+        return (*self.request.tolist(), self.num_gpu, self.gpu_milli, self.gpu_model, *app, self.node)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def feasible_nodes(cluster: Cluster, pod: Pod) -> np.ndarray:
 def demand_key(pod: Pod) -> tuple:
     """What the fit rule reads of ``pod``: pods with equal keys fit the same nodes and have the same shape."""
     return (pod.request.tobytes(), pod.num_gpu, pod.gpu_milli, pod.gpu_model,
-            pod.app if pod.limited else "", pod.max_per_node if pod.limited else 0)
+            pod.app if pod.limited else "", pod.max_per_node if pod.limited else 0, pod.node)
 
 
 class Feasibility(DemandCache[tuple[Demand, np.ndarray]]):

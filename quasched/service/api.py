@@ -29,6 +29,7 @@ from quasched.service.routes_tokens import add_token_routes
 from quasched.service.routes_nodes import add_node_routes
 from quasched.service.routes_runs import add_run_routes
 from quasched.service.routing import API, validation_error
+from quasched.service.runas import RunAs, private_database
 from quasched.service.runtime import Service
 from quasched.service.schemas import WhoAmI
 from quasched.service.routes_cluster import add_cluster_routes
@@ -113,7 +114,8 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
                extensions: Sequence[Extension] = (), state_dir: Path | None = None,
-               advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S, metrics_public: bool = False) -> FastAPI:
+               advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S, metrics_public: bool = False,
+               run_as: RunAs | None = None, jobs_dir: Path | None = None) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -125,7 +127,9 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     stops with it (the kube-scheduler extender: :func:`quasched.kube.mount.extender`).
     With ``options.local_node`` set, the commands of jobs placed on that node run here; their logs and run
     records live under ``state_dir`` (default: ``quasched-state`` beside a SQLite database, else in the
-    working directory). ``/metrics`` needs a token unless ``metrics_public``.
+    working directory); ``run_as`` says which account runs each team's commands (default: nobody's run) and
+    ``jobs_dir`` where each job gets its working directory (:class:`~.executor.Executor`).
+    ``/metrics`` needs a token unless ``metrics_public``.
     One server writes a database: on SQLite a second one raises :class:`~.leadership.LeaderHeld` naming the
     holder; on PostgreSQL it starts as a standby and takes the lease (time-to-live ``lease_ttl_s``) over when
     the leader's expires. ``advertise_url`` is this server's URL as standbys name it.
@@ -142,8 +146,9 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     if state_dir is None:
         state_dir = (db_file.parent if db_file is not None else Path()) / "quasched-state"
     epoch = store.acquire_lease(identity(), advertise_url, lease_ttl_s)
+    private_database(db_file)  # with the token file and the state directory: the service's alone
     service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file, state_dir,
-                      leading=epoch is not None)
+                      leading=epoch is not None, run_as=run_as, jobs_dir=jobs_dir)
     service.elector = Elector(store, service, advertise_url, lease_ttl_s, standby=store.file_lock is None)
 
     @asynccontextmanager

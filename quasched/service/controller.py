@@ -107,8 +107,9 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             raise SpecError("gpus", "a GPU share (less than one GPU) is for one device only")
         pod = self._pod(spec, 0, 0)
         if not most_pods(self.cluster, pod):
+            where = f"the node that runs commands ({pod.node})" if pod.node else "no node of the cluster"
             raise SpecError("gpus" if spec.num_gpu else "cpu",
-                            "no node of the cluster could host one pod of this job even when empty")
+                            f"{where} could {'never ' if pod.node else ''}host one pod of this job even when empty")
         too_big = never_fits(self.cluster, pod, spec.pods)
         if too_big:
             raise SpecError("pods", too_big)

@@ -33,9 +33,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from quasched.service.domain import Job, JobState
+from quasched.service.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable
 from quasched.traces.units import parse_memory
 
 #: seconds between checks of the running processes
@@ -66,12 +67,13 @@ def start_ticks(pid: int) -> int | None:
     return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
-def job_env(job: Job, gpus: LocalGpus, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of ``job``'s command: the service's (``base``), the job's, then the devices chosen:
+def job_env(job: Job, gpus: LocalGpus, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of ``job``'s command: ``base`` (its account's, :func:`~.runas.login_env`), the job's, then
+    the devices chosen:
     ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` (UUIDs when NVML gave them, else indices in PCI
     bus order), and for a share of one device ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``QUASCHED_GPU_SHARE``
     and, when the device memory is known, ``QUASCHED_GPU_MEMORY_MIB`` and ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``."""
-    env = dict(os.environ if base is None else base)
+    env = dict(base)
     env.update(job.spec.env)
     devices = [d for _, ds in job.placement[:1] for d in ds]
     names = [gpus.uuids[d] if gpus.uuids is not None else str(d) for d in devices]
@@ -134,10 +136,18 @@ class Executor:
     """Starts, signals and watches the commands of jobs on node ``node`` (module docstring); ``report(change)``
     applies ``change(controller, now)`` as a service mutation."""
 
-    def __init__(self, node: str, state_dir: Path, report: Report, gpus: LocalGpus = LocalGpus()) -> None:
+    def __init__(self, node: str, state_dir: Path, report: Report, gpus: LocalGpus = LocalGpus(),
+                 run_as: RunAs | None = None, jobs_dir: Path | None = None) -> None:
+        """``run_as``: who runs each team's commands (default: nobody); ``jobs_dir``: where each job gets its own
+        working directory (default: ``quasched-jobs`` beside ``state_dir``)."""
         self.node = node
         self.dir = state_dir.resolve() / "jobs"
         self.dir.mkdir(parents=True, exist_ok=True)
+        private(state_dir, 0o700)  # the logs and run records are the service's: no job reads them
+        private(self.dir, 0o700)
+        self.run_as = run_as if run_as is not None else RunAs()
+        accounts = [self.run_as.service] if self.run_as.own else list(self.run_as.teams.values())
+        self.jobs_dir = jobs_root(jobs_dir or state_dir.resolve().parent / "quasched-jobs", accounts)
         self.report = report
         self.gpus = gpus
         self.runs: dict[int, Run] = {}
@@ -264,17 +274,35 @@ class Executor:
         record, exit_file = self._record(job.id), self._exit_file(job.id, job.restarts)
         exit_file.unlink(missing_ok=True)
         _write_json(record, {"run": job.restarts, "pid": None, "ticks": None})  # a crash now: lost, never doubled
-        workdir = Path(job.spec.workdir) if job.spec.workdir else self.dir
+        workdir, as_user = self._as_user(job)
         with open(self.log_path(job.id), "ab") as log:
             log.write(f"--- quasched: run {job.restarts + 1} of job {job.id} on {self.node} "
                       f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
             log.flush()
-            popen = subprocess.Popen([sys.executable, "-m", "quasched.service.run_wrapper", str(exit_file), "--",
-                                      *job.spec.command], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     cwd=workdir, env=job_env(job, self.gpus), start_new_session=True)
+            popen = subprocess.Popen([sys.executable, "-I", "-m", "quasched.service.run_wrapper", *as_user,
+                                      str(exit_file), "--", *job.spec.command], stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=log, cwd=workdir, env={},  # the job's variables: --env-file
+                                     start_new_session=True)
         ticks = start_ticks(popen.pid)
         _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks})
         return Run(job.id, job.restarts, popen.pid, ticks, popen)
+
+    def _as_user(self, job: Job) -> tuple[Path, list[str]]:
+        """The working directory of ``job``'s command and the wrapper's options that run it as its team's account
+        (uid, gid, groups) in its environment (a private file); PermissionError when it cannot run."""
+        account = self.run_as.account(job.spec.team)
+        if account is None:
+            raise PermissionError(self.run_as.refusal(job.spec.team))
+        switch = self.run_as.switches(account)
+        workdir = Path(job.spec.workdir) if job.spec.workdir else job_dir(self.jobs_dir, job.id, account, switch)
+        problem = unreachable(workdir, account)
+        if problem:
+            raise PermissionError(f"workdir {workdir}: {problem}")
+        env_file = self.dir / f"{job.id}.{job.restarts}.env"
+        _write_json(env_file, job_env(job, self.gpus, login_env(account)))
+        user = ["--uid", str(account.uid), "--gid", str(account.gid),
+                "--groups", ",".join(map(str, account.groups))] if switch else []
+        return workdir, [*user, "--env-file", str(env_file)]
 
     def _watch(self) -> None:
         for run in list(self.runs.values()):

@@ -24,7 +24,7 @@ def most_pods(cluster: Cluster, pod: Pod) -> int:
     """:func:`pods_when_empty`, remembered per pod shape until the cluster's ``inventory`` changes (submissions
     share a few shapes; nodes and devices rarely change)."""
     key = (cluster.inventory, pod.gpu_model, pod.num_gpu, pod.gpu_milli, pod.max_per_node if pod.limited else NO_LIMIT,
-           pod.request.tobytes())
+           pod.request.tobytes(), pod.node)
     known = cluster.caches.setdefault("most_pods", {})
     most = known.get(key)
     if most is None:
@@ -37,7 +37,7 @@ def most_pods(cluster: Cluster, pod: Pod) -> int:
 def pods_when_empty(cluster: Cluster, pod: Pod) -> int:
     """How many pods shaped like ``pod`` the present nodes it may use could host if they were all empty."""
     c = cluster
-    usable = np.flatnonzero(c.present & c.spec_mask(pod.gpu_model))
+    usable = np.flatnonzero(c.present & c.spec_mask(pod.gpu_model) & (c.names == pod.node if pod.node else True))
     if not len(usable):
         return 0
     request = np.asarray(pod.request)
@@ -59,8 +59,8 @@ def never_fits(cluster: Cluster, pod: Pod, pods: int) -> str | None:
     if most >= pods:
         return None
     what = f"a gang of {pods} pods" if pods > 1 else "the job"
-    return (f"{what} can never run on this cluster: its nodes could host at most {most} such pod(s) even when "
-            "empty")
+    where = f"the node that runs commands ({pod.node})" if pod.node else "the nodes of this cluster"
+    return f"{what} can never run: {where} could host at most {most} such pod(s) even when empty"
 
 
 def never_admitted(quota: QuotaBook, models: list[str], team: str, need: int) -> str | None:

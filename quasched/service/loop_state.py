@@ -23,6 +23,8 @@ from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
 
+#: the node a command job is bound to on a server that runs no commands (no node has this name: it never runs)
+NO_COMMAND_NODE = "none: this server runs no commands"
 #: how a stopping job ends, by its reason (a failed one keeps the reason)
 STOP_OUTCOME = {Reason.CANCELLING: JobState.CANCELLED, Reason.TIME_LIMIT: JobState.FAILED}
 
@@ -47,7 +49,7 @@ class LoopOptions:
     decay_alpha: float | None = None
     preemption: bool = True
     grace_s: float = 30.0
-    #: the node whose jobs' commands this service runs (None: none; jobs elsewhere are bookkeeping only)
+    #: the node whose jobs' commands this service runs (None: none); a job with a command is placed only there
     local_node: str | None = None
     defrag_per_hour: int = 0
     #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
@@ -104,10 +106,12 @@ class LoopState:
             self.window.observe(pod)
 
     def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
+        """Pod ``index`` of a job; a command runs only on the local node, so a command job's pods are bound to it."""
         return Pod(uid=job_id * MAX_GANG + index, name=f"{spec.name}#{job_id}.{index}", cpu_milli=spec.cpu_milli,
                    memory_mib=spec.memory_mib, num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli,
                    gpu_model="|".join(models) if models is not None else spec.gpu_model, app=spec.app,
-                   max_per_node=spec.max_per_node, team=spec.team, user=spec.user)
+                   max_per_node=spec.max_per_node, team=spec.team, user=spec.user,
+                   node=(self.options.local_node or NO_COMMAND_NODE) if spec.command else "")
 
     def _end(self, job_id: int, now: float, state: JobState, reason: PendingReason | None = None) -> Job:
         job = self.job(job_id)

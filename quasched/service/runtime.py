@@ -36,6 +36,7 @@ from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.metrics import ServiceMetrics
+from quasched.service.runas import RunAs
 from quasched.service.store import TokenInfo
 from quasched.service.schemas import JobOut, NodeOut
 from quasched.service.broker import Broker
@@ -85,8 +86,11 @@ class Service:
 
     def __init__(self, store: Any, cluster: NodeSpec | None, options: LoopOptions,
                  clock: Callable[[], float] = time.time, token_file: Path | None = None,
-                 state_dir: Path = Path("quasched-state"), leading: bool = True) -> None:
+                 state_dir: Path = Path("quasched-state"), leading: bool = True, run_as: RunAs | None = None,
+                 jobs_dir: Path | None = None) -> None:
         self.store = store
+        #: who runs each team's commands (default: nobody), and where jobs get their directories
+        self.run_as, self.jobs_dir = run_as if run_as is not None else RunAs(), jobs_dir
         self.cluster = cluster
         #: whether this server holds the lease and schedules (else a standby)
         self.leading = leading
@@ -135,7 +139,8 @@ class Service:
         self._ensure_admin_token()
         if self.options.local_node is not None:
             record = self.records[self.options.local_node]
-            self.executor = Executor(record.name, self.state_dir, self._report, local_gpus(record))
+            self.executor = Executor(record.name, self.state_dir, self._report, local_gpus(record),
+                                     run_as=self.run_as, jobs_dir=self.jobs_dir)
             self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
 
     def _view(self) -> tuple[dict[str, NodeRecord], Controller]:
@@ -368,6 +373,7 @@ class Service:
         valid: list[int] = []
         for k, spec in enumerate(specs):
             try:
+                self.validate_command(spec)
                 self.ctl.validate(spec)
                 valid.append(k)
             except SpecError as err:
@@ -391,6 +397,18 @@ class Service:
                               new.pop(job.id, None) is not None)
         self.broker.publish(list(events))
         return [a for a in answers if a is not None]
+
+    def validate_command(self, spec: JobSpec) -> None:
+        """Raise :class:`SpecError` for a command this server would never run: it runs none (no local node), or
+        none of the job's team (no account mapped)."""
+        if not spec.command:
+            return
+        if self.options.local_node is None:
+            raise SpecError("command", "this server runs no commands: start it with --local-node NAME (the node "
+                                       "that is this machine) and --run-as TEAM=USER (or --run-as-self)")
+        refusal = self.run_as.refusal(spec.team)
+        if refusal:
+            raise SpecError("command", refusal)
 
     def _report(self, change: Callable[[Controller, float], Any]) -> None:
         """The executor's reports: mutations, dropped once this server stepped down (the leader re-attaches)."""
