@@ -6,10 +6,14 @@ the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``,
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
 
 from quasched.cli import client, runs
 from quasched.cli.common import fail
@@ -39,7 +43,40 @@ def with_clean_errors(function: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+#: click's ``UsageError`` as typer raises it (typer 0.20 and later ship their own copy of click)
+UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+@contextlib.contextmanager
+def usage_errors_as_lines() -> Iterator[None]:
+    """A usage error (a bad option value, an unknown option or command) as one ``error:`` line on stderr and the
+    ``--help`` hint, the form of every other error (:func:`~quasched.cli.common.fail`), exit code 2."""
+    try:
+        yield
+    except UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # a group without a command: typer prints its help
+            raise
+        ctx: typer.Context | None = getattr(err, "ctx", None)
+        hint = f"\nTry '{ctx.command_path} --help' for help." if ctx is not None else ""
+        message = getattr(err, "format_message")()
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}{hint}", soft_wrap=True, emoji=False)
+        raise typer.Exit(2) from None
+
+
+class OneErrorForm(TyperGroup):
+    """The ``quasched`` group: its and its commands' usage errors through :func:`usage_errors_as_lines`."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with usage_errors_as_lines():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with usage_errors_as_lines():
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
+    cls=OneErrorForm,
     help="Placement policies, trace-driven simulation and batch optimisation for GPU clusters.",
     no_args_is_help=True,
     add_completion=False,

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from quasched.report.wording import counted
+
 if TYPE_CHECKING:
     from quasched.optimize.assignment import Assignment
 
@@ -57,7 +59,7 @@ def parse_list(text: str, known: Collection[str], what: str) -> list[str]:
 
 def installed_solvers(text: str | None) -> list[str]:
     """The solvers of ``--solvers`` (each installed, else :class:`~quasched.extras.MissingExtra`); without it
-    :data:`DEFAULT_SOLVERS` less those whose extra is missing, each skip printed with the ``pip install`` that adds it."""
+    :data:`DEFAULT_SOLVERS` less those whose extra is missing, each skip printed with the ``pip install`` adding it."""
     from quasched.extras import MissingExtra
     from quasched.optimize.solvers import SOLVERS, check_installed
 
@@ -190,6 +192,6 @@ def batch(
         for name in names:
             for metric in METRICS:
                 plot_metric(rows, name, metric, out / f"{name}-{metric}.png")
-        console.print(f"wrote {out / 'results.csv'} and {len(names) * len(METRICS)} plots")
+        console.print(f"wrote {out / 'results.csv'} and {counted(len(names) * len(METRICS), 'plot')}")
     if not all(r["verified"] or r["status"] == "infeasible" for r in rows):
         raise typer.Exit(1)

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from quasched.cli.common import console, fail, finite_number
+from quasched.report.wording import counted, quota_text
 
 SERVER_HELP = "The quasched server (default: $QUASCHED_SERVER, else http://127.0.0.1:8080)."
 TOKEN_HELP = "API token (default: $QUASCHED_TOKEN, else the file ./quasched.token written by `quasched serve`)."
@@ -103,14 +104,18 @@ def placement_text(job: dict[str, Any]) -> str:
 
 
 def age(seconds: float | None) -> str:
-    """Time since the epoch second ``seconds`` as ``3d``, ``5h``, ``12m`` or ``40s`` (empty for ``None``)."""
-    if seconds is None:
-        return ""
-    seconds = max(0.0, time.time() - seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
+    """Time since the epoch second ``seconds`` as :func:`coarse_duration` (empty for ``None``)."""
+    return "" if seconds is None else coarse_duration(time.time() - seconds)
+
+
+def coarse_duration(seconds: float) -> str:
+    """``seconds`` in its largest unit, rounded: ``40s``, ``12m``, ``5h``, ``3d``; a count that rounds up to the next
+    unit is shown in it (59.6 s is ``1m`` and 3,599 s ``1h``, never ``60s`` or ``60m``)."""
+    seconds = max(0.0, seconds)
+    for unit, size, most in (("s", 1, 60), ("m", 60, 60), ("h", 3600, 24)):
+        if (count := round(seconds / size)) < most:
+            return f"{count}{unit}"
+    return f"{round(seconds / 86400)}d"
 
 
 STATE_STYLE = {"running": "green", "pending": "yellow", "preempting": "magenta", "stopping": "magenta",
@@ -188,7 +193,7 @@ def jobs(
     if team:
         params["team"] = team
     rows = call(server, token, "GET", "/jobs", params=params)
-    table = Table(title=f"{len(rows)} jobs")
+    table = Table(title=counted(len(rows), "job"))
     for column in ("id", "name", "team", "state", "pos", "gpus", "pods", "placement", "age", "reason"):
         table.add_column(column, justify="right" if column in ("id", "pos", "gpus", "pods") else "left")
     for job in rows:
@@ -241,7 +246,7 @@ def queue(
         quotas[model.strip()] = gpus
     body = {"quota": quotas, "cohort": cohort, "borrowing_limit": borrowing_limit, "weight": weight}
     q = call(server, token, "PUT", f"/queues/{name}", json=body)
-    console.print(f"queue {q['name']}: quota {q['quota'] or 'unlimited'}, cohort {q['cohort'] or '-'}, "
+    console.print(f"queue {q['name']}: quota {quota_text(q['quota'])}, cohort {q['cohort'] or '-'}, "
                   f"weight {q['weight']:g}")
 
 
@@ -250,7 +255,7 @@ def nodes(server: str = ServerOption, token: Optional[str] = TokenOption) -> Non
     from rich.table import Table
 
     rows = call(server, token, "GET", "/nodes")
-    table = Table(title=f"{len(rows)} nodes")
+    table = Table(title=counted(len(rows), "node"))
     for column in ("node", "model", "GPUs used", "healthy", "CPU used", "memory used", "status", "jobs"):
         table.add_column(column, justify="left" if column in ("node", "model", "status", "jobs") else "right")
     for n in rows:
@@ -278,7 +283,9 @@ def job(
     server: str = ServerOption,
     token: Optional[str] = TokenOption,
 ) -> None:
-    """A job in detail: request, state, placement, queue position, reason and its events."""
+    """A job in detail: request, state, placement, queue position, reason, command, env, exit and its events."""
+    from rich.markup import escape
+
     j = call(server, token, "GET", f"/jobs/{job_id}")
     console.print(f"[bold]job {j['id']}[/] ({j['name']}) {j['state']}, team {j['team']}, {j['priority_class']}")
     console.print(f"  asks {j['pods']} x ({gpus_text(j['gpus'])} GPU {j['gpu_model'] or 'any model'}, "
@@ -289,9 +296,24 @@ def job(
         console.print(f"  queue position {j['position']}")
     if j["reason"]:
         console.print(f"  {j['reason']['code']}: {j['reason']['message']}")
+    for line in run_lines(j):
+        console.print(f"  {escape(line)}")
     for ev in j["events"]:
         data = " ".join(f"{k}={v}" for k, v in ev["data"].items())
         console.print(f"  {when(ev['time'])} {ev['kind']}{' ' + ev['node'] if ev['node'] else ''} {data}".rstrip())
+
+
+def run_lines(job: dict[str, Any]) -> list[str]:
+    """What ``quasched job`` says of a job's command, env (secret-looking values masked by the server), workdir and
+    exit; for another team's job, that they are its team's."""
+    import shlex
+
+    if job["command"] is None:
+        return [f"command, env and exit: shown to team {job['team']} and admins"]
+    lines = [f"command: {shlex.join(job['command'])}"] if job["command"] else []
+    lines += [f"env: {' '.join(f'{k}={v}' for k, v in job['env'].items())}"] if job["env"] else []
+    lines += [f"workdir: {job['workdir']}"] if job["workdir"] else []
+    return lines + ([f"exit code: {job['exit_code']}"] if job["exit_code"] is not None else [])
 
 
 def complete(

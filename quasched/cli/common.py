@@ -116,7 +116,7 @@ def parse_policies(text: str) -> list[str]:
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` and exit with code 2 (no traceback)."""
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", emoji=False)
     raise typer.Exit(2)
 
 

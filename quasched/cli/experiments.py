@@ -14,6 +14,7 @@ from quasched.cli.common import (
     POLICY_HELP, RNG_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, curve_function, fail,
     finite, load_inputs, output_dir, parse_policies, parse_seeds, progress_bar,
 )
+from quasched.report.wording import counted
 
 BackendName = Literal["local", "ray"]
 
@@ -68,8 +69,9 @@ def simulate(
     config = ExperimentConfig(tune_ratio=tune, rng=rng, compat_data=compat_data)
     curves = curve_function(rng)
     console.print(
-        f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs); "
-        f"tune {tune}, rng {rng}, {len(policies)} policies × {len(seed_list)} seeds"
+        f"[bold]{trace}[/]: {counted(len(workload), 'pod')} on {counted(len(nodes), 'node')} "
+        f"({counted(nodes.total_gpus, 'GPU')}); tune {tune}, rng {rng}, {counted(len(policies), 'policy', 'policies')} "
+        f"× {counted(len(seed_list), 'seed')}"
     )
     start = time.perf_counter()
     with progress_bar() as bar:
@@ -88,7 +90,7 @@ def simulate(
             written.append(plot_curves(out / f"{curve}.png", runs, curve, title=f"{trace}, tune {tune}"))
         if events:
             written += [write_events(out / "events", r, nodes.total_gpus) for r in runs]
-        console.print(f"wrote {len(written)} files to {out}")
+        console.print(f"wrote {counted(len(written), 'file')} to {out}")
 
 
 def sweep(
@@ -150,7 +152,8 @@ def sweep(
     curves = curve_function(rng)
     tasks = matrix_tasks(names, policies, seed_list, ExperimentConfig(tune_ratio=tune, rng=rng), curves,
                          data_dir)
-    console.print(f"{len(names)} traces × {len(policies)} policies × {len(seed_list)} seeds = {len(tasks)} runs; "
+    console.print(f"{counted(len(names), 'trace')} × {counted(len(policies), 'policy', 'policies')} × "
+                  f"{counted(len(seed_list), 'seed')} = {counted(len(tasks), 'run')}; "
                   f"store {store}, backend {backend}")
     start = time.perf_counter()
     with results, progress_bar() as bar:
@@ -161,14 +164,15 @@ def sweep(
             fail(str(err))
     wall = time.perf_counter() - start
     console.print(matrix_table(result, title=f"GPU allocation at 130 % arrived (%), mean ± std over seeds; "
-                               f"{len(tasks) - result.skipped} runs in {wall:.1f} s, {result.skipped} from the store"))
+                               f"{counted(len(tasks) - result.skipped, 'run')} in {wall:.1f} s, "
+                               f"{result.skipped} from the store"))
     if out is not None:
         written = [write_matrix_csv(out / "matrix.csv", result)]
         written += [plot_matrix(out / f"{name.replace('@', '_')}.png", result, name) for name, _, _ in METRICS]
         for name in names:
             runs = [r for t, r in zip(result.tasks, result.runs) if t.trace == name]
             written += write_curves(out / name, name, tune, result.total_gpus[name], runs)
-        console.print(f"wrote {len(written)} files to {out}")
+        console.print(f"wrote {counted(len(written), 'file')} to {out}")
 
 
 def traces_list() -> None:

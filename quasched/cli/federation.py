@@ -12,6 +12,7 @@ from rich.console import Console
 
 from quasched.cli.common import DataDirOption, finite_option
 from quasched.federation.registry import DEFAULT_DISPATCHERS, RECOMMENDED
+from quasched.report.wording import counted
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -91,8 +92,8 @@ def federation(
             scenario = draw_scenario(nodes, workload, series, seed, clusters, capacity, days, flexible, (lo, hi))
         except ValueError as err:
             fail(str(err))
-        console.print(f"seed {seed}: {len(scenario.workload):,} jobs, "
-                      + ", ".join(f"{m.name} ({m.nodes.total_gpus} GPUs, PUE {m.pue:g})" for m in scenario.members))
+        console.print(f"seed {seed}: {counted(len(scenario.workload), 'job')}, " + ", ".join(
+            f"{m.name} ({counted(m.nodes.total_gpus, 'GPU')}, PUE {m.pue:g})" for m in scenario.members))
         asked, held = federation_gpus(scenario.workload, capacity), sum(m.nodes.total_gpus for m in scenario.members)
         if held < asked:  # the trace has too few nodes: say so rather than report a smaller federation silently
             console.print(f"[yellow]note:[/] --capacity {capacity:g} asks for {asked:,.0f} GPUs; the trace's nodes "

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from quasched.cli.common import fail
+from quasched.report.wording import counted
 
 
 def _log(message: str) -> None:
@@ -61,7 +62,7 @@ def device_plugin(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    _log(f"node {node_name}: {len(gpus.uuids)} {gpus.model} GPUs {', '.join(gpus.uuids)}")
+    _log(f"node {node_name}: {counted(len(gpus.uuids), gpus.model + ' GPU')} {', '.join(gpus.uuids)}")
     try:
         serve(plugin, plugin_dir)
     finally:

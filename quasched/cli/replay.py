@@ -14,6 +14,7 @@ from quasched.cli.common import (
     POLICY_HELP, ClusterOption, DataDirOption, Rng, RngOption, WorkloadOption, console, fail, finite, load_inputs,
     native_seed, output_dir, parse_policies, parse_seeds, progress_bar,
 )
+from quasched.report.wording import counted
 
 # Choices of options (typer shows them as <a|b> and rejects anything else).
 Migrate = Literal["off", "device", "node"]
@@ -147,7 +148,8 @@ def replay(
     if cluster_file is None and trace_info(trace).kind == "dlrm":
         nodes = dlrm_cluster(workload, headroom=headroom)
     trace = inputs_label(trace, cluster_file, workload_file)
-    console.print(f"[bold]{trace}[/]: {len(workload):,} pods on {len(nodes):,} nodes ({nodes.total_gpus:,} GPUs)")
+    console.print(f"[bold]{trace}[/]: {counted(len(workload), 'pod')} on {counted(len(nodes), 'node')} "
+                  f"({counted(nodes.total_gpus, 'GPU')})")
     results = []
     with progress_bar() as bar:
         for name in policies:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from quasched.policies.registry import display_label
 from quasched.report.plots import save_figure
+from quasched.report.wording import counted
 from quasched.sim.records import KILL
 from quasched.sim.replay_result import STATUS_NAMES, ReplayResult
 
@@ -61,7 +62,7 @@ def summary_rows(result: ReplayResult) -> list[tuple[str, str]]:
     return [
         ("policy / seed", f"{display_label(str(s['policy']))} / {s['seed']}"),
         ("departures", str(s["departure"])),
-        ("cluster", f"{s['nodes']:,} nodes, {s['gpus']:,} GPUs"),
+        ("cluster", f"{counted(int(s['nodes']), 'node')}, {counted(int(s['gpus']), 'GPU')}"),
         ("pods (rows)", f"{s['pods']:,}"),
         ("skipped (no creation time)", f"{s['skipped']:,}"),
         ("arrived", f"{s['arrived']:,}"),

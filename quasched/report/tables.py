@@ -14,12 +14,18 @@ from quasched.sim.sweep import RunSummary
 POINTS = (100, 110, 120, 130)
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float], digits: int = 2) -> str:
+    """Mean ± std of ``values`` (NaNs left out) with ``digits`` decimals; one value alone."""
     values = [v for v in values if not np.isnan(v)]
     if not values:
         return "-"
     mean = float(np.mean(values))
-    return f"{mean:.2f}" if len(values) == 1 else f"{mean:.2f}±{float(np.std(values)):.2f}"
+    return f"{mean:.{digits}f}" if len(values) == 1 else f"{mean:.{digits}f}±{float(np.std(values)):.{digits}f}"
+
+
+def _count(values: list[float]) -> str:
+    """Counts (pods placed, failed) per run: a whole number for one run, else mean ± std to one decimal."""
+    return _cell(values, 0 if len(values) == 1 else 1)
 
 
 def _groups(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
@@ -51,8 +57,8 @@ def policy_table(runs: Sequence[RunSummary], title: str = "") -> Table:
             str(len(group)),
             *(_cell([_at(r.curves.alloc, p) for r in group]) for p in POINTS),
             *(_cell([_at(r.curves.frag_ratio, p) for r in group]) for p in (100, 130)),
-            _cell([r.placed for r in group]),
-            _cell([r.failed for r in group]),
+            _count([r.placed for r in group]),
+            _count([r.failed for r in group]),
         )
     return table
 
@@ -68,5 +74,5 @@ def failure_table(runs: Sequence[RunSummary], top: int = 3) -> Table:
         for run in group:
             shapes.update(run.failed_shapes)
         for shape, count in shapes.most_common(top):
-            table.add_row(display_label(policy), shape, f"{count / len(group):.1f}")
+            table.add_row(display_label(policy), shape, f"{count / len(group):.{0 if len(group) == 1 else 1}f}")
     return table

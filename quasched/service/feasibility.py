@@ -60,7 +60,7 @@ def never_fits(cluster: Cluster, pod: Pod, pods: int) -> str | None:
         return None
     what = f"a gang of {pods} pods" if pods > 1 else "the job"
     where = f"the node that runs commands ({pod.node})" if pod.node else "the nodes of this cluster"
-    return f"{what} can never run: {where} could host at most {most} such pod(s) even when empty"
+    return f"{what} can never run: {where} could host at most {most} such pod{'s' * (most != 1)} even when empty"
 
 
 def never_admitted(quota: QuotaBook, models: list[str], team: str, need: int) -> str | None:

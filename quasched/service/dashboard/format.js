@@ -57,10 +57,10 @@ export function shellWords(text) {
   return words;
 }
 
-/** Seconds as "45s", "12m", "2h 5m", "3d 4h". */
+/** Seconds, rounded to whole ones, as "45s", "12m 05s", "2h 05m", "3d 4h" (119.6 is "2m 00s", never "1m 60s"). */
 export function fmtDuration(s) {
   if (s == null || !Number.isFinite(s)) return '–';
-  s = Math.max(0, s);
+  s = Math.round(Math.max(0, s));
   if (s < 60) return `${Math.round(s)}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${String(Math.round(s % 60)).padStart(2, '0')}s`;
   if (s < 86400) return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
