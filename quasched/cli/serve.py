@@ -16,6 +16,7 @@ from quasched.cli.common import (
     Rng, console, fail, finite_number, load_inputs,
     native_seed,
 )
+from quasched.report.wording import counted
 
 if TYPE_CHECKING:
     from quasched.kube.tls import VerbsTLS
@@ -238,7 +239,7 @@ def serve(
 
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
+    console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
     if not service.leading:
         console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
