@@ -108,4 +108,4 @@ def federation(
         title = f"{trace}: {clusters} clusters, {days:g}-day windows"
         written += [write_rows(out / "federation.csv", rows),
                     plot_savings(out / "savings.png", rows, title=title, ours=names[-1])]
-        console.print(f"wrote {len(written)} files to {out}")
+        console.print(f"wrote {counted(len(written), 'file')} to {out}")

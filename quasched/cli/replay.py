@@ -171,4 +171,4 @@ def replay(
         console.print(f"carbon: zone {carbon.zone}, first event at {carbon_start} UTC. {ATTRIBUTION}")
     if out is not None:
         written = write_replay(out, results)
-        console.print(f"wrote {len(written)} files to {out}")
+        console.print(f"wrote {counted(len(written), 'file')} to {out}")

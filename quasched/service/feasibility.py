@@ -75,8 +75,9 @@ def never_admitted(quota: QuotaBook, models: list[str], team: str, need: int) ->
         return (f"queue {team}'s quota names none of the GPU models the job may use ({', '.join(models)}); "
                 f"quota: {', '.join(f'{k}={v:g}' for k, v in spec.quota.items())}")
     best = max(ceiling, key=lambda m: ceiling[m])
-    return (f"the job needs {need / 1000:g} GPUs but queue {team} could use at most {ceiling[best] / 1000:g} "
-            f"{best} GPUs (its quota plus what its cohort could lend)")
+    return (f"the job needs {need / 1000:g} GPU{'s' * (need != 1000)} but queue {team} could use at most "
+            f"{ceiling[best] / 1000:g} {best} GPU{'s' * (ceiling[best] != 1000)} (its quota plus what its cohort "
+            "could lend)")
 
 
 def unschedulable(job: Job, why: str) -> PendingReason:

@@ -95,7 +95,7 @@ def local_gpus(record: NodeRecord) -> LocalGpus:
     if devices is not None and len(devices.uuids) == record.num_gpus:
         return LocalGpus(devices.uuids, devices.memory_mib)
     if devices is not None:
-        print(f"quasched: node {record.name} has {record.num_gpus} GPUs registered but NVML sees "
+        print(f"quasched: node {record.name} has {record.num_gpus} GPU{'s' * (record.num_gpus != 1)} registered but NVML sees "
               f"{len(devices.uuids)}; devices are named by index", file=sys.stderr)
     return gpus_of_labels(record.labels)
 

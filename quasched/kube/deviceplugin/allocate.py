@@ -57,7 +57,7 @@ def container_env(pod: Mapping[str, Any], gpus: NodeGpus) -> dict[str, str]:
         raise AllocateError(f"pod {namespace}/{name}: annotation {DEVICES_ANNOTATION} absent or unreadable")
     if max(devices) >= len(gpus.uuids):
         raise AllocateError(f"pod {namespace}/{name}: {DEVICES_ANNOTATION} names device {max(devices)}, "
-                            f"this node has {len(gpus.uuids)} GPUs")
+                            f"this node has {len(gpus.uuids)} GPU{'s' * (len(gpus.uuids) != 1)}")
     shares = int(shares_of(pod))
     if (len(devices) != max(1, shares // SHARES)):
         raise AllocateError(f"pod {namespace}/{name}: {DEVICES_ANNOTATION} names {len(devices)} devices "

@@ -141,7 +141,8 @@ def serve(plugin: SharesPlugin, plugin_dir: Path = PLUGIN_DIR) -> None:
         server.start()
         try:
             register(plugin_dir)
-            plugin.log(f"registered {GPU_RESOURCE} ({len(plugin.gpus.uuids)} GPUs) with the kubelet at {plugin_dir}")
+            gpus = len(plugin.gpus.uuids)
+            plugin.log(f"registered {GPU_RESOURCE} ({gpus} GPU{'s' * (gpus != 1)}) with the kubelet at {plugin_dir}")
             while not plugin.stopped.wait(POLL_S):
                 if _identity(plugin_dir / KUBELET_SOCKET) != kubelet or not sock.exists():
                     plugin.log("kubelet restarted: registering again")
