@@ -1,17 +1,39 @@
-"""A job's log within its cap: the capped log's files and view by hand-computed byte counts."""
+"""A job's log within its cap: the capped log's files and view by hand-computed byte counts; a real job writing
+1 GiB leaves at most the cap on disk while the API answers, and its log shows head, marker and tail; past a
+team's cap its oldest finished jobs' logs are removed."""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
+
+import httpx
+import pytest
 
 from quasched.service import joblog
 from quasched.service.joblog import Caps, Writer
+from quasched.service.loop_state import LoopOptions
+from accounts import command_accounts, shared_dir
+from api_support import bearer, live_server, make_app
+from test_service_runs import HTTP_S, assert_no_process_left, box_cluster, log, submit, wait
 
 LETTERS = b"abcdefghijklmnopqrstu"  # 21 bytes
 
 
 def names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
+
+
+def on_disk(path: Path) -> int:
+    """Bytes of the log's files (one deleted while counted counts 0)."""
+    total = 0
+    for file in joblog.files(path):
+        try:
+            total += file.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def test_head_then_the_last_two_segments_with_a_marker(tmp_path):
@@ -54,3 +76,69 @@ def test_a_log_within_its_cap_is_whole_and_a_removed_one_says_why(tmp_path):
     assert joblog.remove(path, "gone") == 14 - 5
     assert names(tmp_path) == ["3.log"] and joblog.read(path) == (b"gone\n", 5)
     assert Caps.of_total(64 << 20) == Caps(32 << 20, 32 << 20) and Caps.of_total(5) == Caps(3, 2)
+
+
+@pytest.fixture
+def capped(tmp_path, monkeypatch):
+    """A live server running commands on ``box`` with a log cap of 2 MiB a job and 5 MiB a team."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    jobs_dir = shared_dir()
+    with command_accounts("logs") as accounts:
+        options = LoopOptions(local_node="box", grace_s=2.0, policy="bestfit", log_cap=2 << 20, team_log_cap=5 << 20)
+        application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
+                                      options=options, run_as=accounts, jobs_dir=jobs_dir)
+        with live_server(application) as base:
+            yield base, bearer(token), tmp_path / "state" / "jobs"
+        assert_no_process_left(tmp_path / "state")
+
+
+def test_a_job_writing_1_gib_keeps_its_cap_while_the_api_answers(capped):
+    base, headers, jobs = capped
+    job = submit(base, headers, "import os, sys\nfor _ in range(1024): os.write(1, b'x' * (1 << 20))", gpus=0)
+    path = jobs / f"{job['id']}.log"
+    while True:  # the API keeps answering while the job writes, and the log stays within its cap
+        r = httpx.get(f"{base}/api/v1/jobs/{job['id']}", headers=headers, timeout=HTTP_S)
+        assert r.status_code == 200 and r.json()["id"] == job["id"]
+        assert httpx.get(f"{base}/api/v1/jobs", headers=headers, timeout=HTTP_S).status_code == 200
+        assert on_disk(path) <= 2 << 20
+        if r.json()["state"] != "running":
+            break
+        time.sleep(0.05)
+    assert wait(base, headers, job["id"], "succeeded")["exit_code"] == 0
+    header = path.read_bytes()[:path.read_bytes().index(b"\n") + 1]
+    assert header.startswith(b"--- quasched: run 1 of job ")
+    total = len(header) + (1 << 30)
+    kept = on_disk(path)
+    assert joblog.end(path) == total and kept <= 2 << 20
+    view = log(base, headers, job["id"]).encode()
+    head, rest = view.split(b"\n--- quasched: ", 1)
+    marker, tail = rest.split(b" ---\n", 1)
+    assert head == header + b"x" * ((1 << 20) - len(header))  # the first MiB
+    assert marker == f"{total - kept} bytes dropped".encode()
+    assert tail == b"x" * (kept - (1 << 20)) and len(tail) >= 1 << 19  # at least half the tail's MiB
+    followed = httpx.get(f"{base}/api/v1/jobs/{job['id']}/logs", params={"follow": "true"}, headers=headers,
+                         timeout=HTTP_S).content
+    assert followed == view
+    last = httpx.get(f"{base}/api/v1/jobs/{job['id']}/logs", params={"tail": 1}, headers=headers, timeout=HTTP_S)
+    assert last.content == tail
+
+
+def test_past_the_team_cap_the_oldest_finished_logs_go(capped):
+    """Six jobs whose logs are a header line and 1 MiB each (within the job's cap): once the fifth ends they take
+    over 5 MiB and the first job's log goes (a note stays); once the sixth ends, the second's."""
+    base, headers, jobs = capped
+    code = "import os\nfor _ in range(2): os.write(1, b'y' * (1 << 19))"
+    ids = []
+    for _ in range(6):
+        job = submit(base, headers, code, gpus=0)
+        wait(base, headers, job["id"], "succeeded")
+        ids.append(job["id"])
+    note = "--- quasched: log removed: the logs of team default took more than its cap ---\n"
+    deadline = time.monotonic() + 30
+    while log(base, headers, ids[1]) != note:
+        assert time.monotonic() < deadline, [on_disk(jobs / f"{i}.log") for i in ids]
+        time.sleep(0.05)
+    assert log(base, headers, ids[0]) == note
+    for job_id in ids[2:]:
+        assert log(base, headers, job_id).count("y") == 1 << 20
+    assert sum(on_disk(jobs / f"{i}.log") for i in ids) <= 5 << 20

@@ -71,6 +71,9 @@ class Reason(StrEnum):
     EXIT_CODE = "NonZeroExit"
     #: failed: its process ended while the service was down and left no exit code
     LOST = "Lost"
+    #: failed: the kernel's OOM killer killed a process of its cgroup (past its memory request); evidence:
+    #: ``exit_code``, ``memory_mib``, ``log_tail``
+    OUT_OF_MEMORY = "OutOfMemory"
 
 
 @dataclass(frozen=True)

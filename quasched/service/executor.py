@@ -5,18 +5,22 @@ watching processes never blocks a cycle. After every persisted change the servic
 jobs that changed (:meth:`Executor.sync`); the thread then
 
 - starts a running job's command that has no process yet, under :mod:`.run_wrapper` in its own
-  session and process group, with the devices quasched chose in its environment (:func:`job_env`),
-  stdout and stderr appended to ``STATE_DIR/jobs/<id>.log``;
-- sends SIGTERM to the group of a job that is preempting or stopping, and SIGKILL to the group of
-  a job that no longer holds its resources (the grace period is the loop's: it ends that state);
+  session and process group and, run as root, its own cgroup (:mod:`.cgroups`: its memory and CPU
+  requests as limits), with the devices quasched chose in its environment (:func:`job_env`), stdout
+  and stderr in the capped log ``STATE_DIR/jobs/<id>.log`` (:mod:`.joblog`, written by the wrapper);
+- sends SIGTERM to the group and the cgroup of a job that is preempting or stopping, and kills every
+  process of the cgroup (else the group) of a job that no longer holds its resources (the grace
+  period is the loop's: it ends that state);
 - reports each process's end to the loop (:meth:`~.loop_runs.JobRuns.exited`), with the exit
-  status the wrapper recorded and the log's last lines.
+  status, the wall-clock start and end and the OOM kill the wrapper recorded, and the log's last
+  lines; past the team's log cap, it removes the logs of the team's oldest finished jobs.
 
-Each run leaves ``<id>.run.json`` (run number, pid and the pid's start time in /proc) and the
-wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Executor.recover` re-attaches
-to the runs still alive (same pid *and* start time: a reused pid is not the job's), reports those
-that ended meanwhile with their recorded status, and reports as lost (failed, ``Lost``) those that
-died without one; a job the store says runs but that never started is started.
+Each run leaves ``<id>.run.json`` (run number, pid and the pid's start time in /proc, team, cgroup)
+and the wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Executor.recover`
+re-attaches to the runs still alive (same pid *and* start time: a reused pid is not the job's),
+reports those that ended meanwhile with their recorded status, and reports as lost (failed, ``Lost``)
+those that died without one; a job the store says runs but that never started is started. The
+cgroups of runs whose job no longer holds its resources are emptied and removed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from quasched.service import cgroups, joblog
+from quasched.service.cgroups import Hierarchy
 from quasched.service.domain import Job, JobState
 from quasched.service.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable
 from quasched.traces.units import parse_memory
@@ -97,25 +103,22 @@ def gpus_of_labels(labels: dict[str, str]) -> LocalGpus:
 
 
 def log_tail(path: Path) -> str:
-    """The last lines of a log (at most :data:`TAIL_LINES` lines and :data:`TAIL_CHARS` characters)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 4 * TAIL_CHARS))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-TAIL_LINES:])[-TAIL_CHARS:]
+    """The last lines of a log's view (at most :data:`TAIL_LINES` lines and :data:`TAIL_CHARS` characters)."""
+    text = joblog.tail(path, 4 * TAIL_CHARS, TAIL_LINES)[0].decode(errors="replace")
+    return text.rstrip("\n")[-TAIL_CHARS:]
 
 
 @dataclass
 class Run:
     """One run of a job's command: the wrapper's pid (its group and session), its start ticks, its Popen when
-    this service started it (None after re-attaching), and whether it was sent SIGTERM or SIGKILL."""
+    this service started it (None after re-attaching), its cgroup (None: its process group only), and whether
+    it was sent SIGTERM or SIGKILL."""
     job_id: int
     run: int
     pid: int
     ticks: int | None
     popen: subprocess.Popen[bytes] | None = None
+    cgroup: tuple[Hierarchy, str] | None = None
     signalled: set[int] = field(default_factory=set)
 
     def alive(self) -> bool:
@@ -124,12 +127,19 @@ class Run:
         return self.ticks is not None and start_ticks(self.pid) == self.ticks
 
     def signal(self, sig: int) -> None:
-        if sig not in self.signalled:
-            self.signalled.add(sig)
-            try:
-                os.killpg(self.pid, sig)
-            except ProcessLookupError:
-                pass
+        """``sig`` to the wrapper's group and every other process of the cgroup; SIGKILL empties and removes
+        the cgroup before it returns."""
+        if sig in self.signalled:
+            return
+        self.signalled.add(sig)
+        if self.cgroup is not None and sig == signal.SIGKILL:
+            cgroups.clear(*self.cgroup)
+        elif self.cgroup is not None:
+            cgroups.signal_all(*self.cgroup, sig, skip_group=self.pid)  # the group gets it below
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 class Executor:
@@ -137,6 +147,7 @@ class Executor:
     applies ``change(controller, now)`` as a service mutation."""
 
     def __init__(self, node: str, state_dir: Path, report: Report, gpus: LocalGpus = LocalGpus(),
+                 logs: joblog.Caps = joblog.Caps(), team_log_cap: int = joblog.TEAM_CAP,
                  run_as: RunAs | None = None, jobs_dir: Path | None = None) -> None:
         """``run_as``: who runs each team's commands (default: nobody); ``jobs_dir``: where each job gets its own
         working directory (default: ``quasched-jobs`` beside ``state_dir``)."""
@@ -150,6 +161,13 @@ class Executor:
         self.jobs_dir = jobs_root(jobs_dir or state_dir.resolve().parent / "quasched-jobs", accounts)
         self.report = report
         self.gpus = gpus
+        self.logs, self.team_log_cap = logs, team_log_cap
+        found = cgroups.detect()
+        self.cgroups: Hierarchy | None = found if isinstance(found, Hierarchy) else None
+        self.tag = cgroups.tag_of(state_dir)
+        if isinstance(found, str):
+            print(f"quasched: jobs run in process groups, not cgroups (no limits, no OOM report; a process "
+                  f"that leaves its group escapes the end of its job): {found}", file=sys.stderr)
         self.runs: dict[int, Run] = {}
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()  # None: stop
         self._thread: threading.Thread | None = None
@@ -171,11 +189,19 @@ class Executor:
             return None
         return record if isinstance(record, dict) else None
 
-    def _status(self, job_id: int, run: int) -> int | None:
+    def _status(self, job_id: int, run: int) -> dict[str, Any] | None:
+        """What the wrapper recorded of the run's end (:func:`.run_wrapper.write_status`), None if nothing."""
         try:
-            return int(self._exit_file(job_id, run).read_text())
+            status = json.loads(self._exit_file(job_id, run).read_text())
         except (OSError, ValueError):
             return None
+        if isinstance(status, int):  # a wrapper from before the times were recorded
+            return {"status": status}
+        return status if isinstance(status, dict) and isinstance(status.get("status"), int) else None
+
+    def _cgroup(self, record: dict[str, Any]) -> tuple[Hierarchy, str] | None:
+        name = record.get("cgroup")
+        return (self.cgroups, name) if self.cgroups is not None and isinstance(name, str) else None
 
     # ------------------------------------------------------------ the service's side
     def here(self, job: Job) -> bool:
@@ -191,14 +217,19 @@ class Executor:
     def recover(self, jobs: Sequence[Job]) -> None:
         """At start: re-attach to the runs of ``jobs`` (the unfinished ones) still alive, report the others, and
         kill any run alive whose job no longer holds its resources here (the service died before it could)."""
-        now_ended: list[tuple[int, int | None]] = []
+        now_ended: list[tuple[int, dict[str, Any] | None]] = []
         here = {job.id: job for job in jobs if job.state.holds_resources and self.here(job)}
         for path in self.dir.glob("*.run.json"):
             job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
             record = self._read_record(job_id)
             stale = job_id not in here or record is not None and record.get("run") != here[job_id].restarts
             if stale and record and record.get("pid") and start_ticks(record["pid"]) == record.get("ticks"):
-                Run(job_id, record.get("run", 0), record["pid"], record["ticks"]).signal(signal.SIGKILL)
+                Run(job_id, record.get("run", 0), record["pid"], record["ticks"],
+                    cgroup=self._cgroup(record)).signal(signal.SIGKILL)
+        hier = self.cgroups
+        for job_id, run, name in cgroups.leftovers(hier, self.tag) if hier is not None else ():
+            if hier is not None and (job_id not in here or here[job_id].restarts != run):  # its job has moved on
+                cgroups.clear(hier, name)
         for job in here.values():
             record = self._read_record(job.id)
             if record is None or record.get("run") != job.restarts:
@@ -207,11 +238,14 @@ class Executor:
             status = self._status(job.id, job.restarts)
             ticks = record.get("ticks")
             if status is None and record.get("pid") and ticks is not None and start_ticks(record["pid"]) == ticks:
-                self.runs[job.id] = Run(job.id, job.restarts, record["pid"], ticks)
+                self.runs[job.id] = Run(job.id, job.restarts, record["pid"], ticks, cgroup=self._cgroup(record))
                 self._inbox.put(_copy(job))  # preempting or stopping: signal it again
             else:
                 now_ended.append((job.id, status))
         for job_id, status in now_ended:
+            cgroup = self._cgroup(self._read_record(job_id) or {})
+            if cgroup is not None:  # what its wrapper left, if it was killed
+                cgroups.clear(*cgroup)
             self._ended(job_id, status, lost="its process ended while the service was down and left no exit status")
 
     @property
@@ -266,8 +300,7 @@ class Executor:
                 self.runs[job.id] = self._launch(job)
             except OSError as err:
                 message = f"quasched: cannot start the command: {err}"
-                with open(self.log_path(job.id), "a") as log:
-                    log.write(message + "\n")
+                joblog.append(self.log_path(job.id), self.logs, f"{message}\n".encode())
                 self.report(lambda ctl, now: ctl.exited(job.id, now, 127, message))
 
     def _launch(self, job: Job) -> Run:
@@ -275,17 +308,16 @@ class Executor:
         exit_file.unlink(missing_ok=True)
         _write_json(record, {"run": job.restarts, "pid": None, "ticks": None})  # a crash now: lost, never doubled
         workdir, as_user = self._as_user(job)
-        with open(self.log_path(job.id), "ab") as log:
-            log.write(f"--- quasched: run {job.restarts + 1} of job {job.id} on {self.node} "
-                      f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
-            log.flush()
-            popen = subprocess.Popen([sys.executable, "-I", "-m", "quasched.service.run_wrapper", *as_user,
-                                      str(exit_file), "--", *job.spec.command], stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=log, cwd=workdir, env={},  # the job's variables: --env-file
-                                     start_new_session=True)
+        joblog.append(self.log_path(job.id), self.logs, f"--- quasched: run {job.restarts + 1} of job {job.id} on "
+                      f"{self.node} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
+        limits, cgroup = self._limits(job)
+        popen = subprocess.Popen([sys.executable, "-I", "-m", "quasched.service.run_wrapper", *limits, *as_user,
+                                  str(exit_file), "--", *job.spec.command], stdin=subprocess.DEVNULL,
+                                 cwd=workdir, env={}, start_new_session=True)  # the job's variables: --env-file
         ticks = start_ticks(popen.pid)
-        _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks})
-        return Run(job.id, job.restarts, popen.pid, ticks, popen)
+        _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks, "team": job.spec.team,
+                             "cgroup": cgroup and cgroup[1]})
+        return Run(job.id, job.restarts, popen.pid, ticks, popen, cgroup)
 
     def _as_user(self, job: Job) -> tuple[Path, list[str]]:
         """The working directory of ``job``'s command and the wrapper's options that run it as its team's account
@@ -304,16 +336,28 @@ class Executor:
                 "--groups", ",".join(map(str, account.groups))] if switch else []
         return workdir, [*user, "--env-file", str(env_file)]
 
+    def _limits(self, job: Job) -> tuple[list[str], tuple[Hierarchy, str] | None]:
+        """The wrapper's options of what ``job`` can take (its cgroup and limits, its log's caps), and its cgroup."""
+        options = ["--log", str(self.log_path(job.id)), "--log-head", str(self.logs.head),
+                   "--log-tail", str(self.logs.tail)]
+        if self.cgroups is None:
+            return options, None
+        name = cgroups.job_cgroup(self.tag, job.id, job.restarts)
+        return [*options, "--cgroup", name, "--memory-max", str(job.spec.memory_mib << 20),
+                "--cpu-max", str(job.spec.cpu_milli)], (self.cgroups, name)
+
     def _watch(self) -> None:
         for run in list(self.runs.values()):
             if run.alive():
                 continue
             self._reap(run)
+            if run.cgroup is not None:  # the wrapper emptied and removed it, unless it was killed itself
+                cgroups.clear(*run.cgroup)
             if signal.SIGKILL in run.signalled:
                 continue  # killed because its job moved on: nothing to report
             status = self._status(run.job_id, run.run)
             if status is None and run.popen is not None:
-                status = run.popen.returncode  # the wrapper itself was killed
+                status = {"status": run.popen.returncode}  # the wrapper itself was killed
             self._ended(run.job_id, status, lost="its process group ended without an exit status")
 
     def _reap(self, run: Run) -> None:
@@ -325,12 +369,37 @@ class Executor:
         if self.runs.get(run.job_id) is run:
             del self.runs[run.job_id]
 
-    def _ended(self, job_id: int, status: int | None, lost: str) -> None:
+    def _ended(self, job_id: int, status: dict[str, Any] | None, lost: str) -> None:
+        """Report a run's end: its exit status, and the wrapper's times of it (billing) and OOM kill."""
         if status is None:
             self.report(lambda ctl, now: ctl.lost(job_id, now, lost))
         else:
-            tail = log_tail(self.log_path(job_id)) if status != 0 else ""
-            self.report(lambda ctl, now: ctl.exited(job_id, now, status, tail))
+            code, oom = status["status"], bool(status.get("oom"))
+            started, ended = status.get("started"), status.get("ended")
+            ran = (float(started), float(ended)) if isinstance(started, (int, float)) and \
+                isinstance(ended, (int, float)) else None
+            tail = log_tail(self.log_path(job_id)) if code != 0 else ""
+            self.report(lambda ctl, now: ctl.exited(job_id, now, code, tail, ran=ran, oom=oom))
+        record = self._read_record(job_id)
+        if record is not None:
+            self._trim_logs(record.get("team"))
+
+    def _trim_logs(self, team: object) -> None:
+        """While the logs of ``team``'s jobs take more than the team's cap, remove its oldest finished job's."""
+        mine = []
+        for path in self.dir.glob("*.run.json"):
+            job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
+            record = self._read_record(job_id)
+            if record is not None and record.get("team") == team:
+                size = sum(f.stat().st_size for f in joblog.files(self.log_path(job_id)))
+                mine.append((path.stat().st_mtime, job_id, size))
+        total = sum(size for *_, size in mine)
+        for _, job_id, _ in sorted(mine):
+            if total <= self.team_log_cap:
+                return
+            if job_id not in self.runs:
+                total -= joblog.remove(self.log_path(job_id), f"--- quasched: log removed: the logs of team "
+                                                                 f"{team} took more than its cap ---")
 
 
 def _copy(job: Job) -> Job:

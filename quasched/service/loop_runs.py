@@ -41,13 +41,18 @@ class JobRuns(LoopState):
             else:
                 self._end(job.id, t, JobState.FAILED, PendingReason(Reason.TIME_LIMIT, message))
 
-    def exited(self, job_id: int, now: float, exit_code: int, log_tail: str = "") -> Job | None:
-        """The job's process ended with ``exit_code``: succeeded (0) or failed; a stopping job ends as its
-        stop says, a preempting one is requeued at once. None if the job no longer holds resources."""
+    def exited(self, job_id: int, now: float, exit_code: int, log_tail: str = "",
+               ran: tuple[float, float] | None = None, oom: bool = False) -> Job | None:
+        """The job's process ended with ``exit_code``: succeeded (0) or failed (``OutOfMemory`` when ``oom``: the
+        kernel killed a process of its cgroup); a stopping job ends as its stop says, a preempting one is
+        requeued at once. ``ran``: the run's own start and end (the wrapper's clock), its usage and end time.
+        None if the job no longer holds resources."""
         job = self.jobs.get(job_id)
         if job is None or not job.state.holds_resources:
             return None
         job.exit_code = exit_code
+        if ran is not None:
+            job.started_at, now = ran[0], min(now, max(ran))
         if job.state == JobState.STOPPING:
             return self._end_stopping(job, now)
         if job.state == JobState.PREEMPTING:
@@ -55,6 +60,11 @@ class JobRuns(LoopState):
             return job
         if exit_code == 0:
             return self._end(job_id, now, JobState.SUCCEEDED)
+        if oom:
+            return self._end(job_id, now, JobState.FAILED, PendingReason(
+                Reason.OUT_OF_MEMORY, f"the command ran out of memory: the kernel killed it past its memory request "
+                f"of {job.spec.memory_mib} MiB", {"exit_code": exit_code, "memory_mib": job.spec.memory_mib,
+                                                  "log_tail": log_tail}))
         how = f"killed by signal {-exit_code}" if exit_code < 0 else f"exited with code {exit_code}"
         return self._end(job_id, now, JobState.FAILED, PendingReason(
             Reason.EXIT_CODE, f"the command {how}", {"exit_code": exit_code, "log_tail": log_tail}))

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from quasched.service import joblog
 from quasched.service.auth import Reader
 from quasched.service.routing import API, JobId, not_found
 from quasched.service.schemas import UsageOut
@@ -19,24 +20,10 @@ from quasched.service.store import TeamUsage
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
-#: most bytes of a log sent without ``follow`` (its end); seconds between reads when following
+#: most bytes of a log's end read for ``tail``; seconds between reads when following
 MAX_LOG_BYTES = 8 << 20
 FOLLOW_S = 0.2
 CHUNK = 64 << 10
-
-
-def tail_text(path: Path, lines: int | None) -> tuple[bytes, int]:
-    """The log's end: its last ``lines`` lines (all when None), at most :data:`MAX_LOG_BYTES`; and where it ends."""
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - MAX_LOG_BYTES))
-            data = f.read(size)
-    except FileNotFoundError:
-        return b"", 0
-    if lines is not None:
-        data = b"".join(data.splitlines(keepends=True)[-lines:]) if lines else b""
-    return data, size
 
 
 def add_run_routes(app: FastAPI, service: Service) -> None:
@@ -62,19 +49,25 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
                    follow: Annotated[bool, Query(description="Send what the job writes until it ends.")] = False,
                    tail: Annotated[int | None, Query(ge=0, le=1_000_000, description="Only the last lines.")] = None,
                    ) -> StreamingResponse:
-        """The job's stdout and stderr (its team or an admin): whole, its last lines, or followed while it runs."""
+        """The job's stdout and stderr (its team or an admin) as kept (its head, a marker where bytes were dropped,
+        its tail: :mod:`.joblog`): whole, its last lines, or followed while it runs."""
         path = await run_in_threadpool(log_of, job_id, who)
-        first, offset = await run_in_threadpool(tail_text, path, tail)
+        first, offset = (b"", 0) if tail is None else await run_in_threadpool(joblog.tail, path, MAX_LOG_BYTES, tail)
+        stop = None if follow else await run_in_threadpool(joblog.end, path)
 
         async def body() -> AsyncIterator[bytes]:
             nonlocal offset
             yield first
+            while stop is not None and offset < stop:  # the view as it stands, in chunks
+                chunk, offset = await run_in_threadpool(joblog.read, path, offset, min(CHUNK, stop - offset))
+                if not chunk:
+                    return
+                yield chunk
             if not follow:
                 return
             while not await request.is_disconnected():
                 done = finished(job_id)  # read after: what was written before it ended is sent
-                chunk = _read(path, offset)
-                offset += len(chunk)
+                chunk, offset = joblog.read(path, offset, CHUNK)
                 if chunk:
                     yield chunk
                 elif done:
@@ -104,12 +97,3 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
             gpu = row.gpu_hours + sum(j.usage(now)[1] - j.gpu_hours for j in mine)
             out.append(UsageOut(team=team, jobs=row.jobs, running=len(mine), wall_s=wall, gpu_hours=gpu))
         return out
-
-
-def _read(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(CHUNK)
-    except FileNotFoundError:
-        return b""
