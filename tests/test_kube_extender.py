@@ -432,7 +432,7 @@ def test_bind_elsewhere_moves_the_held_pod(env):
     assert node_use(client, token)[pick] == [0] * 8
 
 
-def test_held_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
+def test_held_pod_released_by_its_next_cycle_or_after_ttl(env):
     from quasched.kube import reservations
 
     client, _, token, app = env
@@ -442,7 +442,7 @@ def test_held_pod_released_by_its_next_cycle_or_after_ttl(env, monkeypatch):
     assert fits(client, pod, ["a0", "a1"])[0] == ["a0", "a1"]
     assert node_use(client, token)[pick] == [0] * 8
     post(client, "filter", args(pod))
-    monkeypatch.setattr(reservations, "ASSUME_TTL_S", 0.0)
+    app.state.service.clock.advance(reservations.ASSUME_TTL_S)  # the hold's TTL runs out
     post(client, "filter", args(gpu_pod(name="someone-else", gpus=1), names=["t0"]))  # any call expires stale holds
     assert set(app.state.kube.holds) == {"uid-team-a-someone-else"}
     assert node_use(client, token)[pick] == [0] * 8
@@ -806,7 +806,7 @@ def test_bind_on_node_without_room_is_an_error_not_a_double_booking(env):
 
 def test_bind_when_the_database_refuses(env, monkeypatch):
     """The store refuses the reservation (the placement written in the job's insert transaction): bind answers an
-    Error, the job's row is rolled back with it, memory is rebuilt from the store, nothing binds."""
+    Error, the job's row is rolled back with it, the hold ends with the bind, nothing binds."""
     client, api, token, app = env
     pod = gpu_pod(name="nodb", gpus=1, model="T4")
     post(client, "filter", args(pod))

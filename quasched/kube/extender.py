@@ -8,17 +8,19 @@ quasched.io/gpu-shares``, advertised by quasched's device plugin):
   on the controller's cluster for the names given, then quasched's own host selection (the policy's
   scores, ties to its rank) among the fitting ones, and answers **that node alone**: kube-scheduler
   skips scoring when one node is feasible, so the pod lands where ``quasched replay`` would place it,
-  with one call per pod. The pick's devices are held at once (:meth:`~.reservations.PodJobs.hold`,
-  in memory), since kube-scheduler runs the next pod's cycle while this one's bind is in flight.
+  with one call per pod. The pick's devices are held at once (:meth:`~.reservations.PodJobs.hold`: assumed
+  in the service's loop, in memory, by no job), since kube-scheduler runs the next pod's cycle while this one's
+  bind is in flight.
   When no node fits, every node gets the first failing check as one of a few stable reason strings
   (:data:`~.verdicts.REASONS`), so they aggregate in the pod's ``FailedScheduling`` event;
 - **bind** of a held pod on its node creates one Binding carrying the device annotations
   (``quasched.io/gpu-devices``, ``quasched.io/assume-time``, ``quasched.io/assigned: "false"``, read by
   the device plugin's Allocate; the API server writes them with ``spec.nodeName`` in one update) and
-  the pod's uid, checked on the pod kube-scheduler sent to filter; then the hold becomes a stored
-  running job. Any other bind (not held, another node, the fast Binding refused) takes the checked
-  path: the pod read from the API server must be quasched's to bind (:mod:`.admission`), the policy's
-  Reserve books it durably, then the same Binding; if it fails the job is cancelled. A standby
+  the pod's uid, checked on the pod kube-scheduler sent to filter, once the hold became a stored
+  running job (its assumption confirmed). Any other bind (not held, another node, the fast Binding
+  refused) takes the checked path: the pod read from the API server must be quasched's to bind
+  (:mod:`.admission`), the policy's Reserve picks devices, assumed then booked durably as a hold's, then
+  the same Binding; if it fails the job is cancelled. A standby
   replica whose kube-scheduler does not hold the leader Lease binds nothing.
 
 A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
@@ -42,6 +44,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from quasched.model.workload import Pod
 from quasched.policies.base import CycleState
 from quasched.service.domain import Job
 from quasched.kube import wire
@@ -77,6 +80,12 @@ class KubeClient(Protocol):
     def watch_pods(self, resource_version: str, timeout_s: float) -> Any: ...
 
 
+class Resync(Protocol):
+    """What becoming active needs of the cluster's mirror (:class:`~.sync.Sync`)."""
+
+    def resync(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class KubeOptions:
     """The extender's configuration: the API server client and whether to mirror the cluster.
@@ -108,7 +117,7 @@ class Bridge(PodJobs):
         self.client = options.client
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._pods_lock = threading.Lock()
-        self.sync: Any = None
+        self.sync: Resync | None = None
         #: whether this replica's kube-scheduler held the leader Lease when last checked
         self.active = False
         self._activation = threading.Lock()
@@ -203,7 +212,7 @@ class Bridge(PodJobs):
         finally:
             self.service.lock.release()
 
-    def pick(self, qpod: Any, fitting: list[int]) -> str:
+    def pick(self, qpod: Pod, fitting: list[int]) -> str:
         """quasched's own host selection among the slots ``fitting``: the policy's highest score, ties to its rank."""
         c, scheduler = self.service.ctl.cluster, self.service.ctl.scheduler
         idx = np.asarray(sorted(fitting), dtype=np.int64)
@@ -229,9 +238,9 @@ class Bridge(PodJobs):
             if held is not None and held.binding:
                 return {"Error": f"quasched: a bind of {namespace}/{name} is in flight"}
             if held is not None and (held.node, pod_key(held.pod)[:2]) == (node, (namespace, name)) and \
-                    self.service.ctl.jobs.get(held.job.id) is held.job and self.job_of(uid) is None and \
+                    self.service.ctl.assumed(uid) is held.assumption and self.job_of(uid) is None and \
                     bind_refusal(held.pod, uid, node, self.options.scheduler_names) is None:
-                held.binding = True
+                self.start_binding(held)
             else:
                 self.drop_hold(uid)  # another node, or the hold's devices were taken back: the checked path books it
                 held = None

@@ -18,8 +18,9 @@ def extender(options: KubeOptions) -> Extension:
         bridge = Bridge(service, options)
         app.include_router(router(bridge))
         app.state.kube = bridge
-        if options.sync and options.client is not None:
-            bridge.sync = Sync(bridge, options.client, options.resync_s)
-        return bridge.sync
+        if not options.sync or options.client is None:
+            return None
+        bridge.sync = sync = Sync(bridge, options.client, options.resync_s)
+        return sync
 
     return mount

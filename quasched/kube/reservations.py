@@ -1,19 +1,27 @@
-"""The jobs that stand for Kubernetes pods: found by the pod's uid (in the job's client token),
-reserved durably as running jobs on a node (the policy's Reserve picks the devices unless given),
-*held* on quasched's pick from filter until bind confirms it (kube-scheduler's assumed pod, at most
-:data:`ASSUME_TTL_S`; in memory only), and released when a pod succeeds, fails or goes away."""
+"""The jobs that stand for Kubernetes pods: found by the pod's uid (in the job's client token), booked
+durably as running jobs on a node, and released when a pod succeeds, fails or goes away.
+
+A booking is kube-scheduler's assume-then-bind: the pod's devices are first *assumed* in the service's loop
+under its uid (:meth:`Controller.assume <quasched.service.controller.Controller.assume>`: taken, by no job),
+on quasched's pick from filter (a :class:`Hold`, at most :data:`ASSUME_TTL_S` until bind, in memory only) or
+by the checked bind path; then its job is stored running on them outside the lock and takes the assumption's
+place in the loop (:meth:`Service.insert_placed <quasched.service.runtime.Service.insert_placed>`, the
+service's one write path for such a booking)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
-from quasched.model.cluster import PlacementError
+from fastapi import HTTPException
+
 from quasched.model.workload import Pod
 from quasched.policies.base import CycleState
+from quasched.service.assumed import Assumption
 from quasched.service.controller import Controller
-from quasched.service.domain import Event, Job, JobState
+from quasched.service.domain import Event, Job, JobSpec, JobState
 from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
 from quasched.kube.verdicts import UNKNOWN_NODE, pod_of, verdicts
 
@@ -26,14 +34,16 @@ ASSUME_TTL_S = 30.0
 
 @dataclass
 class Hold:
-    """A pod assumed on quasched's pick: its devices taken in the controller by an in-memory job (negative id,
-    never stored) until bind confirms it. ``binding``: a bind of it is in flight."""
+    """A pod whose devices are assumed in the loop under its uid until its job is stored: ``pod`` as filter (or the
+    API server) gave it, as quasched sees it (``qpod``, ``spec``), the ``assumption``; ``binding``: a bind of it is
+    in flight."""
 
     pod: Mapping[str, Any]
+    qpod: Pod
+    spec: JobSpec
     node: str
     devices: tuple[int, ...]
-    job: Job
-    at: float
+    assumption: Assumption
     binding: bool = False
 
 
@@ -44,14 +54,13 @@ class PodJobs:
         self.service = service
         #: pod uid → its hold (filter's pick, not bound yet; under the lock)
         self.holds: dict[str, Hold] = {}
-        self._hold_ids = 0
         #: pod uid → its jobs in the controller ``_indexed``, in the order they entered it (:meth:`job_of`)
         self._by_uid: dict[str, list[Job]] = {}
-        self._indexed: Any = None
+        self._indexed: Controller | None = None
 
     # ------------------------------------------------------------ jobs of pods
     def job_of(self, uid: str) -> Job | None:
-        """The unfinished stored job standing for pod ``uid`` (call under the service lock; holds are not jobs).
+        """The unfinished stored job standing for pod ``uid`` (call under the service lock).
 
         Indexed by uid: a pod's job enters the controller here (:meth:`_index`; binds store them concurrently,
         so not in id order), and a controller is read in full only when it is new (rebuilt from the store)
@@ -69,9 +78,9 @@ class PodJobs:
         return jobs[0] if jobs else None
 
     def _index(self, job: Job) -> None:
-        """``job`` entered the controller indexed: find it by its pod (holds and other jobs are not indexed)."""
+        """``job`` entered the controller indexed: find it by its pod (other jobs are not indexed)."""
         key = token_uid(job.spec.client_token)
-        if key is not None and job.id >= 0 and self._indexed is self.service.ctl:
+        if key is not None and self._indexed is self.service.ctl:
             self._by_uid.setdefault(key, []).append(job)
 
     def pod_jobs(self) -> dict[str, Job]:
@@ -79,198 +88,187 @@ class PodJobs:
         out: dict[str, Job] = {}
         for job in self.service.ctl.jobs.values():
             uid = token_uid(job.spec.client_token)
-            if uid is not None and job.id >= 0 and not job.state.finished:
+            if uid is not None and not job.state.finished:
                 out[uid] = job
         return out
 
     # ------------------------------------------------------------ holds
     def hold(self, pod: Mapping[str, Any], qpod: Pod, node: str) -> None:
-        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod), in
-        memory: the policy's Reserve picks the devices and an unstored job takes them in the controller.
+        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod): the
+        policy's Reserve picks the devices, assumed in the loop for :data:`ASSUME_TTL_S`.
 
         kube-scheduler starts the next pod's cycle while this one's bind is in flight; holding the devices now
         keeps the next pods' filter on the state kube-scheduler assumes. Released when bind goes elsewhere,
-        when the pod's next cycle starts, or after :data:`ASSUME_TTL_S` without a bind (call under the lock)."""
-        ctl = self.service.ctl
+        when the pod's next cycle starts, after the TTL without a bind, or when the loop loses the assumption
+        (its node or a device under it went) (call under the lock)."""
         try:
             spec = job_spec(pod)
-            slot = ctl.cluster.node(node)
-        except (PodError, PlacementError):
+        except PodError:
             return
-        devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
-        self._hold_ids -= 1
-        job = Job(self._hold_ids, spec, ctl.options.priority_classes.get(spec.priority_class, 100),
-                  self.service.clock(), self._hold_ids)
-        if self._run(job, node, slot, devices):
-            self.holds[pod_key(pod)[2]] = Hold(pod, node, job.placement[0][1], job, time.monotonic())
+        self._assume(pod, qpod, spec, node, None)
 
-    def _run(self, job: Job, node: str, slot: int, devices: tuple[int, ...]) -> bool:
-        """Make ``job`` run on ``node`` with ``devices`` in the controller; False (and nothing held) if they are taken."""
-        ctl = self.service.ctl
-        c = ctl.cluster
-        running(job, node, devices, str(c.models[c.model_id[slot]]) if job.spec.gpu_request else "",
-                "kube-scheduler+" + ctl.options.policy)
-        ctl.restore([job], observe=False)  # its shape was learned when the pod arrived (filter)
-        if job.state == JobState.RUNNING:
-            self._index(job)
-            return True
-        self._forget(job) if job.id < 0 else ctl.cancel(job.id, job.submitted_at)
-        return False
+    def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str,
+                devices: tuple[int, ...] | None) -> Hold | None:
+        """Assume the pod's devices on ``node`` in the loop (the policy's Reserve picks them unless given) and
+        hold them; None (nothing held) if the node is unknown or they do not fit (under the lock)."""
+        ctl, uid = self.service.ctl, pod_key(pod)[2]
+        [slot] = ctl.cluster.slots_of([node])
+        if slot is None:
+            return None
+        if devices is None:
+            devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
+        self.drop_hold(uid)
+        if not ctl.assume(uid, qpod, node, tuple(devices), ASSUME_TTL_S, self.service.clock(), self._lost):
+            return None
+        assumption = ctl.assumed(uid)
+        assert assumption is not None
+        held = self.holds[uid] = Hold(pod, qpod, spec, node, assumption.devices, assumption)
+        return held
 
-    def _forget(self, job: Job) -> None:
-        """Take hold ``job`` out of the controller, leaving no trace: it was never stored (under the lock)."""
-        ctl = self.service.ctl
-        if ctl.jobs.get(job.id) is not job:  # e.g. the controller was rebuilt from the store
-            return
-        ctl.cancel(job.id, self.service.clock())
-        jobs, events = ctl.drain_changes()
-        jobs, events = [j for j in jobs if j.id >= 0], [e for e in events if (e.job_id or 0) >= 0]
-        if jobs or events:  # other changes drained with it (none are expected): persist them as the loop would
-            self.service.store.save(jobs, events)
+    def _lost(self, uid: str) -> None:
+        """The loop lost pod ``uid``'s assumption (expired, its node or a device under it gone): its hold ends."""
+        self.holds.pop(uid, None)
 
     def drop_hold(self, uid: str) -> Hold | None:
         """End pod ``uid``'s hold, if any; its devices are free again (under the lock)."""
         held = self.holds.pop(uid, None)
-        if held is not None:
-            self._forget(held.job)
+        if held is not None and self.service.ctl.assumed(uid) is held.assumption:
+            self.service.ctl.forget(uid)
         return held
 
     def expire_holds(self) -> None:
-        """Release the holds taken more than :data:`ASSUME_TTL_S` ago and not being bound (under the lock)."""
-        limit = time.monotonic() - ASSUME_TTL_S
-        for uid in [u for u, h in self.holds.items() if h.at < limit and not h.binding]:
-            self.drop_hold(uid)
+        """End the holds whose assumption's TTL ran out (none while being bound) and those a controller rebuilt
+        from the store does not have (under the lock)."""
+        ctl = self.service.ctl
+        ctl.expire(self.service.clock())
+        for uid in [u for u, h in self.holds.items() if not h.binding and ctl.assumed(u) is not h.assumption]:
+            del self.holds[uid]
+
+    def start_binding(self, held: Hold) -> None:
+        """A bind of ``held`` starts: it is in flight, and its assumption no longer expires (under the lock)."""
+        held.binding = True
+        self.service.ctl.assumptions.binding(pod_key(held.pod)[2])
 
     def confirm(self, held: Hold) -> tuple[Job, tuple[int, ...]]:
         """Hold ``held`` becomes a stored running job on the held devices (durable), as bind's first step.
 
-        The job is stored running outside the lock (the hold keeps the devices meanwhile, so filter never
-        waits on the database), then takes the hold's place in the controller. :class:`PodError` when it
-        cannot (the stored job cancelled): the devices went to another job of a rebuilt controller, or the hold
-        was dropped meanwhile (the pod ended, or the sync adopted it bound: its job stands for it); the hold is
-        left (binding) to the caller to drop."""
-        service, hold, uid = self.service, held.job, pod_key(held.pod)[2]
-        spec = replace(hold.spec, client_token=pod_token(uid, str(time.time_ns())))  # the pod read once, by filter
-        now = service.clock()
-        events: list[Event] = []
+        The job is stored running outside the lock (the assumption keeps the devices meanwhile, so filter never
+        waits on the database), then takes the assumption's place in the loop. :class:`PodError` when it cannot
+        (the stored job cancelled): the hold was dropped meanwhile (the pod ended, or the sync adopted it bound:
+        its job stands for it; or its node or a device under it went), or a controller rebuilt from the store
+        meanwhile gave the devices to another pod; the hold is left (binding) to the caller to drop."""
+        service, uid = self.service, pod_key(held.pod)[2]
+        spec = replace(held.spec, client_token=pod_token(uid, str(time.time_ns())))  # the pod read once, by filter
+        quota_model = held.assumption.model if spec.gpu_request else ""
+        solver = "kube-scheduler+" + service.ctl.options.policy
+        taken = f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken"
 
-        def started(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
-            job = jobs[0]
-            running(job, held.node, held.devices, hold.quota_model, hold.solver)
-            events[:] = placed_events(now, job)
-            return [job], events
+        def placed(job: Job) -> list[Event]:
+            running(job, held.node, held.devices, quota_model, solver)
+            return placed_events(job.submitted_at, job)
+
+        def enter(ctl: Controller, job: Job, now: float) -> tuple[Job, str]:
+            """The stored job takes the hold's place in the loop: '', or why not (the job ends cancelled)."""
+            known = ctl.jobs.get(job.id)  # (a controller rebuilt from the store meanwhile has it already)
+            if self.holds.get(uid) is not held:
+                why = f"quasched: the pod's hold on {held.node} was released while its bind was under way"
+            elif known is not None:
+                why = "" if known.state == JobState.RUNNING and known.placement == job.placement else taken
+            else:
+                if ctl.assumed(uid) is not held.assumption and \
+                        ctl.assume(uid, held.qpod, held.node, held.devices, math.inf, now, self._lost):
+                    held.assumption = ctl.assumed(uid) or held.assumption  # rebuilt meanwhile: taken again if free
+                why = "" if ctl.confirm(uid, job) else taken
+            if why and known is not None:
+                ctl.cancel(job.id, now)
+            elif why:
+                ctl.reject(job, now)
+            elif known is None:
+                self._index(job)
+            return known or job, why
 
         try:
-            job = service.store.insert_job(spec, hold.priority, now, then=started)
-        except Exception as err:  # e.g. fenced or unreachable: nothing is stored, kube-scheduler retries
-            raise PodError(f"quasched: the database refused the reservation: {err}") from err
-        with service.lock:
-            ctl = service.ctl
-            if ctl.jobs.get(job.id) is None:  # (a controller rebuilt from the store meanwhile has it already)
-                self._forget(hold)
-                ctl.restore([job], observe=False)
-                self._index(job)
-            dropped = self.holds.get(uid) is not held
-            if dropped or ctl.jobs[job.id].state != JobState.RUNNING:
-                ctl.cancel(job.id, now)
-                service.store.save(*ctl.drain_changes())
-                raise PodError(f"quasched: the pod's hold on {held.node} was released while its bind was under way"
-                               if dropped else
-                               f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken")
-            service.metrics.count(events, {job.id: spec.team})
-        service.broker.publish(list(events))
+            job, why = service.insert_placed(spec, service.ctl.options.priority_classes.get(spec.priority_class, 100),
+                                             placed, enter)
+        except HTTPException as err:  # e.g. fenced or unreachable: nothing is stored, kube-scheduler retries
+            raise PodError(f"quasched: cannot store the reservation: {err.detail}") from err
+        if why:
+            raise PodError(why)
         return job, held.devices
 
     # ------------------------------------------------------------ stored jobs
     def reserve(self, pod: Mapping[str, Any], node: str, devices: tuple[int, ...] | None = None,
                 adopt: bool = False) -> tuple[Job, tuple[int, ...]]:
-        """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable.
+        """Make ``pod`` a running job on ``node`` (the policy's Reserve picks devices unless given); durable:
+        assumed, then stored and confirmed as a held pod is (:meth:`confirm`).
 
         ``adopt``: the pod already runs there (sync): a cordon does not stop it. Returns the existing
         job if the pod already runs there. :class:`PodError` when it cannot."""
+        uid = pod_key(pod)[2]
         service = self.service
         with service.lock:
-            self.drop_hold(pod_key(pod)[2])
+            self.drop_hold(uid)
             c = service.ctl.cluster
             cordoned = adopt and node in service.records and bool(c.cordoned[c.node(node)])
             if cordoned:
                 c.uncordon(node)
             try:
-                return self._reserve(pod, node, devices)
+                held = self._assume_checked(pod, node, devices)
             finally:
                 if cordoned:
                     c.cordon(node)
+            if not isinstance(held, Hold):  # the pod's job runs there already
+                return held
+            self.start_binding(held)
+        try:
+            return self.confirm(held)
+        finally:
+            with service.lock:
+                if self.holds.get(uid) is held:
+                    self.drop_hold(uid)
 
-    def _reserve(self, pod: Mapping[str, Any], node: str,
-                 devices: tuple[int, ...] | None) -> tuple[Job, tuple[int, ...]]:
-        uid = pod_key(pod)[2]
-        service = self.service
-        with service.lock:
-            existing = self.job_of(uid)
-            if existing is not None and existing.state.holds_resources and existing.placement \
-                    and existing.placement[0][0] == node:
-                return existing, existing.placement[0][1]
-            if existing is not None and existing.state == JobState.PENDING:
-                self._drop_pending(uid)
-                existing = None
-            if existing is not None:
-                raise PodError(f"quasched: pod already placed on {existing.placement[0][0] if existing.placement else '?'}")
-            failed, qpod, _ = verdicts(service.ctl, pod, [node])
-            if qpod is None and node not in failed:
-                raise PodError("quasched: pod requests no GPU")
-            if node in failed and devices is None:
-                raise PodError(f"{failed[node]} on {node}")
-            assert qpod is not None or devices is not None
-            ctl, now = service.ctl, service.clock()
-            spec = job_spec(pod, attempt=str(time.time_ns()))
-            if qpod is None:
-                qpod = pod_of(spec)
-            try:
-                slot = ctl.cluster.node(node)
-            except PlacementError:
-                raise PodError(f"{UNKNOWN_NODE}: {node}") from None
-            if devices is None:
-                devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
-            events: list[Event] = []
-
-            def place(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
-                """The new job runs on the devices, stored in its insert's transaction (or, refused, cancelled)."""
-                job = jobs[0]
-                if not self._run(job, node, slot, devices):  # the books refused the placement: no pending copy left
-                    return ctl.drain_changes()
-                events[:] = placed_events(now, job)
-                return [job], events
-
-            try:
-                job = service.store.insert_job(spec, ctl.options.priority_classes.get(spec.priority_class, 100), now,
-                                               then=place)
-            except Exception as err:  # memory ran ahead of the database: rebuild from what is stored (as the API does)
-                records, queues, unfinished = service.store.load()
-                service.ctl = Controller.rebuilt(records, queues, unfinished, service.options)
-                self.holds.clear()  # their jobs were in the old controller
-                self._drop_pending(uid)
-                raise PodError(f"quasched: the database refused the reservation: {err}") from err
-            if not events:
-                raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices)} taken")
-            service.metrics.count(events, {job.id: spec.team})
-        service.broker.publish(list(events))
-        return job, job.placement[0][1]
+    def _assume_checked(self, pod: Mapping[str, Any], node: str,
+                        devices: tuple[int, ...] | None) -> Hold | tuple[Job, tuple[int, ...]]:
+        """:meth:`reserve`'s checks, then its hold (or the pod's job already running on ``node``, and its devices)."""
+        uid, service = pod_key(pod)[2], self.service
+        existing = self.job_of(uid)
+        if existing is not None and existing.state.holds_resources and existing.placement \
+                and existing.placement[0][0] == node:
+            return existing, existing.placement[0][1]
+        if existing is not None and existing.state == JobState.PENDING:
+            self._drop_pending(uid)
+            existing = None
+        if existing is not None:
+            raise PodError(f"quasched: pod already placed on {existing.placement[0][0] if existing.placement else '?'}")
+        failed, qpod, _ = verdicts(service.ctl, pod, [node])
+        if qpod is None and node not in failed:
+            raise PodError("quasched: pod requests no GPU")
+        if node in failed and devices is None:
+            raise PodError(f"{failed[node]} on {node}")
+        if service.ctl.cluster.slots_of([node]) == [None]:
+            raise PodError(f"{UNKNOWN_NODE}: {node}")
+        spec = job_spec(pod)
+        held = self._assume(pod, qpod or pod_of(spec), spec, node, devices)
+        if held is None:
+            raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices or ())} taken")
+        return held
 
     def _drop_pending(self, uid: str) -> None:
-        """A job of pod ``uid`` left pending (its row stored, the reservation not): cancel it, best effort,
-        so the service's own loop never places a pod Kubernetes did not bind."""
-        ctl = self.service.ctl
-        for job in list(ctl.jobs.values()):
-            if job.state == JobState.PENDING and token_uid(job.spec.client_token) == uid:
-                ctl.cancel(job.id, self.service.clock())
+        """A job of pod ``uid`` left pending (e.g. requeued with its node): cancel it, best effort, so the service's
+        own loop never places a pod Kubernetes did not bind."""
+        def cancel(ctl: Controller, now: float) -> None:
+            for job in [j for j in ctl.jobs.values() if j.state == JobState.PENDING]:
+                if token_uid(job.spec.client_token) == uid:
+                    ctl.cancel(job.id, now)
+
         try:
-            self.service.store.save(*ctl.drain_changes())
-        except Exception:  # still refused: the next sync or bind of the pod ends it
+            self.service.mutate(cancel)
+        except HTTPException:  # refused: the next sync or bind of the pod ends it
             pass
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
         """End the hold and the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""
-        def end(ctl: Any, now: float) -> Job | None:
+        def end(ctl: Controller, now: float) -> Job | None:
             job = self.job_of(uid)
             if job is None:
                 return None

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from quasched.service.controller import Controller
 from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.kube.extender import Bridge, KubeClient, log
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
@@ -154,7 +155,7 @@ class Sync:
             if not (changes.add or changes.update or changes.remove):
                 return changes
 
-            def apply(ctl: Any, now: float) -> None:
+            def apply(ctl: Controller, now: float) -> None:
                 for name in changes.remove:
                     self._remove_node(ctl, name, now)
                 for record in changes.add:
@@ -167,7 +168,7 @@ class Sync:
             service.mutate(apply)
         return changes
 
-    def _update(self, ctl: Any, record: NodeRecord, now: float) -> None:
+    def _update(self, ctl: Controller, record: NodeRecord, now: float) -> None:
         service = self.bridge.service
         old = service.records[record.name]
         shape = (record.cpu_milli, record.memory_mib, record.num_gpus, record.gpu_model)
@@ -236,19 +237,17 @@ class Sync:
             self.apply_pods([obj], complete=False)
 
     def _remove(self, names: list[str]) -> None:
-        def apply(ctl: Any, now: float) -> None:
+        def apply(ctl: Controller, now: float) -> None:
             for name in names:
                 self._remove_node(ctl, name, now)
 
         self.bridge.service.mutate(apply)
 
-    def _remove_node(self, ctl: Any, name: str, now: float) -> None:
-        """End the pods and holds on node ``name`` and forget the node (controller, store, records): a hold is
-        never stored, so it must not be requeued with the node's jobs."""
-        service, bridge = self.bridge.service, self.bridge
+    def _remove_node(self, ctl: Controller, name: str, now: float) -> None:
+        """End the pods on node ``name`` and forget the node (controller, store, records); the loop loses the
+        placements assumed there, which ends their holds."""
+        service = self.bridge.service
         self._end_pods_on(name)
-        for uid in [uid for uid, held in bridge.holds.items() if held.node == name]:
-            bridge.drop_hold(uid)
         ctl.remove_node(name, now)
         service.store.delete_node(name)
         del service.records[name]

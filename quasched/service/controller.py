@@ -18,6 +18,9 @@ Cycle
     cycle per pod; a gang that does not fully place is rolled back exactly.
     Jobs that stay pending get a :class:`~.domain.PendingReason`.
 
+Placements assumed on decisions not yet durable (:meth:`Controller.assume`, :mod:`.assumed`) take their
+devices, are never jobs, and end forgotten, confirmed by a stored job, expired or lost with their node.
+
 Preemption and job swapping make room for blocked jobs (:mod:`.loop_room`); node changes and
 recovery from the store are in :mod:`.loop_nodes`, what the loop hands out in :mod:`.loop_views`,
 the options and the shared state in :mod:`.loop_state`.
@@ -32,12 +35,13 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
+from quasched.service.assumed import Assumption
 from quasched.service.batch import bind_on, solve_batch
 from quasched.service.domain import ANY_MODEL, MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
 from quasched.service.feasibility import accessible_models, most_pods, never_admitted, never_fits
@@ -161,6 +165,53 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             raise ValueError(f"job {job_id} is {job.state}, not running")
         return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
 
+    # ------------------------------------------------------------ assumed placements
+    def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
+               on_lost: Callable[[str], None] | None = None) -> bool:
+        """Take ``devices`` of ``node`` for ``pod`` under ``key`` until ``now + ttl_s``, never as a job
+        (:mod:`.assumed`); ``on_lost(key)`` if its node or a device goes first. False (nothing taken): they do not fit."""
+        return self.assumptions.assume(key, pod, node, devices, ttl_s, now, on_lost) is not None
+
+    def assumed(self, key: str) -> Assumption | None:
+        """The placement assumed under ``key``, if any."""
+        return self.assumptions.get(key)
+
+    def forget(self, key: str) -> bool:
+        """End the placement assumed under ``key``; exactly what it took is free again (False: there was none)."""
+        forgotten = self.assumptions.forget(key) is not None
+        self._dirty |= forgotten
+        return forgotten
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the assumptions whose TTL ran out by ``now`` (each reported to its ``on_lost``); their keys."""
+        expired = self.assumptions.expire(now)
+        self._dirty |= bool(expired)
+        return expired
+
+    def confirm(self, key: str, job: Job) -> bool:
+        """Stored job ``job`` (one pod, running) takes the place assumed under ``key``: the same node, devices and
+        request, else refused (False, the assumption kept). It enters the loop as a job restored from the store."""
+        held = self.assumptions.get(key)
+        pod = self._pod(job.spec, job.id, 0)
+        if held is None or job.id in self.jobs or job.spec.pods != 1 or not job.state.holds_resources \
+                or job.placement != [(held.node, held.devices)] or not np.array_equal(pod.request, held.pod.request) \
+                or (pod.num_gpu, pod.gpu_milli, pod.team) != (held.pod.num_gpu, held.pod.gpu_milli, held.pod.team):
+            return False
+        c = self.cluster
+        self.assumptions.forget(key)  # what it freed, the job takes: its devices only are checked again
+        c.place(pod, held.slot, held.devices, filtered_at=int(c.version[held.slot]))
+        self.quota.charge(job.spec.team, held.model, job.spec.gpu_request)
+        self.jobs[job.id] = job
+        self._arm(job)
+        return True
+
+    def reject(self, job: Job, now: float) -> Job:
+        """A stored job that never entered the loop (its confirmation refused) ends cancelled; the change is
+        handed out with the others (:meth:`drain_changes`)."""
+        job.state, job.finished_at, job.placement, job.reason = JobState.CANCELLED, now, [], None
+        self._emit(now, JobState.CANCELLED.value, job)
+        return job
+
     # ------------------------------------------------------------ pods
     def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
         c = self.cluster
@@ -200,7 +251,9 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
 
     # ------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> None:
-        """Fire due timers, then schedule if anything changed; repeat while preemptions free room now."""
+        """Expire assumed placements, fire due timers, then schedule if anything changed; repeat while preemptions
+        free room now."""
+        self.expire(now)
         for _ in range(8):
             self._fire(now)
             if not self._dirty:

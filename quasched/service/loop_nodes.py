@@ -1,6 +1,6 @@
 """Node changes and recovery under the service's loop: nodes added, removed, cordoned, drained,
-GPU devices failed or healthy (their jobs requeued), queues created or changed, and unfinished jobs
-re-admitted from the store at their recorded nodes and devices."""
+GPU devices failed or healthy (their jobs requeued, the placements assumed there lost), queues created
+or changed, and unfinished jobs re-admitted from the store at their recorded nodes and devices."""
 
 from __future__ import annotations
 
@@ -50,8 +50,10 @@ class NodeChanges(LoopState):
         self._dirty = True
 
     def drain(self, name: str, now: float) -> None:
-        """Requeue every job with a pod on node ``name``."""
-        for job in self._jobs_on(self.cluster.node(name)):
+        """Requeue every job with a pod on node ``name``; its assumed placements are lost (reported, not requeued)."""
+        node = self.cluster.node(name)
+        self.assumptions.lose_on(node)
+        for job in self._jobs_on(node):
             self._requeue(job, now, "evicted", node=name)
 
     def set_device_health(self, name: str, device: int, healthy: bool, now: float) -> None:
@@ -61,6 +63,7 @@ class NodeChanges(LoopState):
         self._events.append(Event(now, "device-healthy" if healthy else "device-unhealthy", node=name,
                                   data={"device": device}))
         if not healthy:
+            self.assumptions.lose_on(node, device)
             for job in self._jobs_on(node, device):
                 self._requeue(job, now, "evicted", node=name, device=device)
         self._dirty = True
@@ -85,13 +88,16 @@ class NodeChanges(LoopState):
                     self._fresh.add(job.id)
                     self._emit(job.submitted_at, "requeued", job, error=problem)
                     continue
-                if job.state in (JobState.PREEMPTING, JobState.STOPPING) and job.preempt_at is not None:
-                    heapq.heappush(self._timers, (job.preempt_at, job.id,
-                                                  "preempt" if job.state == JobState.PREEMPTING else "stop"))
-                for seconds, what in ((job.spec.duration_s, "finish"), (job.spec.time_limit_s, "limit")):
-                    if seconds is not None and job.started_at is not None:
-                        heapq.heappush(self._timers, (job.started_at + seconds, job.id, what))
+                self._arm(job)
         self._full = self._dirty = True
+
+    def _arm(self, job: Job) -> None:
+        """The timers of a job entering the loop running: grace-period end, completion by duration, time limit."""
+        if job.state in (JobState.PREEMPTING, JobState.STOPPING) and job.preempt_at is not None:
+            heapq.heappush(self._timers, (job.preempt_at, job.id, "preempt" if job.state == JobState.PREEMPTING else "stop"))
+        for seconds, what in ((job.spec.duration_s, "finish"), (job.spec.time_limit_s, "limit")):
+            if seconds is not None and job.started_at is not None:
+                heapq.heappush(self._timers, (job.started_at + seconds, job.id, what))
 
     def _restore_placement(self, job: Job) -> str:
         """Bind a restored running job where the store says it runs; the error ("" = none, nothing bound)."""

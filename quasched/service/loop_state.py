@@ -17,9 +17,9 @@ from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses
+from quasched.service.assumed import Assumptions
 from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, PendingReason,
                                      QueueSpec, Reason)
-from quasched.service.joblog import HEAD, TAIL, TEAM_CAP
 from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
@@ -52,9 +52,6 @@ class LoopOptions:
     grace_s: float = 30.0
     #: the node whose jobs' commands this service runs (None: none); a job with a command is placed only there
     local_node: str | None = None
-    #: bytes kept of each job's log (half its start, half its end) and of the logs of a team's jobs (:mod:`.joblog`)
-    log_cap: int = HEAD + TAIL
-    team_log_cap: int = TEAM_CAP
     defrag_per_hour: int = 0
     #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
     #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest
@@ -82,6 +79,8 @@ class LoopState:
                                    cpu_pods_off_gpu_nodes=options.cpu_pods_off_gpu_nodes)
         self.quota = QuotaBook(queues)
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
+        #: placements assumed on decisions not yet durable (never jobs: :mod:`.assumed`)
+        self.assumptions = Assumptions(self.cluster, self.quota)
         self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
         self.position: dict[int, int] = {}  # pending job id -> place (1, 2, ...) in the last cycle's order
         self.classes = FitClasses()
@@ -147,15 +146,10 @@ class LoopState:
 
     def _jobs_on(self, node: int, device: int | None = None) -> list[Job]:
         ids = {p.pod.uid // MAX_GANG for p in self.cluster.placements.values()
-               if p.node == node and (device is None or device in p.devices)}
+               if p.node == node and (device is None or device in p.devices) and not self.assumptions.owns(p.pod.uid)}
         return [self.jobs[i] for i in sorted(ids)]
 
     def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
-        if job.id < 0:  # an extension's in-memory hold, never stored: it ends, leaving nothing to persist
-            self._release(job, now)
-            job.state = JobState.CANCELLED
-            del self.jobs[job.id]
-            return
         if job.state == JobState.STOPPING:  # cancelled or past its limit: it ends rather than runs again
             self._end_stopping(job, now)
             return

@@ -31,7 +31,6 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.auth import TokenCache, masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
-from quasched.service.joblog import Caps
 from quasched.service.leadership import Elector, Fenced, Holder, identity
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
@@ -141,7 +140,6 @@ class Service:
         if self.options.local_node is not None:
             record = self.records[self.options.local_node]
             self.executor = Executor(record.name, self.state_dir, self._report, local_gpus(record),
-                                     Caps.of_total(self.options.log_cap), self.options.team_log_cap,
                                      run_as=self.run_as, jobs_dir=self.jobs_dir)
             self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
 
@@ -344,14 +342,53 @@ class Service:
                 self._ctl = Controller.rebuilt(records, queues, unfinished, self.options)
                 raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                                     f"the database refused the change, nothing was applied: {err}") from err
-            if self.executor is not None:
-                self.executor.sync(jobs)
-            self._teams.update((job.id, job.spec.team) for job in jobs)
-            self.metrics.count(events, self._teams)
-            for job in jobs:
-                if job.state.finished:
-                    self._teams.pop(job.id, None)
+            self._saved(jobs, events)
         return events
+
+    def _saved(self, jobs: list[Job], events: list[Event]) -> None:
+        """What follows every write of jobs: the executor runs or stops them, the metrics count the events."""
+        if self.executor is not None:
+            self.executor.sync(jobs)
+        self._teams.update((job.id, job.spec.team) for job in jobs)
+        self.metrics.count(events, self._teams)
+        for job in jobs:
+            if job.state.finished:
+                self._teams.pop(job.id, None)
+
+    def insert_placed(self, spec: JobSpec, priority: int, placed: Callable[[Job], list[Event]],
+                      enter: Callable[[Controller, Job, float], T]) -> T:
+        """A new job stored already placed, then taken into the loop (an extension's booking: a Kubernetes pod's).
+
+        ``placed(job)`` marks the new job and gives its events, written in its insert's transaction outside the
+        lock (the loop never waits on the database); then, as :meth:`mutate`, under the lock ``enter(ctl, job,
+        now)`` takes it into the loop (or ends it), a cycle and persist; the insert's events are counted and
+        published with the cycle's. A refused insert is a 503 (fenced: this server steps down), nothing stored and
+        memory untouched."""
+        if not self.leading:
+            raise self.refusal()
+        now = self.clock()
+        events: list[Event] = []
+
+        def then(jobs: list[Job]) -> tuple[list[Job], list[Event]]:
+            events[:] = placed(jobs[0])
+            return jobs[:1], events
+
+        try:
+            job = self.store.insert_job(spec, priority, now, then=then)
+        except Fenced as err:
+            self.step_down(str(err))
+            raise self.refusal() from err
+        except Exception as err:  # e.g. unreachable: rolled back, and nothing ran ahead of it in memory
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                                f"the database refused the change, nothing was applied: {err}") from err
+        with self.lock:
+            if not self.leading:  # stepped down meanwhile: the leader loads the stored job
+                raise self.refusal()
+            result = enter(self.ctl, job, now)
+            self._saved([job], events)
+            events += self._cycle(now)
+        self.broker.publish(list(events))
+        return result
 
     def mutate(self, change: Callable[[Controller, float], T]) -> T:
         """Under the lock: ``change(ctl, now)``, a scheduling cycle, persist; then publish the events."""

@@ -10,6 +10,7 @@ from quasched.metrics.fragmentation import FragReport
 from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI
+from quasched.service.assumed import Assumptions
 from quasched.service.domain import MAX_GANG, Job, JobState
 from quasched.service.quota import QuotaBook
 
@@ -20,6 +21,7 @@ class LoopViews(Protocol):
     cluster: Cluster
     jobs: dict[int, Job]
     quota: QuotaBook
+    assumptions: Assumptions
 
     def node_fragmentation(self) -> np.ndarray: ...
 
@@ -34,7 +36,8 @@ def snapshot(ctl: LoopViews) -> dict[str, Any]:
     c = ctl.cluster
     jobs_on: dict[int, list[int]] = {}
     for p in c.placements.values():
-        jobs_on.setdefault(p.node, []).append(p.pod.uid // MAX_GANG)
+        if not ctl.assumptions.owns(p.pod.uid):  # an assumed placement takes its devices but is no job
+            jobs_on.setdefault(p.node, []).append(p.pod.uid // MAX_GANG)
     nodes = []
     frag = ctl.node_fragmentation()
     for n in np.flatnonzero(c.present).tolist():
