@@ -16,6 +16,7 @@ from quasched.cli.common import (
     Rng, console, fail, finite_number, load_inputs,
     native_seed,
 )
+from quasched.report.wording import counted
 
 if TYPE_CHECKING:
     from quasched.kube.tls import VerbsTLS
@@ -24,6 +25,19 @@ if TYPE_CHECKING:
 Clock = Literal["wall", "virtual"]
 Order = Literal["fair", "fifo"]
 BatchSolver = Literal["milp", "qubo-sa", "qaoa", "greedy"]
+
+
+def log_bytes(value: str, option: str) -> str:
+    """A log cap (``64MiB``, at least 1 MiB) in bytes (as text: typer keeps the option's type)."""
+    from quasched.traces.units import parse_memory
+
+    try:
+        mib = parse_memory(value)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint=option) from None
+    if mib < 1:
+        raise typer.BadParameter(f"{value!r} is less than 1MiB", param_hint=option)
+    return str(mib << 20)
 
 
 def serve_virtual(trace: str, spec: str, seed: int, rng: Rng, data_dir: Path | None, cluster_file: Path | None) -> None:
@@ -127,6 +141,11 @@ def serve(
         "Single-user set-up: every command runs as the service's own account (never root).")),
     jobs_dir: Optional[Path] = typer.Option(None, show_default=False, rich_help_panel="Commands", help=(
         "Where each job gets its own working directory (default: quasched-jobs beside the state directory).")),
+    log_cap: str = typer.Option("64MiB", callback=lambda v: log_bytes(v, "--log-cap"), rich_help_panel="Commands",
+                                help="A job's log keeps its first half and its last half of this (binary units)."),
+    team_log_cap: str = typer.Option("1GiB", callback=lambda v: log_bytes(v, "--team-log-cap"),
+                                     rich_help_panel="Commands", help=(
+        "Past this, the logs of a team's oldest finished jobs are removed.")),
     advertise_url: str = typer.Option("", show_default=False, help=(
         "This server's URL as standbys name it (default: http://HOST:PORT).")),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
@@ -228,7 +247,8 @@ def serve(
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
-                              local_node=local_node if kube is None else None)
+                              local_node=local_node if kube is None else None,
+                              log_cap=int(log_cap), team_log_cap=int(team_log_cap))
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
                                  state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
                                  run_as=accounts, jobs_dir=jobs_dir,
@@ -239,7 +259,7 @@ def serve(
 
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    console.print(f"quasched serve: {len(service.records)} nodes, policy {specs[0]}, database {url}")
+    console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {url}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
     if not service.leading:
         console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "

@@ -20,6 +20,7 @@ from quasched.policies.queue import FitClasses
 from quasched.service.assumed import Assumptions
 from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, PendingReason,
                                      QueueSpec, Reason)
+from quasched.service.joblog import HEAD, TAIL, TEAM_CAP
 from quasched.service.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
@@ -52,6 +53,9 @@ class LoopOptions:
     grace_s: float = 30.0
     #: the node whose jobs' commands this service runs (None: none); a job with a command is placed only there
     local_node: str | None = None
+    #: bytes kept of each job's log (half its start, half its end) and of the logs of a team's jobs (:mod:`.joblog`)
+    log_cap: int = HEAD + TAIL
+    team_log_cap: int = TEAM_CAP
     defrag_per_hour: int = 0
     #: batch mode: assign up to ``batch_size`` pending one-pod jobs per cycle with this optimiser
     #: ("milp", "qubo-sa", "qaoa", "greedy"; None = online placement only), then the online pass for the rest

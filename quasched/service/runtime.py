@@ -31,6 +31,7 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.auth import TokenCache, masked
 from quasched.service.controller import Controller, records_of
 from quasched.service.executor import Executor
+from quasched.service.joblog import Caps
 from quasched.service.leadership import Elector, Fenced, Holder, identity
 from quasched.service.localnode import HealthWatch, local_gpus, this_node
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
@@ -140,6 +141,7 @@ class Service:
         if self.options.local_node is not None:
             record = self.records[self.options.local_node]
             self.executor = Executor(record.name, self.state_dir, self._report, local_gpus(record),
+                                     Caps.of_total(self.options.log_cap), self.options.team_log_cap,
                                      run_as=self.run_as, jobs_dir=self.jobs_dir)
             self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
 
