@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -478,17 +479,18 @@ def test_map_of_1213_nodes_renders_fast(page: Page, tmp_path: Path) -> None:
 def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
     """A job's command runs on this machine's node (v100-0): its drawer follows the log as it is written; the
     Teams view sums usage per team."""
-    import sys
-
+    from accounts import command_accounts, job_python, shared_dir
     from quasched.service.loop_state import LoopOptions
 
     options = LoopOptions(local_node="v100-0", grace_s=1.0)
-    with running_service(tmp_path, small_cluster(), options=options, state_dir=tmp_path / "state") as service:
+    python, jobs_dir = job_python(), shared_dir()
+    with command_accounts() as accounts, running_service(tmp_path, small_cluster(), options=options, run_as=accounts,
+                                                         jobs_dir=jobs_dir, state_dir=tmp_path / "state") as service:
         writes = "import time\nfor i in range(8):\n    print('step', i, 'loss', 1 / (i + 1), flush=True); time.sleep(0.4)"
         job = service.submit(name="train", team="default", cpu=2, memory="4GiB", gpus=2, gpu_model="V100",
-                             command=[sys.executable, "-c", writes])
+                             command=[python, "-c", writes])
         bad = service.submit(name="crash", team="default", cpu=1, memory="1GiB", gpus=0.5, gpu_model="V100",
-                             command=[sys.executable, "-c", "import sys; print('CUDA error: out of memory'); sys.exit(3)"])
+                             command=[python, "-c", "import sys; print('CUDA error: out of memory'); sys.exit(3)"])
         open_dashboard(page, service)
         tab(page, "Jobs")
         page.locator("#running-table").get_by_role("link", name=re.compile("train")).click()
@@ -514,7 +516,7 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
         assert words == [["a", "b c", 'd "e"', "f g", ""], None]
         tab(page, "Submit job")
         fill_form(page, name="from-form", team="default", cpu="1", memory="1GiB", gpus="1", gpu_model="V100",
-                  command=f"{sys.executable} -c 'print(\"typed\", \"in the form\")'", time_limit="1h")
+                  command=f"{python} -c 'print(\"typed\", \"in the form\")'", time_limit="1h")
         page.get_by_role("button", name="Submit job").click()
         expect(page.locator("#submit-result")).to_contain_text("Submitted job #3")
         shot(page, "submit-command", full_page=True)
@@ -531,3 +533,4 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
         assert float(row.locator("td.gpu-hours").inner_text()) == pytest.approx(usage["gpu_hours"], rel=0.01)
         shot(page, "usage")
         page.context.close()  # before the server stops (its live stream would hold the shutdown)
+    shutil.rmtree(jobs_dir)

@@ -43,7 +43,7 @@ class Account:
     def of(cls, user: str | int) -> Account:
         """The account of ``user`` (a name or a uid) from the password and group databases; KeyError if none."""
         entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
-        groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
+        groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))  # as initgroups(3) sets them
         return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir, entry.pw_shell or "/bin/sh")
 
     def describe(self) -> str:
