@@ -38,7 +38,7 @@ from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, Q
 from quasched.service.loop_state import LoopOptions, SpecError
 from quasched.service.metrics import ServiceMetrics
 from quasched.service.runas import RunAs
-from quasched.service.store import TokenInfo
+from quasched.service.store import Store, TokenInfo
 from quasched.service.schemas import JobOut, NodeOut
 from quasched.service.broker import Broker
 from quasched.service.combiner import Combiner
@@ -85,7 +85,7 @@ def write_token_file(path: Path, secret: str) -> None:
 class Service:
     """Store + controller + one lock, and the timer thread (module docstring)."""
 
-    def __init__(self, store: Any, cluster: NodeSpec | None, options: LoopOptions,
+    def __init__(self, store: Store, cluster: NodeSpec | None, options: LoopOptions,
                  clock: Callable[[], float] = time.time, token_file: Path | None = None,
                  state_dir: Path = Path("quasched-state"), leading: bool = True, run_as: RunAs | None = None,
                  jobs_dir: Path | None = None) -> None:
