@@ -102,6 +102,30 @@ def test_create_writes_the_limits_a_hierarchy_has_and_leftovers_are_found(tmp_pa
     assert cgroups.leftovers(h, "abcd1234") == [(3, 1, name)]
 
 
+def test_a_kill_copes_with_the_cgroup_removed_under_it(tmp_path, monkeypatch):
+    """The wrapper and the executor may end a job at once: the one that finds the cgroup removed by the other
+    (between freezing it and reading its state) has nothing left to do, and says so without an error."""
+    name = cgroups.job_cgroup("abcd1234", 5, 0)
+    freezer = tmp_path / "freezer" / name
+    freezer.mkdir(parents=True)
+    victim = subprocess.Popen(["sleep", "1001"])
+    (freezer / "cgroup.procs").write_text(f"{victim.pid}\n")
+    write = cgroups._write
+
+    def removed_by_the_other(path: Path, value: str) -> bool:
+        done = write(path, value)
+        if value == "FROZEN":
+            shutil.rmtree(freezer)  # emptied and removed meanwhile
+        return done
+
+    monkeypatch.setattr(cgroups, "_write", removed_by_the_other)
+    try:
+        assert cgroups.kill(Hierarchy(1, {"freezer": tmp_path / "freezer"}), name) is True
+    finally:
+        victim.kill()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+
+
 def test_without_cgroups_the_executor_says_so_and_uses_process_groups(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cgroups, "detect", lambda: "the service does not run as root")
     executor = Executor("box", tmp_path / "state", report=lambda change: None, jobs_dir=tmp_path / "jobs")

@@ -188,16 +188,24 @@ def _freeze(path: Path | None, version: int, frozen: bool, deadline: float) -> N
         ("freezer.state", "FROZEN" if frozen else "THAWED")
     if not _write(path / file, value) or version == 2 or not frozen:
         return
-    while time.monotonic() < deadline and (path / file).read_text().strip() == "FREEZING":
+    while time.monotonic() < deadline and _read(path / file) == "FREEZING":
         time.sleep(0.005)
 
 
 def _write(path: Path, value: str) -> bool:
+    """Write a cgroup file; False when that cannot be done (the cgroup is gone: emptied and removed)."""
     try:
         path.write_text(value)
         return True
     except OSError:
         return False
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def oom_killed(h: Hierarchy, name: str) -> bool:

@@ -277,7 +277,7 @@ class Executor:
                     if job is None:
                         stopping = True
                     else:
-                        self._apply(job)
+                        self._apply_logged(job)
                         job = self._inbox.get_nowait()
             except queue.Empty:
                 pass
@@ -285,6 +285,13 @@ class Executor:
                 self._watch()
             except Exception as err:  # keep watching; the next round retries
                 print(f"quasched: executor: {err!r}", file=sys.stderr)
+
+    def _apply_logged(self, job: Job) -> None:
+        """:meth:`_apply`; an error is printed, and the thread goes on with the next change."""
+        try:
+            self._apply(job)
+        except Exception as err:
+            print(f"quasched: executor: job {job.id}: {err!r}", file=sys.stderr)
 
     def _apply(self, job: Job) -> None:
         run = self.runs.get(job.id)
