@@ -142,6 +142,26 @@ def test_a_workdir_its_user_cannot_enter_fails_the_job_with_the_reason(two_teams
     os.unlink("/tmp/made-by-the-job")
 
 
+#: a module every Python started with its folder on PYTHONPATH imports: it leaves a file naming its uid
+SITE = "import os\nopen(os.path.join(os.path.dirname(__file__), f'imported-by-{os.getuid()}-{os.getpid()}'), 'w').close()\n"
+
+
+@as_root
+def test_the_jobs_variables_reach_its_command_never_a_process_running_as_root(two_teams):
+    """A job's environment (``PYTHONPATH`` here, ``LD_PRELOAD`` alike) reaches its command, run as its user, and
+    not the wrapper that starts it as root."""
+    server_dir, jobs_dir, users = two_teams
+    hooks = server_dir.parent / "hooks"
+    hooks.mkdir()
+    hooks.chmod(0o777)
+    (hooks / "sitecustomize.py").write_text(SITE)
+    application, token = box_server(server_dir, jobs_dir, [f"*={users['vision']}"])
+    with live_server(application) as base:
+        job = probe(base, bearer(token), "default", {}, env={"PYTHONPATH": str(hooks)})
+        assert wait(base, bearer(token), job["id"], "succeeded", "failed")["state"] == "succeeded"
+    assert {int(p.name.split("-")[2]) for p in hooks.glob("imported-by-*")} == {pwd.getpwnam(users["vision"]).pw_uid}
+
+
 def refused(application, token: str, body: dict) -> httpx.Response:
     from fastapi.testclient import TestClient
 

@@ -25,6 +25,8 @@ from quasched.service.loop_state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
 
+pytestmark = pytest.mark.slow  # real jobs under a real server
+
 PY = job_python()
 #: seconds an HTTP call may take (several test runs share two cores)
 HTTP_S = 30
@@ -156,6 +158,7 @@ def test_a_command_waits_for_this_machine_and_a_job_without_one_is_bookkeeping(s
     wait_log(base, headers, first["id"], "up")
     second = submit(base, headers, "print('second ran')", gpus=4)  # box is full: it waits, never runs on far
     assert second["state"] == "pending" and second["placement"] == []
+    assert second["reason"]["message"] == "needs 4 GPUs; 0 free on nodes it may use"  # box's room, not far's
     far = httpx.post(f"{base}/api/v1/jobs", headers=headers, json=job_body(cpu=1, memory="1GiB", gpus=4)).json()
     assert far["placement"][0]["node"] == "far" and far["state"] == "running"  # no command: it may go elsewhere
     assert httpx.post(f"{base}/api/v1/jobs/{first['id']}/cancel", headers=headers).status_code == 200

@@ -66,7 +66,7 @@ def capacity_reason(cluster: Cluster, job: Job, pod: Pod) -> PendingReason:
     never = never_fits(c, replace(pod, gpu_model=job.spec.gpu_model), job.spec.pods)
     if never:
         return unschedulable(job, never)
-    usable = c.schedulable & c.spec_mask(pod.gpu_model)
+    usable = c.schedulable & c.spec_mask(pod.gpu_model) & (c.names == pod.node if pod.node else True)
     failing = fit_reasons(c, pod, np.flatnonzero(usable))
     evidence: dict[str, Any] = {"nodes_failing": failing, "pods": job.spec.pods}
     gang = f" for each of {job.spec.pods} pods" if job.spec.pods > 1 else ""
