@@ -164,6 +164,7 @@ def wait_gone(pids: list[int], timeout: float = 30) -> None:
 
 
 @real
+@pytest.mark.slow  # a real server
 def test_what_leaves_the_group_ends_with_the_job_at_cancel_and_time_limit(contained):
     base, headers, jobs, _ = contained
     cancelled = submit(base, headers, ESCAPERS, gpus=1)
@@ -207,6 +208,7 @@ def test_recovery_empties_the_cgroup_of_a_job_that_no_longer_holds_its_resources
 
 
 @real
+@pytest.mark.slow  # a real server
 def test_a_job_over_its_memory_request_fails_out_of_memory(contained):
     base, headers, _, _ = contained
     grow = "x = []\nfor _ in range({n}): x.append(b'x' * (16 << 20))\nprint('survived', {n} * 16, 'MiB')"
@@ -225,6 +227,7 @@ def test_a_job_over_its_memory_request_fails_out_of_memory(contained):
 
 
 @real
+@pytest.mark.slow  # a real server
 def test_a_job_is_billed_for_its_own_run_across_a_restart(tmp_path, monkeypatch):
     """The service stops while a job runs; the job ends; the service starts again: the job's times and usage are
     the wrapper's start and end of the command, not the restart."""

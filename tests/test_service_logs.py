@@ -92,6 +92,7 @@ def capped(tmp_path, monkeypatch):
         assert_no_process_left(tmp_path / "state")
 
 
+@pytest.mark.slow  # a real server
 def test_a_job_writing_1_gib_keeps_its_cap_while_the_api_answers(capped):
     base, headers, jobs = capped
     job = submit(base, headers, "import os, sys\nfor _ in range(1024): os.write(1, b'x' * (1 << 20))", gpus=0)
@@ -123,6 +124,7 @@ def test_a_job_writing_1_gib_keeps_its_cap_while_the_api_answers(capped):
     assert last.content == tail
 
 
+@pytest.mark.slow  # a real server
 def test_past_the_team_cap_the_oldest_finished_logs_go(capped):
     """Six jobs whose logs are a header line and 1 MiB each (within the job's cap): once the fifth ends they take
     over 5 MiB and the first job's log goes (a note stays); once the sixth ends, the second's."""
