@@ -5,8 +5,8 @@ holding the Alibaba traces (``alibaba-gpu-v2023/``, ``alibaba-gpu-v2025/``), els
 repository. The FGD artifact's golden results (``golden/``), its specification's reference vectors (``docs/``), Go's
 random table (``data/``) and the grid carbon intensities (``carbon/``) sit beside that folder; ``QUASCHED_COMPAT_DATA``
 and ``QUASCHED_CARBON`` override the last two. A test that needs one of them takes its fixture, which skips the test
-with the reason and the variable to set when the folder is absent. The PostgreSQL fixtures fail when the server
-binaries are missing.
+with the reason and the variable to set when the folder is absent. The PostgreSQL fixtures skip without the
+``postgres`` extra (psycopg) and fail when the server binaries are missing; a test that takes one is ``slow``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from extra import HIDE, needs
 from pg import PostgresServer
 
 from quasched.model import NodeSpec, Workload
@@ -33,9 +34,18 @@ def _existing(path: Path, what: str, env: str = "QUASCHED_DATA") -> Path:
     return path
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test on PostgreSQL: it starts a server."""
+    for item in items:
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL server for the session (tests/pg.py)."""
+    needs("psycopg", "postgres")
     server = PostgresServer()
     try:
         server.start()
@@ -48,6 +58,14 @@ def postgres() -> Iterator[PostgresServer]:
 def postgres_url(postgres: PostgresServer) -> str:
     """URL of a new, empty PostgreSQL database."""
     return postgres.create_database()
+
+
+@pytest.fixture(scope="session")
+def core_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An environment whose Python cannot import any extra's package (tests/extra.py)."""
+    folder = tmp_path_factory.mktemp("core-only")
+    (folder / "sitecustomize.py").write_text(HIDE)
+    return {**os.environ, "PYTHONPATH": str(folder), "MPLBACKEND": "Agg"}
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import psycopg
-
 INSTALL = "install it (Debian: apt-get install -y postgresql; .ci/run does this)"
 
 
@@ -65,6 +63,8 @@ class PostgresServer:
 
     def create_database(self) -> str:
         """A new empty database; its SQLAlchemy URL."""
+        import psycopg  # the postgres extra: the fixture skips without it
+
         name = f"test{next(self._names)}"
         with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True) as c:
             c.execute(f'CREATE DATABASE "{name}"')

@@ -11,7 +11,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-import schemathesis
+from extra import needs
+
+pytestmark = pytest.mark.slow  # every operation of the schema, fuzzed
+
+schemathesis = needs("schemathesis", "dev")
+
 from hypothesis import HealthCheck, settings
 
 from api_support import bearer, make_app

@@ -1,33 +1,19 @@
 """Every script in ``benchmarks/`` on the core install: ``--help`` works, and a mode that needs an extra exits with
 one line naming the ``pip install`` that adds it, never a traceback. The extras' packages are hidden by a
-``sitecustomize`` that makes their imports fail, in a real subprocess."""
+``sitecustomize`` that makes their imports fail (the ``core_only`` fixture), in a real subprocess."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a real process per script
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if '__name__ == "__main__"' in p.read_text())
-#: top-level packages of the extras (quasched/extras.py): hidden from the scripts
-OPTIONAL = ("cma", "gymnasium", "psycopg", "kubernetes", "grpc", "google.protobuf", "dimod", "dwave", "qiskit",
-            "qiskit_aer", "ray", "pynvml")
-HIDE = f"""
-import sys
-from importlib.abc import MetaPathFinder
-
-class Hide(MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == m or name.startswith(m + ".") for m in {OPTIONAL!r}):
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-
-sys.meta_path.insert(0, Hide())
-"""
 #: script and arguments of each mode that needs an extra -> the extra
 NEEDS_EXTRA = {
     ("learn.py", "train"): "learn",
@@ -36,14 +22,6 @@ NEEDS_EXTRA = {
     ("service_durability.py", "--db", "postgresql", "--jobs", "1"): "postgres",
     ("service_load.py", "--data-dir", ".", "--db", "postgresql", "--jobs", "1"): "postgres",
 }
-
-
-@pytest.fixture(scope="module")
-def core_only(tmp_path_factory) -> dict[str, str]:
-    """An environment whose Python cannot import any extra's package."""
-    folder = tmp_path_factory.mktemp("core-only")
-    (folder / "sitecustomize.py").write_text(HIDE)
-    return {**os.environ, "PYTHONPATH": str(folder), "MPLBACKEND": "Agg"}
 
 
 def run(args: tuple[str, ...], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

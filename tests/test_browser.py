@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from extra import needs
 
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = needs("playwright.sync_api", "dev")
 api_module = pytest.importorskip("quasched.service.api")
 
 from live_server import LiveServer  # noqa: E402
@@ -43,7 +44,8 @@ EXPECTED_CONSOLE = re.compile(r"Failed to load resource: the server responded wi
 #: the page outliving its server (a test that starts the service itself ends it first)
 CLOSED_CONSOLE = re.compile(r"net::ERR_CONNECTION_REFUSED")
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}")
+# a real browser
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}")]
 
 
 # ---------------------------------------------------------------- clusters

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from quasched.cli import app
 from api_support import live_server, make_app
 
+pytestmark = pytest.mark.slow  # a real quasched serve process
+
 runner = CliRunner()
 
 

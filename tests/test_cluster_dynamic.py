@@ -478,6 +478,7 @@ def workload_of(pods) -> Workload:
 DynamicCluster.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                             suppress_health_check=[HealthCheck.too_slow])
 TestDynamicCluster = DynamicCluster.TestCase
+TestDynamicCluster.pytestmark = pytest.mark.slow  # a long stateful property run
 
 
 # ------------------------------------------------------ the pending queue

@@ -25,6 +25,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
     return _run(["-c", code], env=env)
 
 
+@pytest.mark.slow  # a real CLI process
 def test_rng_go_works_on_a_fresh_install_without_shared_data(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -44,6 +45,7 @@ def test_packaged_table_equals_the_shared_table(compat_dir):
     assert load_cooked() == load_cooked(compat_dir)
 
 
+@pytest.mark.slow  # a fresh interpreter per module
 @pytest.mark.parametrize("module", ["quasched.report.plots", "quasched.report.replay", "quasched.optimize.plots"])
 def test_importing_plot_modules_leaves_the_matplotlib_backend_alone(module):
     result = _python(

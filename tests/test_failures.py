@@ -212,6 +212,7 @@ def monkeypatch_record(monkeypatch):
     return checked
 
 
+@pytest.mark.slow  # replays of real traces
 def test_replay_cli_with_failures_writes_losses(tmp_path):
     result = runner.invoke(app, ["replay", "--policy", "fgd,health", "--failure-rate", "5e-3", "--restart-min", "2",
                                  "--out", str(tmp_path)])

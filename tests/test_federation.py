@@ -271,6 +271,7 @@ def test_oracle_bound_is_exact_when_every_run_costs_micrograms():
     assert solve_oracle(view, sc.arrival).bound_kg == pytest.approx(cheapest / 1000, rel=1e-9)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=25, deadline=None)
 @given(small_scenarios())
 def test_invariants_of_every_dispatcher(sc):

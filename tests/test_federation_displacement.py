@@ -63,6 +63,7 @@ def test_bad_parameters_are_named():
         make_dispatcher("carbon-defer:flexible=2")
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=20, deadline=None)
 @given(small_scenarios(), st.integers(1, 5), st.integers(0, 100))
 def test_price_reads_only_the_forecast_and_past_arrivals(sc, hour, seed):
@@ -121,6 +122,7 @@ def plain_displacement(d: CarbonDefer, job: int, now: float, index: np.ndarray, 
     return out / max(min(hour, d.memory), 1) / np.maximum(v.kw[job], 1e-9)[:, None]
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=25, deadline=None)
 @given(small_scenarios(), st.integers(1, 5), st.floats(0.0, 1.5), st.integers(0, 100))
 def test_vectorised_price_equals_the_plain_loops(sc, hour, fill, seed):

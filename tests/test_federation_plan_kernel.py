@@ -6,6 +6,7 @@ case for each."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
@@ -85,6 +86,7 @@ def plans(draw: st.DrawFn) -> tuple:
             draw(st.sampled_from([0.0, 0.002, 0.1])), rng.random(clusters) < 0.8)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None)
 @given(st.composite(plans)())
 def test_plan_equals_numpy_bit_for_bit(case: tuple):
@@ -220,6 +222,7 @@ def displacements(draw: st.DrawFn) -> tuple:
             rng.uniform(0, 500, (clusters, slots)), draw(st.integers(1, 24)), rng.choice([0.0, 0.5, 3.0], clusters))
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None)
 @given(st.composite(displacements)())
 def test_displacement_equals_numpy_bit_for_bit(case: tuple):
@@ -238,6 +241,7 @@ def test_boundaries_by_hand():
     assert boundaries(900.0, 900.0, 900.0).tolist() == [900.0]
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None)
 @given(st.floats(0, 4e7), st.floats(-1e4, 2e5), st.sampled_from([900.0, 3600.0, 1 / 3, 7.5]))
 def test_boundaries_equal_numpy_bit_for_bit(now: float, slack: float, slot_s: float):
@@ -303,6 +307,7 @@ def protections(draw: st.DrawFn) -> tuple:
     return top, draw(st.sampled_from([500.0, 1000.0, 8000.0])), mu, load, intensity, used
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None)
 @given(st.composite(protections)())
 def test_protection_equals_numpy_bit_for_bit(case: tuple):

@@ -98,6 +98,7 @@ def test_worked_example_deltas():
     assert sigmoid_score(got[0]).tolist() == [54, 52]
 
 
+@pytest.mark.slow  # compiles the ahead-of-time module
 @pytest.mark.skipif(shutil.which("cc") is None, reason="building the extension needs a C compiler")
 def test_ahead_of_time_module_computes_what_the_jit_kernels_compute(tmp_path):
     """The pycc build of the same functions: every kernel's output bytes equal the JIT's (random states)."""

@@ -49,6 +49,7 @@ def _vectors(shared_docs):
     return [m.groups() for m in re.finditer(pattern, section, re.M)]
 
 
+@pytest.mark.slow  # every trace and seed
 def test_shuffle_tuning_and_ranks_match_reference_for_every_trace_and_seed(shared_docs, openb, cooked):
     from quasched.sim.arrival import tune_workload
     from quasched.sim.engine import node_ranks

@@ -13,6 +13,8 @@ from quasched.compat.golden import compare_curves, compare_events, published_cur
 from quasched.sim.arrival import ExperimentConfig, run_experiment
 from quasched.sim.sweep import summarize
 
+pytestmark = pytest.mark.slow  # full runs of the published traces
+
 
 @pytest.fixture(scope="module")
 def published(golden_dir):

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
+from extra import needs
 
-grpc = pytest.importorskip("grpc")
+grpc = needs("grpc", "kube")
+needs("google.protobuf", "kube")
 
 from quasched.kube.convention import bind_annotations  # noqa: E402
 from quasched.kube.deviceplugin import api_pb2 as api  # noqa: E402

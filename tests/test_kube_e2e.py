@@ -30,7 +30,7 @@ MODE = os.environ.get("QUASCHED_K8S_E2E", "auto")  # auto: run when the binaries
 REASON = "QUASCHED_K8S_E2E=off" if MODE == "off" else missing()
 if REASON and MODE == "require":
     raise RuntimeError(f"QUASCHED_K8S_E2E=require but {REASON}")
-pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]  # a real control plane
 
 NODES = 50
 #: consecutive control-plane starts: 20 in CI (QUASCHED_K8S_E2E=require, about 2-4 min on 2 cores), 3 otherwise

@@ -25,7 +25,7 @@ MODE = os.environ.get("QUASCHED_K8S_E2E", "auto")
 REASON = "QUASCHED_K8S_E2E=off" if MODE == "off" else (kube_cluster.missing() or kube_node.missing())
 if REASON and MODE == "require":
     raise RuntimeError(f"QUASCHED_K8S_E2E=require but {REASON}")
-pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]  # a real kubelet
 
 NODE, GPUS, MODEL = "kubelet-gpu-0", 4, "T4"
 #: (name, gpu-shares): three whole GPUs first, then two shares of the fourth

@@ -471,6 +471,7 @@ def books_match_the_api_server(bridge: Any, api: ListingApi) -> None:
 DONE_PHASES = ("Succeeded", "Failed")
 
 
+@pytest.mark.slow  # a long property run
 @given(st.lists(STEPS, max_size=14))
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_order_of_filter_bind_end_rebuild_relist_keeps_the_books(tmp_path_factory, steps):

@@ -8,6 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from extra import needs
+
+needs("gymnasium", "learn")
+needs("cma", "learn")
+
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st

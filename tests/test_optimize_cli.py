@@ -4,7 +4,9 @@ import csv
 import importlib.metadata
 import json
 
+import pytest
 import typer
+from extra import requires
 from typer.testing import CliRunner
 
 from quasched.cli.batch import batch, parse_machines
@@ -26,6 +28,7 @@ def test_parse_machines():
     assert parse_machines("5,7") == [5, 7]
 
 
+@pytest.mark.slow  # solves every instance
 def test_batch_writes_verified_results_and_plots(data_dir, tmp_path):
     result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "--machines", "10", "--solvers",
                                       "greedy-qua,greedy,milp", "--rules", "qua", "--out", str(tmp_path)])
@@ -39,6 +42,7 @@ def test_batch_writes_verified_results_and_plots(data_dir, tmp_path):
     assert (tmp_path / "qua-qubo-apps.png").stat().st_size > 0
 
 
+@requires("dimod", "quantum")
 def test_batch_no_polish_keeps_raw_qubo_samples(data_dir, tmp_path):
     result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "--instances", "qua-qubo", "--machines", "10",
                                       "--solvers", "qubo-sa", "--no-polish", "--out", str(tmp_path)])

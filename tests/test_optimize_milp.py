@@ -148,6 +148,7 @@ def test_staged_pattern_proof_agrees_with_counts_model(seed):
     assert patterns.bound >= patterns.verdict.weighted - 1e-6
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 10_000), alpha=st.sampled_from([1e-4, 1e-5, 1e-6]),
        objective=st.sampled_from(["weighted", "lexicographic"]))

@@ -4,6 +4,10 @@ import itertools
 
 import numpy as np
 import pytest
+from extra import needs
+
+for _module in ("dimod", "dwave.samplers", "qiskit", "qiskit_aer"):
+    needs(_module, "quantum")
 
 from quasched.optimize import HeavyRule, verify
 from quasched.optimize import highs

@@ -222,6 +222,7 @@ def test_progress_callback():
     assert calls == [(5, 5)]
 
 
+@pytest.mark.slow  # the full DLRM trace
 def test_dlrm_trace_on_a_small_cluster(data_dir):
     """The real v2025 trace on 30 % of the trace-sized cluster: queueing, withdrawals, clean end."""
     from quasched.traces.catalog import DLRM_FILE

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -193,6 +194,7 @@ def check_log(result) -> None:
     assert (cpu == 0).all() and (gpu == 0).all()
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=100, deadline=None)
 @given(problems)
 def test_replay_invariants_and_naive_equivalence(problem):
@@ -247,6 +249,7 @@ def test_fit_classes_match_the_filter(node_rows, pod_rows, moves, seed):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow  # a long property run
 def test_naive_equivalence_under_heavy_queueing():
     """A few hundred pods on a tight cluster: long queues, many retries and starts."""
     rng = np.random.default_rng(11)

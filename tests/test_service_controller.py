@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from extra import requires
 
 from quasched.service.controller import Controller, nodes_of
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
@@ -257,7 +258,7 @@ def test_snapshot_and_queue_status():
     assert status["a"]["used_gpus"] == 0.5 and status["b"]["used_gpus"] == 0
 
 
-@pytest.mark.parametrize("solver", ["milp", "qubo-sa"])
+@pytest.mark.parametrize("solver", ["milp", pytest.param("qubo-sa", marks=requires("dimod", "quantum"))])
 def test_batch_mode_places_with_the_optimiser_and_says_so(solver):
     ctl = make(cluster((2, A), (2, A)), batch_solver=solver, batch_size=8)
     for i, gpus in enumerate([1, 1, 2, 0.5], start=1):

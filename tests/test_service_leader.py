@@ -14,7 +14,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 from api_support import Clock, bearer, db_url, job_body, live_server, make_app, small_cluster
@@ -29,6 +28,8 @@ from quasched.service.api import create_app
 from quasched.service.domain import QueueSpec
 from quasched.service.leadership import Fenced, LeaderHeld
 from quasched.service.store import EVENTS, MIGRATIONS, Store
+
+pytestmark = pytest.mark.slow  # real servers, PostgreSQL, kill -9
 
 API = "/api/v1"
 
@@ -220,6 +221,8 @@ def first_start(url: str, hold: bool, results) -> None:
 def test_two_first_starts_on_an_empty_postgresql_database_migrate_one_after_the_other(postgres_url):
     """The first start is held inside its migration while a second one starts: the second waits, then finds the
     schema at head; neither fails."""
+    import psycopg  # the postgres extra, which postgres_url needs too
+
     control = psycopg.connect(postgres_url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
     control.execute("SELECT pg_advisory_lock(4242)")
 

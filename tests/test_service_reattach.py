@@ -17,10 +17,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from accounts import command_accounts, job_python, serve_options, shared_dir
 from quasched.service.executor import start_ticks
 from test_service_runs import wait
+
+pytestmark = pytest.mark.slow  # kill -9 of a real quasched serve
 
 PY = sys.executable
 JOB_PY = job_python()

@@ -9,6 +9,7 @@ from quasched.sim.replay import run_replay
 from quasched.service.virtual import run_virtual
 
 
+@pytest.mark.slow  # replays of real traces
 @pytest.mark.parametrize("variant, rows, policy, rng", [
     ("default", None, "fgd", "native"),  # the whole trace
     ("gpuspec33", 2000, "bestfit", "go"),

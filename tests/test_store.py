@@ -21,7 +21,7 @@ from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, P
 from quasched.service.store import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'quasched.db'}"

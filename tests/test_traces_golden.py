@@ -71,6 +71,7 @@ def test_all_node_list(data_dir) -> None:
     assert len(all_nodes) == 1523
 
 
+@pytest.mark.slow  # every variant of the full traces
 def test_every_openb_variant_loads_with_documented_invariants(data_dir) -> None:
     specs: set[str] = set()
     for variant in OPENB_VARIANTS:
