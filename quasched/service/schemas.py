@@ -174,8 +174,8 @@ class JobSubmit(Strict):
     env: dict[Annotated[str, Field(pattern=ENV_NAME, max_length=256)], Annotated[str, Field(max_length=MAX_ARG)]] = \
         Field(default_factory=dict, max_length=MAX_ARGS, description="Environment variables for the command.")
     workdir: str = Field("", max_length=4096, description=(
-        "Absolute working directory of the command (default: the job's directory under the service's state "
-        "directory)."))
+        "Absolute working directory of the command, which its team's user must be able to enter (default: the "
+        "job's own directory, outside the service's state)."))
     time_limit: str | float | None = Field(None, description=(
         "Longest run: past it the job is stopped (SIGTERM, SIGKILL after the grace period) and fails."),
         examples=["12h"])
