@@ -53,9 +53,11 @@ def test_restart_after_kill_9_reattaches_records_and_marks_lost(tmp_path):
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     shared = shared_dir()
-    with command_accounts() as accounts:
-        reattach(tmp_path, shared, base, serve_options(accounts, shared / "jobs"))
-    shutil.rmtree(shared)
+    try:
+        with command_accounts() as accounts:
+            reattach(tmp_path, shared, base, serve_options(accounts, shared / "jobs"))
+    finally:
+        shutil.rmtree(shared)
 
 
 def reattach(tmp_path: Path, shared: Path, base: str, options: list[str]) -> None:
