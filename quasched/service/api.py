@@ -8,6 +8,7 @@ on a standby every write under ``/api/v1`` is 503 naming the leader, ``/readyz``
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -80,12 +81,13 @@ class DashboardHeaders:
 
 
 def sqlite_file(db_url: str) -> Path | None:
-    """The database file of a SQLite URL (None for other databases)."""
+    """The database file of a SQLite URL, symbolic links resolved (every name of a database has one token file and
+    state directory, beside the file itself); None for other databases."""
     prefix = "sqlite:///"
     if not db_url.startswith(prefix):
         return None
     path = db_url[len(prefix):].split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
+    return Path(os.path.realpath(path)) if path and path != ":memory:" else None
 
 
 #: methods that only read

@@ -1,7 +1,8 @@
 """One writer per database (docs/service.md, "One writer and fail-over").
 
-SQLite: the writer holds an exclusive OS lock (``flock``) on ``<database>.lock`` for its life; the file
-names the holder, so a second server exits saying who holds it. PostgreSQL: a lease row with a
+SQLite: the writer holds an exclusive OS lock (``flock``) on ``<database>.lock`` beside the database file itself
+(symbolic links resolved) for its life; the file names the holder, so a second server, under any name of the
+database, exits saying who holds it; a server that still holds its lock takes a lease it lost back. PostgreSQL: a lease row with a
 time-to-live and an epoch; the leader renews it, standbys try to take it once it has expired, and every
 write of the store checks in its own transaction that the lease's epoch is still the writer's
 (:meth:`~.store.Store.fence`), so a leader that stalled and wakes after a take-over commits nothing.
@@ -62,7 +63,9 @@ class FileLock:
         self._file: IO[str] | None = None
 
     def acquire(self, url: str = "") -> None:
-        """Take the lock, or raise :class:`LeaderHeld` naming its holder."""
+        """Take the lock (a no-op while held), or raise :class:`LeaderHeld` naming its holder."""
+        if self._file is not None:
+            return
         file = open(self.path, "a+")
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -88,6 +91,18 @@ class FileLock:
         except (ValueError, KeyError, TypeError):
             return "a process that has not written its name yet"
 
+    def intact(self) -> bool:
+        """Whether this process holds the lock and ``path`` still names the file locked (not removed or replaced,
+        which would let another server lock a new file)."""
+        if self._file is None:
+            return False
+        try:
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self._file.fileno())
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
         if self._file is not None:
             self._file.close()  # closing the file releases the lock
@@ -100,6 +115,8 @@ class LeaseStore(Protocol):
     def acquire_lease(self, holder: str, url: str, ttl_s: float | None) -> int | None: ...
 
     def renew_lease(self, ttl_s: float | None) -> bool: ...
+
+    def lock_intact(self) -> bool: ...
 
 
 class Candidate(Protocol):
@@ -116,8 +133,9 @@ class Candidate(Protocol):
 
 class Elector:
     """A thread that keeps the lease: the leader renews it every ``ttl_s / RENEWALS_PER_TTL`` and steps down when a
-    renewal is refused or none succeeded for ``ttl_s``; a standby (``standby=True``) tries to take it as often.
-    A won lease is renewed from the start: the take-over (the rebuild from the store) runs in its own thread."""
+    renewal is refused or none succeeded for ``ttl_s``; a standby (``standby=True``), or a sole writer that lost the
+    lease while its lock is intact (:meth:`~.store.Store.lock_intact`), tries to take it as often. A won lease is
+    renewed from the start: the take-over (the rebuild from the store) runs in its own thread."""
 
     def __init__(self, store: LeaseStore, candidate: Candidate, url: str, ttl_s: float = LEASE_TTL_S,
                  standby: bool = True) -> None:
@@ -174,7 +192,7 @@ class Elector:
             else:
                 self.held = False
                 self.candidate.step_down("another server took the lease over")
-        elif self.standby:
+        elif self.standby or self.store.lock_intact():
             epoch = self.store.acquire_lease(identity(), self.url, self.ttl_s)
             if epoch is not None:
                 self.held, self._renewed = True, time.monotonic()

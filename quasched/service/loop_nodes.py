@@ -8,6 +8,7 @@ import heapq
 from typing import Sequence
 
 from quasched.model.cluster import PlacementError
+from quasched.model.nodes import NodeSpec
 from quasched.model.workload import FULL_GPU_MILLI
 from quasched.service.domain import Event, Job, JobState, NodeRecord, QueueSpec
 from quasched.service.loop_state import LoopState
@@ -27,6 +28,13 @@ class NodeChanges(LoopState):
             c.set_device_health(record.name, d, False)
         self.quota.capacity_milli = FULL_GPU_MILLI * c.total_gpus
         self._events.append(Event(now, "node-added", node=record.name))
+        self._dirty = True
+
+    def add_nodes(self, nodes: NodeSpec) -> None:
+        """Add the (uncordoned, healthy) ``nodes`` at once: one resize of the cluster's arrays, however many; the
+        GPU quota capacity follows. Their ``node-added`` events are the caller's, stored with the nodes."""
+        self.cluster.add_nodes(nodes)
+        self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         self._dirty = True
 
     def remove_node(self, name: str, now: float) -> None:

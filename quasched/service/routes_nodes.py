@@ -1,29 +1,37 @@
 """Routes of nodes (admin changes, any reader lists): register nodes (a list or a cluster file's
-text), cordon/drain/uncordon, mark a GPU device healthy or failed, remove a node."""
+text; bounded, stored in one transaction outside the service's lock), cordon/drain/uncordon, mark a GPU device
+healthy or failed, remove a node."""
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import yaml
 from fastapi import FastAPI, HTTPException, Path as PathParam, Response, status
 
 from quasched.model.cluster import PlacementError
 from quasched.service.auth import Admin, Reader
-from quasched.service.controller import Controller, records_of
-from quasched.service.domain import NodeRecord
+from quasched.service.controller import Controller, nodes_of, records_of
+from quasched.service.domain import Event, NodeRecord
 from quasched.service.routing import API, NodeName, field_error, not_found
 from quasched.service.schemas import ClusterYaml, DeviceHealth, NodeIn, NodeOut, NodePatch
 
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
+#: most nodes one registration may carry (413 beyond), and most the cluster may reach through the API (422)
+MAX_NODES_PER_REQUEST = 10_000
+MAX_CLUSTER_NODES = 100_000
+
 
 def add_node_routes(app: FastAPI, service: Service) -> None:
     """Register the node routes of ``service`` on ``app``."""
     lock = service.lock
+    importing = threading.Lock()
 
     # ------------------------------------------------------------ nodes
     @app.get(f"{API}/nodes", response_model=list[NodeOut], tags=["nodes"])
@@ -32,37 +40,45 @@ def add_node_routes(app: FastAPI, service: Service) -> None:
         with lock:
             return service.nodes_out()
 
-    @app.post(f"{API}/nodes", status_code=201, response_model=list[NodeOut], tags=["nodes"],
-              responses={409: {"description": "A node of that name exists."}})
+    @app.post(f"{API}/nodes", status_code=201, response_model=list[NodeOut], tags=["nodes"], responses={
+        409: {"description": "A node of that name exists."},
+        413: {"description": f"More than {MAX_NODES_PER_REQUEST:,} nodes in one request."},
+        422: {"description": f"Invalid nodes, or the cluster would have more than {MAX_CLUSTER_NODES:,}."}})
     def add_nodes(body: list[NodeIn] | ClusterYaml, who: Admin) -> list[NodeOut]:
-        """Register nodes (admin): a list of nodes, or `{"cluster_yaml": ...}` in the cluster-file format."""
-        if isinstance(body, ClusterYaml):
-            records = records_from_yaml(body.cluster_yaml)
-        else:
-            records = []
-            for i, node in enumerate(body):
-                try:
-                    records.append(node.to_record())
-                except ValueError as err:
-                    raise field_error(f"{i}.gpu_model", str(err).split(": ", 1)[-1]) from None
-        if not records:
-            raise field_error("nodes", "no nodes given", where="body")
+        """Register nodes (admin): a list of nodes, or `{"cluster_yaml": ...}` in the cluster-file format; at most
+        10,000 per request and 100,000 in the cluster. They are stored in one transaction (all or none) and
+        answered once the loop has them; the other API calls are answered meanwhile."""
+        records = requested(body)
         names = [r.name for r in records]
         if len(set(names)) != len(names):
             raise field_error("name", "node names repeat within the request")
-        with lock:
-            taken = sorted(set(names) & set(service.records))
-            if taken:
-                raise HTTPException(status.HTTP_409_CONFLICT, f"nodes exist: {taken[:10]}")
+        with importing:  # one registration at a time, so that the cluster's limit holds
+            with lock:
+                if not service.leading:
+                    raise service.refusal()
+                taken = sorted(set(names) & set(service.records))
+                if taken:
+                    raise HTTPException(status.HTTP_409_CONFLICT, f"nodes exist: {taken[:10]}")
+                total = len(service.records) + len(records)
+                if total > MAX_CLUSTER_NODES:
+                    raise field_error("nodes", f"the cluster would have {total:,} nodes; it has at most "
+                                               f"{MAX_CLUSTER_NODES:,}", where="body")
+            now = service.clock()
+            added = [Event(now, "node-added", node=name) for name in names]
+            try:  # outside the lock: the API answers while the transaction runs
+                service.store.put_nodes(records, added)
+            except ValueError as err:
+                raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
 
             def add(ctl: Controller, now: float) -> None:
-                for record in records:
-                    ctl.add_node(record, now)
-                    service.store.put_node(record)
-                    service.records[record.name] = record
+                ctl.add_nodes(nodes_of(records))
+                service.records.update((r.name, r) for r in records)
 
-            service.mutate(add)
-            return service.nodes_out(set(names))
+            with lock:
+                service.broker.publish(list(added))
+                if service.leading:  # (one that stepped down meanwhile reads them from the store)
+                    service.mutate(add)
+                return service.nodes_out(set(names))
 
     def record_of(name: str) -> NodeRecord:
         record = service.records.get(name)
@@ -114,6 +130,46 @@ def add_node_routes(app: FastAPI, service: Service) -> None:
 
             service.mutate(remove)
         return Response(status_code=204)
+
+
+def requested(body: list[NodeIn] | ClusterYaml) -> list[NodeRecord]:
+    """The nodes of a registration's body: 413 naming the field above :data:`MAX_NODES_PER_REQUEST`, 422 naming
+    it if there are none or one does not convert."""
+    if isinstance(body, ClusterYaml):
+        count = pool_nodes(body.cluster_yaml)  # before building them
+        if count > MAX_NODES_PER_REQUEST:
+            raise too_many("cluster_yaml", count)
+        return records_from_yaml(body.cluster_yaml)
+    if len(body) > MAX_NODES_PER_REQUEST:
+        raise too_many("nodes", len(body))
+    if not body:
+        raise field_error("nodes", "no nodes given", where="body")
+    records = []
+    for i, node in enumerate(body):
+        try:
+            records.append(node.to_record())
+        except ValueError as err:
+            raise field_error(f"{i}.gpu_model", str(err).split(": ", 1)[-1]) from None
+    return records
+
+
+def too_many(field: str, count: int) -> HTTPException:
+    """The 413 of a registration of ``count`` nodes, naming ``field`` and the limit."""
+    return field_error(field, f"{count:,} nodes in one request; at most {MAX_NODES_PER_REQUEST:,} (register "
+                              "them in several requests)", code=status.HTTP_413_CONTENT_TOO_LARGE)
+
+
+def pool_nodes(text: str) -> int:
+    """The nodes a cluster file's pools add up to, read without building them (0 when it does not say: the
+    cluster file's own load reports the problem)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return 0
+    pools = doc.get("pools") if isinstance(doc, dict) else None
+    if not isinstance(pools, list):
+        return 0
+    return sum(p["count"] for p in pools if isinstance(p, dict) and type(p.get("count")) is int)
 
 
 def records_from_yaml(text: str) -> list[NodeRecord]:

@@ -339,13 +339,18 @@ class Service:
             except Fenced as err:
                 self.step_down(str(err))
                 raise self.refusal() from err
-            except Exception as err:  # memory ran ahead of the database: forget it, rebuild from what is stored
-                records, queues, unfinished = self.store.load()
-                self._ctl = Controller.rebuilt(records, queues, unfinished, self.options)
-                raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                                    f"the database refused the change, nothing was applied: {err}") from err
+            except Exception as err:
+                raise self._rebuilt(err) from err
             self._saved(jobs, events)
         return events
+
+    def _rebuilt(self, err: Exception) -> HTTPException:
+        """The database refused a change memory already has: forget it, rebuild the loop from what is stored; the
+        503 to answer."""
+        records, queues, unfinished = self.store.load()
+        self._ctl = Controller.rebuilt(records, queues, unfinished, self.options)
+        return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                             f"the database refused the change, nothing was applied: {err}")
 
     def _saved(self, jobs: list[Job], events: list[Event]) -> None:
         """What follows every write of jobs: the executor runs or stops them, the metrics count the events."""
@@ -405,8 +410,9 @@ class Service:
 
     def _submit_group(self, specs: list[JobSpec]) -> list[tuple[JobOut, bool] | Exception]:
         """(Under the lock, from :attr:`submit`.) Validate ``specs``, store the valid ones in one transaction
-        (a repeated ``client_token`` gives its first job), add the new ones to the loop, run one cycle and
-        persist it. Per spec: (the job's view, whether it is new), or :class:`SpecError`, or a 409."""
+        (a repeated ``client_token`` gives its first job) with the new ones' ``submitted`` events (a job is never
+        stored without them), add the new ones to the loop, run one cycle and persist it. Per spec: (the job's view,
+        whether it is new), or :class:`SpecError`, or a 409."""
         if not self.leading:
             raise self.refusal()
         self.metrics.submit_group.observe(len(specs))
@@ -420,17 +426,31 @@ class Service:
             except SpecError as err:
                 answers[k] = err
         now = self.clock()
-        stored = self.store.insert_jobs([(specs[k], self.options.priority_classes[specs[k].priority_class])
-                                         for k in valid], now)
         new: dict[int, Job] = {}
-        for k, job in zip(valid, stored):
-            if job.id in self.ctl.jobs or job.state != JobState.PENDING or job.id in new:  # a repeated client_token
-                if job.spec != specs[k]:
-                    answers[k] = HTTPException(status.HTTP_409_CONFLICT, f"client_token {specs[k].client_token!r} "
-                                               f"was used for job {job.id}, which asked for something else")
-            else:
-                new[job.id] = self.ctl.submit(job.id, job.spec, now, seq=job.seq, validate=False)
-        events = self._cycle(now)
+        submitted: list[tuple[list[Job], list[Event]]] = []
+
+        def admit(stored: list[Job]) -> tuple[list[Job], list[Event]]:
+            """(In the insert's transaction.) The new jobs into the loop: their changes are written with them."""
+            for k, job in zip(valid, stored):
+                if job.id in self.ctl.jobs or job.state != JobState.PENDING or job.id in new:  # a repeated token
+                    if job.spec != specs[k]:
+                        answers[k] = HTTPException(status.HTTP_409_CONFLICT, f"client_token "
+                                                   f"{specs[k].client_token!r} was used for job {job.id}, which "
+                                                   "asked for something else")
+                else:
+                    new[job.id] = self.ctl.submit(job.id, job.spec, now, seq=job.seq, validate=False)
+            submitted[:] = [self.ctl.drain_changes()]
+            return submitted[0]
+
+        try:
+            stored = self.store.insert_jobs([(specs[k], self.options.priority_classes[specs[k].priority_class])
+                                             for k in valid], now, then=admit)
+        except Fenced:
+            raise
+        except Exception as err:  # the loop may have taken jobs the database refused
+            raise self._rebuilt(err) from err
+        self._saved(*submitted[0])
+        events = submitted[0][1] + self._cycle(now)
         for k, job in zip(valid, stored):
             if answers[k] is None:
                 # the submitter acts for the job's team (the route checked it): it reads the job

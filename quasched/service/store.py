@@ -9,6 +9,7 @@ store may be shared by the threads of a web server.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -153,6 +154,9 @@ class NodeRow(Base):
     labels: Mapped[dict[str, str]] = mapped_column(JSON)
     cordoned: Mapped[bool] = mapped_column(Boolean)
     unhealthy: Mapped[list[int]] = mapped_column(JSON)
+
+
+NODES = cast(Table, NodeRow.__table__)
 
 
 class QueueRow(Base):
@@ -319,8 +323,9 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
-        #: SQLite's writer lock (``<database>.lock``); None: the lease expires (PostgreSQL)
-        self.file_lock = FileLock(Path(f"{parsed.database}.lock")) if sqlite else None
+        #: SQLite's writer lock (``<database>.lock`` beside the file itself, symbolic links resolved, so every name
+        #: of the file takes the same lock); None: the lease expires (PostgreSQL)
+        self.file_lock = FileLock(Path(f"{os.path.realpath(str(parsed.database))}.lock")) if sqlite else None
         #: the lease epoch this store writes under (None: unfenced, no lease taken)
         self.epoch: int | None = None
 
@@ -360,6 +365,11 @@ class Store:
             conn.execute(insert(TERMS).values(epoch=row.epoch, holder=holder, url=url, since=row.since))
         self.epoch = int(row.epoch)
         return self.epoch
+
+    def lock_intact(self) -> bool:
+        """SQLite: whether this store still holds the writer lock (its file not removed or replaced meanwhile),
+        so the lease is this server's to take back (False on PostgreSQL)."""
+        return self.file_lock is not None and self.file_lock.intact()
 
     def renew_lease(self, ttl_s: float | None) -> bool:
         """Extend the lease by ``ttl_s`` from now; False if its epoch is no longer this store's."""
@@ -523,6 +533,20 @@ class Store:
             return [to_event(row) for row in session.scalars(query)]
 
     # nodes and queues
+
+    def put_nodes(self, nodes: Sequence[NodeRecord], events: Iterable[Event] = ()) -> None:
+        """Register new ``nodes`` and append ``events`` (their ``node-added``) in one transaction: all of them, or
+        none if a name is stored already (ValueError) or another server took over (:class:`~.leadership.Fenced`)."""
+        try:
+            with self.engine.begin() as conn:
+                self.fence(conn)
+                conn.execute(insert(NODES), [node_values(node) for node in nodes])
+                self._save(conn, [], events)
+        except IntegrityError:
+            with self.engine.connect() as conn:
+                taken = conn.scalars(select(NODES.c.name).where(NODES.c.name.in_([n.name for n in nodes]))
+                                     .order_by(NODES.c.name).limit(10)).all()
+            raise ValueError(f"nodes exist: {list(taken)}") from None
 
     def put_node(self, node: NodeRecord) -> None:
         """Register ``node``, or update it in place (keeping its registration order)."""
