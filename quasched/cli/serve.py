@@ -208,6 +208,7 @@ def serve(
 
     listener = listen(host, port)  # a port in use fails here, before anything is printed or stored
     from quasched.service.api import create_app, sqlite_file
+    from quasched.service.store import shown_url, without_password
     from quasched.service.loop_state import LoopOptions
 
     kube = verbs_tls = verbs_listener = None
@@ -254,12 +255,12 @@ def serve(
                                  run_as=accounts, jobs_dir=jobs_dir,
                                  metrics_public=metrics_public)
     except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
-        fail(f"cannot start the service on {db}: {err}")
+        fail(f"cannot start the service on {shown_url(url)}: {without_password(str(err), url)}")
     from quasched.service.auth import masked
 
     service = service_app.state.service
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {url}")
+    console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {shown_url(url)}")
     console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
     if not service.leading:
         console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "

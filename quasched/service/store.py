@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, cast
+from urllib.parse import unquote
 
 from alembic import command
 from alembic.config import Config
@@ -305,13 +307,35 @@ def migrate(engine: Engine) -> None:
         command.upgrade(alembic_config(connection), "head")
 
 
+#: the user and password of a database URL: ``scheme://user:password@...``
+_CREDENTIALS = re.compile(r"(?<=://)([^:/@]*):([^@/]*)@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as the service prints it (banner, logs, errors): its password as ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ValueError:  # SQLAlchemy's ArgumentError is one; so is a port that is not a number
+        return _CREDENTIALS.sub(r"\1:***@", url)
+
+
+def without_password(text: str, url: str) -> str:
+    """``text`` (an error) with the password of ``url``, as written in it or decoded, as ``***``."""
+    found = _CREDENTIALS.search(url)
+    text = text.replace(url, shown_url(url))
+    for secret in {found.group(2), unquote(found.group(2))} - {""} if found else ():
+        text = text.replace(secret, "***")
+    return text
+
+
 class Store:
     """The service's database (see the module docstring); every method is one short transaction."""
 
     def __init__(self, url: str = "sqlite:///quasched.db") -> None:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-            raise ValueError(f"in-memory SQLite is not supported ({url!r}): use a file, e.g. sqlite:///quasched.db")
+            raise ValueError(f"in-memory SQLite is not supported ({shown_url(url)!r}): use a file, "
+                             "e.g. sqlite:///quasched.db")
         sqlite = parsed.get_backend_name() == "sqlite"
         if parsed.get_backend_name() == "postgresql":
             require("psycopg", "postgres")

@@ -1,4 +1,5 @@
-// The job detail drawer: fields, placement, pending reason, event history (GET /jobs/{id}).
+// The job detail drawer: fields, placement, pending reason, event history (GET /jobs/{id}). Another team's job
+// comes without its command, env, workdir and exit (null): the drawer says whose they are.
 
 import { esc, fmtData, fmtDuration, fmtGpus, fmtHours, fmtMiB, fmtNum, fmtTime, FINISHED, shellJoin } from './format.js';
 import { evidenceHtml, reasonBadge, stateBadge } from './jobs.js';
@@ -14,8 +15,12 @@ export function detailHtml(j) {
     field('Pods', j.pods),
     field('Per pod', `${fmtNum(j.cpu)} cores · ${fmtMiB(j.memory_mib)} · ${fmtGpus(j.gpus)} GPU${j.gpus > 1 ? 's' : ''}`),
     field('GPU model', esc(j.gpu_model || 'any')),
-    (j.command || []).length ? field('Command', `<code>${esc(shellJoin(j.command))}</code>`)
-      : field('Duration', j.duration_s == null ? 'until reported' : fmtDuration(j.duration_s)),
+    j.command === null ? field('Command', `<span class="muted">shown to team ${esc(j.team)} and admins</span>`)
+      : j.command.length ? field('Command', `<code>${esc(shellJoin(j.command))}</code>`)
+        : field('Duration', j.duration_s == null ? 'until reported' : fmtDuration(j.duration_s)),
+    Object.keys(j.env || {}).length ? field('Environment', Object.entries(j.env).map(([k, v]) =>
+      `<code>${esc(k)}=${esc(v)}</code>`).join(' ')) : '',
+    j.workdir ? field('Working directory', `<code>${esc(j.workdir)}</code>`) : '',
     j.time_limit_s != null ? field('Time limit', fmtDuration(j.time_limit_s)) : '',
     j.exit_code != null ? field('Exit code', `<b>${j.exit_code}</b>`) : '',
     field('Usage', `${fmtDuration(j.wall_s)} run · ${fmtHours(j.gpu_hours)} GPU-hours`),
