@@ -536,3 +536,11 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
         shot(page, "usage")
         page.context.close()  # before the server stops (its live stream would hold the shutdown)
     shutil.rmtree(jobs_dir)
+
+
+def test_the_api_docs_render_from_this_server_under_its_policy(page: Page, service: Service) -> None:
+    """``/docs`` is Swagger UI on the app's OpenAPI document with its assets from this server: it renders the
+    operations with no request leaving the machine and no Content-Security-Policy violation (no console error)."""
+    page.goto(f"{service.url}/docs")
+    expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
+    expect(page.locator(".opblock-summary-path", has_text="/api/v1/jobs/{job_id}/logs").first).to_be_visible()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import socket
@@ -9,12 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
+from quasched.service.startup import Lifespan, Starting
 from api_support import live_server, make_app
 
 pytestmark = pytest.mark.slow  # a real quasched serve process
@@ -39,6 +42,20 @@ def cli(*args: str, env: dict[str, str] | None = None):
     result = runner.invoke(app, list(args), env=env)
     assert "Traceback" not in result.output
     return result
+
+
+def started(front: Starting) -> Any:
+    """Serve ``quasched serve``'s app ``front`` as uvicorn would, its start-up then its shutdown: the app it built
+    and started, or None if its start failed."""
+    async def serve() -> None:
+        lifespan = Lifespan(front, {"type": "lifespan", "asgi": {"version": "3.0"}})
+        await lifespan.start()
+        while front.app is None and front.failure is None:
+            await asyncio.sleep(0.01)
+        await lifespan.stop()
+
+    asyncio.run(serve())
+    return front.app
 
 
 def test_client_commands(server):
@@ -119,7 +136,7 @@ def test_serve_options(tmp_path, monkeypatch):
     ran = {}
     serve_module = importlib.import_module("quasched.cli.serve")  # the package's `serve` is the command
     monkeypatch.setattr(serve_module, "listen", lambda host, port: ran.update(host=host, port=port))
-    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app))
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=started(server.config.app)))
     r = cli("serve")
     assert r.exit_code == 0, r.output
     assert ran["host"] == "127.0.0.1" and ran["port"] == 8080

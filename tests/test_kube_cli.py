@@ -28,7 +28,7 @@ def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     ran = {}
-    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app,
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app.build(),
                                                                                  http=server.config.http))
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     port = free_port()
@@ -56,7 +56,7 @@ def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     ran = {}
     monkeypatch.setattr("quasched.kube.tls.run", lambda app, service, verbs, tls: ran.update(
-        app=app, tls=tls, verbs=verbs.getsockname()))
+        app=app.build(), tls=tls, verbs=verbs.getsockname()))
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     pki = extender_certs(tmp_path / "pki")
     port = free_port()
@@ -113,7 +113,7 @@ def test_serve_kube_extender_without_credentials(tmp_path, monkeypatch):
 def test_serve_without_kube_has_no_extender(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ran = {}
-    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app,
+    monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets: ran.update(app=server.config.app.build(),
                                                                                  http=server.config.http))
     assert cli("serve", "--port", str(free_port())).exit_code == 0
     assert not any(path.startswith("/k8s") for path in ran["app"].openapi()["paths"])

@@ -4,10 +4,11 @@ checked against ``quasched replay``."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
@@ -244,7 +245,10 @@ def serve(
     token_file = None if sqlite_file(url) is not None else TOKEN_FILE
     if not advertise_url:
         advertise_url = f"http://{socket.gethostname() if host in ('0.0.0.0', '::') else host}:{port}"
-    try:
+
+    def build() -> Any:
+        """The app (while the server answers 503 "starting"; an error, e.g. a database that cannot be opened or
+        migrated or a bad cluster, stops it) and the banner."""
         options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
@@ -254,42 +258,55 @@ def serve(
                                  state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
                                  run_as=accounts, jobs_dir=jobs_dir,
                                  metrics_public=metrics_public)
-    except Exception as err:  # a database that cannot be opened or migrated, a bad cluster
-        fail(f"cannot start the service on {shown_url(url)}: {without_password(str(err), url)}")
-    from quasched.service.auth import masked
+        from quasched.service.auth import masked
 
-    service = service_app.state.service
-    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {shown_url(url)}")
-    console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
-    if not service.leading:
-        console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
-                      f"{service.store.leader().describe()}")
-    if service.executor is not None:
-        console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
-                      f"{service.executor.dir}")
-        console.print(f"  runs commands {accounts.describe()}; their directories in {service.executor.jobs_dir}")
-    if kube is not None:
-        verbs = f"https://{verbs_tls.host}:{verbs_tls.port}" if verbs_tls else base
-        console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, bind"
-                      + (", mutual TLS" if verbs_tls else ", UNAUTHENTICATED: --kube-plain-http") + ")"
-                      + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
-        if kube.lease:
-            console.print(f"  binds only while the Lease {kube.lease} is held by {kube.identity}_*")
-    if service.new_admin_token:
-        console.print(f"  admin token {masked(service.new_admin_token)} saved to {service.token_file} (mode 0600)")
-        console.print(f"  dashboard {base}/#token=<the token in {service.token_file}>")
-    else:
-        console.print(f"  dashboard {base}/")
+        service = service_app.state.service
+        base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {shown_url(url)}")
+        console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
+        if not service.leading:
+            console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
+                          f"{service.store.leader().describe()}")
+        if service.executor is not None:
+            console.print(f"  runs the commands of jobs placed on node {service.executor.node} (this machine); logs in "
+                          f"{service.executor.dir}")
+            console.print(f"  runs commands {accounts.describe()}; their directories in {service.executor.jobs_dir}")
+        if kube is not None:
+            verbs = f"https://{verbs_tls.host}:{verbs_tls.port}" if verbs_tls else base
+            console.print(f"  kube-scheduler extender urlPrefix {verbs}/k8s/scheduler (filter, bind"
+                          + (", mutual TLS" if verbs_tls else ", UNAUTHENTICATED: --kube-plain-http") + ")"
+                          + ("; nodes and GPU pods synced from the API server" if kube.sync else ""))
+            if kube.lease:
+                console.print(f"  binds only while the Lease {kube.lease} is held by {kube.identity}_*")
+        if service.new_admin_token:
+            console.print(f"  admin token {masked(service.new_admin_token)} saved to {service.token_file} (mode 0600)")
+            console.print(f"  dashboard {base}/#token=<the token in {service.token_file}>")
+        else:
+            console.print(f"  dashboard {base}/")
+        return service_app
+
+    from quasched.service.startup import Starting
+
     if verbs_tls is not None and verbs_listener is not None:
         from quasched.kube.tls import run
 
-        return run(service_app, listener, verbs_listener, verbs_tls)
+        from rich.markup import escape
+
+        def stop_both() -> None:  # the verbs' server beside: a signal stops both
+            console.print(f"[bold red]error:[/] cannot start the service on {db}: {escape(str(front.failure))}")
+            signal.raise_signal(signal.SIGTERM)
+
+        front = Starting(build, on_failure=stop_both)
+        run(front, listener, verbs_listener, verbs_tls)
+        return
     from quasched.kube.nodelay import NoDelayHttpToolsProtocol  # TCP_NODELAY: no 40 ms Nagle stall per call
 
-    config = uvicorn.Config(service_app, log_level="warning", timeout_graceful_shutdown=2, access_log=False,
-                            http=NoDelayHttpToolsProtocol)
-    uvicorn.Server(config).run(sockets=[listener])
+    front = Starting(build, on_failure=lambda: setattr(server, "should_exit", True))
+    server = uvicorn.Server(uvicorn.Config(front, log_level="warning", timeout_graceful_shutdown=2, access_log=False,
+                                           http=NoDelayHttpToolsProtocol))
+    server.run(sockets=[listener])
+    if front.failure is not None:
+        fail(f"cannot start the service on {db}: {front.failure}")
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from quasched.model.nodes import NodeSpec
+from quasched.service.apidocs import add_docs
 from quasched.service.auth import Reader, reader
 from quasched.service.leadership import LEASE_TTL_S, Elector, Fenced, identity
 from quasched.service.loop_state import LoopOptions
@@ -61,14 +62,15 @@ Extension = Callable[[FastAPI, Service], Lifecycle | None]
 
 
 class DashboardHeaders:
-    """ASGI middleware: :data:`DASHBOARD_HEADERS` on the dashboard's page and assets (``/``, ``/static/...``)."""
+    """ASGI middleware: :data:`DASHBOARD_HEADERS` on the dashboard's and the API docs' pages and assets (``/``,
+    ``/static/...``, ``/docs``, ``/docs/...``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not (path == "/" or path.startswith("/static/")):
+        if scope["type"] != "http" or not (path in ("/", "/docs") or path.startswith(("/static/", "/docs/"))):
             await self.app(scope, receive, send)
             return
 
@@ -166,8 +168,11 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
             service.stop()
 
     app = FastAPI(
-        title="quasched", version="1", lifespan=lifespan, max_body_size=MAX_BODY,
-        description="GPU-cluster scheduler: submit jobs, watch queues and nodes (docs/service.md).",
+        title="quasched", version="1", lifespan=lifespan, max_body_size=MAX_BODY, docs_url=None, redoc_url=None,
+        description="GPU-cluster scheduler: submit jobs, watch queues and nodes (docs/service.md). Every route "
+                    "under `/api/v1` needs a bearer token; " + ("`/metrics`, " if metrics_public else "")
+                    + "`/healthz`, `/readyz`, `/docs`, `/openapi.json` and the dashboard (`/`, `/static/...`) "
+                    "need none" + ("." if metrics_public else "; `/metrics` needs one."),
         openapi_tags=[{"name": "jobs"}, {"name": "queues"}, {"name": "nodes"}, {"name": "cluster"},
                       {"name": "admin"}],
     )
@@ -195,6 +200,7 @@ def add_routes(app: FastAPI, service: Service, metrics_public: bool = False) -> 
     add_run_routes(app, service)
     add_cluster_routes(app, service)
     add_token_routes(app, service)
+    add_docs(app)
 
     # ------------------------------------------------------------ admin
     @app.get(f"{API}/whoami", response_model=WhoAmI, tags=["admin"])

@@ -16,7 +16,7 @@ seen in a :class:`TokenCache`. FastAPI dependencies (none takes a thread unless 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request, status
@@ -34,6 +34,7 @@ class Principal:
     team: str | None
     admin: bool
 
+    secret: str = field(default="", repr=False, compare=False)
     def may_act_for(self, team: str) -> bool:
         return self.admin or self.team == team
 
@@ -109,7 +110,7 @@ async def principal_of(request: Request, secret: str | None) -> Principal:
     if found is None:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown, expired or revoked token", headers=UNAUTHORIZED)
     name, team, is_admin = found[:3]
-    return Principal(str(name), None if team is None else str(team), bool(is_admin))
+    return Principal(str(name), None if team is None else str(team), bool(is_admin), secret)
 
 
 async def reader(request: Request, credentials: Credentials) -> Principal:

@@ -1,9 +1,11 @@
-"""The :class:`Broker`: fans persisted events out to live-stream subscribers, from any thread."""
+"""The :class:`Broker`: fans persisted events out to live-stream subscribers, from any thread, and ends the
+streams (the live stream, a followed log) whose token stopped working."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Callable
 
 from quasched.service.domain import Event
 
@@ -12,10 +14,12 @@ STREAM_BACKLOG = 1000
 
 
 class _Subscriber:
-    def __init__(self, loop: asyncio.AbstractEventLoop, maxsize: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, maxsize: int, token: str, events: bool) -> None:
         self.loop = loop
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
         self.closed = False
+        #: the token of the stream (it ends once the token stops working); whether it gets the events
+        self.token, self.events = token, events
 
     def offer(self, events: list[Event | None]) -> None:
         """In the subscriber's loop: queue ``events``; on overflow end the stream (the client replays)."""
@@ -37,9 +41,10 @@ class Broker:
         self._subscribers: set[_Subscriber] = set()
         self._lock = threading.Lock()
 
-    def subscribe(self) -> _Subscriber:
-        """A new live-stream subscriber on the running event loop."""
-        sub = _Subscriber(asyncio.get_running_loop(), self.maxsize)
+    def subscribe(self, token: str = "", events: bool = True) -> _Subscriber:
+        """A new subscriber on the running event loop, for a stream opened with ``token``; without ``events`` it
+        is only told the end (``closed``: the server stops or the token stopped working), e.g. a followed log."""
+        sub = _Subscriber(asyncio.get_running_loop(), self.maxsize, token, events)
         with self._lock:
             self._subscribers.add(sub)
         return sub
@@ -55,10 +60,22 @@ class Broker:
 
     def publish(self, events: list[Event | None]) -> None:
         """Offer ``events`` to every subscriber (thread-safe; a subscriber whose loop closed is dropped)."""
-        if not events:
-            return
+        if events:
+            self._offer(lambda sub: sub.events, list(events))
+            if None in events:
+                self._offer(lambda sub: not sub.events, [None])
+
+    def end_unless(self, works: Callable[[str], bool]) -> None:
+        """End the streams whose token no longer ``works`` (revoked or expired); one check per token."""
         with self._lock:
-            subscribers = list(self._subscribers)
+            tokens = {sub.token for sub in self._subscribers if sub.token}
+        stopped = {token for token in tokens if not works(token)}
+        if stopped:
+            self._offer(lambda sub: sub.token in stopped, [None])
+
+    def _offer(self, to: Callable[[_Subscriber], bool], events: list[Event | None]) -> None:
+        with self._lock:
+            subscribers = [sub for sub in self._subscribers if to(sub)]
         for sub in subscribers:
             try:
                 sub.loop.call_soon_threadsafe(sub.offer, list(events))

@@ -92,7 +92,7 @@ def add_cluster_routes(app: FastAPI, service: Service) -> None:
         start = after
         if start is None and last_event_id and last_event_id.isdigit():
             start = min(int(last_event_id), MAX_ID)
-        sub = service.broker.subscribe()
+        sub = service.broker.subscribe(who.secret)
 
         def replay(after_id: int) -> list[Event]:
             with lock:

@@ -65,15 +65,19 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
                 yield chunk
             if not follow:
                 return
-            while not await request.is_disconnected():
-                done = finished(job_id)  # read after: what was written before it ended is sent
-                chunk, offset = joblog.read(path, offset, CHUNK)
-                if chunk:
-                    yield chunk
-                elif done:
-                    return
-                else:
-                    await asyncio.sleep(FOLLOW_S)
+            watch = service.broker.subscribe(who.secret, events=False)  # closed when the token stops working
+            try:
+                while not watch.closed and not await request.is_disconnected():
+                    done = finished(job_id)  # read after: what was written before it ended is sent
+                    chunk, offset = joblog.read(path, offset, CHUNK)
+                    if chunk:
+                        yield chunk
+                    elif done:
+                        return
+                    else:
+                        await asyncio.sleep(FOLLOW_S)
+            finally:
+                service.broker.unsubscribe(watch)
 
         return StreamingResponse(body(), media_type="text/plain; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})

@@ -49,6 +49,8 @@ TICK_S = 0.5
 DEFAULT_QUEUE = "default"
 #: a standby rebuilds its view of the store for reads at most this often (seconds)
 VIEW_S = 1.0
+#: seconds between checks that the tokens of the open streams still work (a revoked or expired one's streams end)
+RECHECK_S = 1.0
 
 T = TypeVar("T")
 
@@ -206,6 +208,10 @@ class Service:
             self.tokens.put(secret, found, generation)
         return found
 
+    def token_works(self, secret: str) -> bool:
+        """Whether ``secret`` is a valid token now (from the cache, else the store, as a request checks it)."""
+        return (self.cached_token(secret) or self.lookup_token(secret)) is not None
+
     def revoke_token(self, name: str, now: float) -> None:
         """Revoke the token ``name`` in the store; it stops working at once."""
         self.store.revoke_token(name, now)
@@ -311,8 +317,12 @@ class Service:
                              f"write: {who}", headers={"Retry-After": "1", **headers})
 
     def _run_timers(self) -> None:
+        checked = -math.inf
         while not self._stop.is_set():
             try:
+                if time.monotonic() - checked >= RECHECK_S:  # also revocations by another server, and expiries
+                    checked = time.monotonic()
+                    self.broker.end_unless(self.token_works)
                 wait = self.tick()
             except Exception as err:  # keep the loop alive; the next tick retries
                 print(f"quasched: timer tick failed: {err!r}", file=sys.stderr)
