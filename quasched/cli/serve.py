@@ -262,7 +262,8 @@ def serve(
 
         service = service_app.state.service
         base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-        console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, database {shown_url(url)}")
+        console.print(f"quasched serve: {counted(len(service.records), 'node')}, policy {specs[0]}, "
+                      f"database {shown_url(url)}")
         console.print(f"  API {base}/api/v1 (docs {base}/docs), metrics {base}/metrics")
         if not service.leading:
             console.print(f"  standby: reads only, writes are 503 until it takes over; the leader is "
@@ -293,7 +294,8 @@ def serve(
         from rich.markup import escape
 
         def stop_both() -> None:  # the verbs' server beside: a signal stops both
-            console.print(f"[bold red]error:[/] cannot start the service on {db}: {escape(str(front.failure))}")
+            console.print(f"[bold red]error:[/] cannot start the service on {shown_url(url)}: "
+                          f"{escape(without_password(str(front.failure), url))}")
             signal.raise_signal(signal.SIGTERM)
 
         front = Starting(build, on_failure=stop_both)
@@ -306,7 +308,7 @@ def serve(
                                            http=NoDelayHttpToolsProtocol))
     server.run(sockets=[listener])
     if front.failure is not None:
-        fail(f"cannot start the service on {db}: {front.failure}")
+        fail(f"cannot start the service on {shown_url(url)}: {without_password(front.failure, url)}")
 
 
 def listen(host: str, port: int) -> socket.socket:
