@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+pytestmark = pytest.mark.slow  # a real server running real commands
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient

@@ -500,6 +500,7 @@ def naive_retry(scheduler: Scheduler, queue: PendingQueue) -> list[tuple[int, in
     return placed
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(NODE_ROWS, min_size=1, max_size=3), st.lists(QUEUED_POD_ROWS, min_size=1, max_size=25), OPS,
        st.sampled_from(policy_names()), st.integers(0, 2**16))

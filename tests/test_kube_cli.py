@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from extra import requires
 from kube_cluster import extender_certs, free_port
 from test_cli_service import cli
 
@@ -22,6 +24,7 @@ current-context: local
 """
 
 
+@requires("kubernetes", "kube")
 def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 
@@ -47,6 +50,7 @@ def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     app.state.service.store.close()
 
 
+@requires("kubernetes", "kube")
 def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
     """The verbs get their own HTTPS listener that requires a client certificate signed by the given CA."""
     import ssl
@@ -82,6 +86,7 @@ def test_serve_kube_extender_mutual_tls(tmp_path, monkeypatch):
     ran["app"].state.service.store.close()
 
 
+@requires("kubernetes", "kube")
 def test_serve_kube_extender_needs_certificates(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
+from extra import requires
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -391,6 +392,7 @@ def test_sync_watch_events(tmp_path):
         assert states == {"team-a/w": "cancelled", "team-a/x": "cancelled"}
 
 
+@requires("urllib3", "kube")
 def test_an_unverified_api_server_is_said_once_not_per_call(tmp_path, capsys):
     """insecure-skip-tls-verify: one line on stderr, and urllib3's per-request warning silenced."""
     import json

@@ -36,6 +36,7 @@ def test_greedy_qua_reproduces_published_numbers(dlrm):
     assert tuple(v.apps for v in got) == QUA_PUBLISHED_APPS
 
 
+@pytest.mark.slow  # MILP proofs
 @pytest.mark.parametrize("machines", [10, 100])
 def test_milp_proves_optimum_on_qua_qubo(dlrm, machines):
     result = solve(qua_problem(qua_jobs(dlrm, "qua-qubo"), machines), "milp")
@@ -45,6 +46,7 @@ def test_milp_proves_optimum_on_qua_qubo(dlrm, machines):
     assert greedy.verdict.weighted <= result.bound + 1e-9
 
 
+@pytest.mark.slow  # MILP proofs
 @pytest.mark.parametrize(("machines", "optimum"), [(30, 121.292314112), (50, 147.7562426563852)])
 def test_milp_proves_optimum_on_qua_greedy(dlrm, machines, optimum):
     # the optima were first proven by the earlier pipeline given 120 s (plain pattern MILP over

@@ -91,6 +91,7 @@ def test_a_registration_is_one_transaction_all_nodes_or_none(tmp_path):
     assert scalar(tmp_path / "quasched.db", "SELECT count(*) FROM events WHERE kind = 'node-added'") == 3
 
 
+@pytest.mark.slow  # real servers, kill -9
 def test_the_api_answers_while_a_registration_waits_for_the_database(tmp_path):
     """The test holds SQLite's write lock, so the registration cannot commit: reads are answered meanwhile, and
     the registration after the lock is released."""
@@ -127,6 +128,7 @@ def test_the_api_answers_while_a_registration_waits_for_the_database(tmp_path):
         stop(one)
 
 
+@pytest.mark.slow  # real servers, kill -9
 def test_kill_9_during_registrations_leaves_all_their_nodes_or_none(tmp_path):
     one = server(tmp_path)
     db = tmp_path / "q.db"
@@ -178,6 +180,7 @@ def test_a_job_whose_cycle_was_not_stored_has_its_submitted_event(tmp_path):
     assert first_events(tmp_path / "quasched.db") == {1: "submitted"}
 
 
+@pytest.mark.slow  # real servers, kill -9
 def test_every_job_s_first_event_is_submitted_after_kill_9_at_random_points(tmp_path):
     one = server(tmp_path)
     db = tmp_path / "q.db"
@@ -213,6 +216,7 @@ def test_every_job_s_first_event_is_submitted_after_kill_9_at_random_points(tmp_
 
 # ------------------------------------------------------------ one writer per SQLite file
 
+@pytest.mark.slow  # real servers, kill -9
 def test_a_second_server_on_a_symbolic_link_to_the_database_is_refused_and_the_first_keeps_leading(tmp_path):
     first = server(tmp_path)
     (tmp_path / "elsewhere").mkdir()
@@ -234,6 +238,7 @@ def test_a_second_server_on_a_symbolic_link_to_the_database_is_refused_and_the_f
         stop(first, *others)
 
 
+@pytest.mark.slow  # real servers, kill -9
 def test_a_sqlite_server_that_still_holds_its_lock_takes_a_lost_lease_back(tmp_path):
     one = server(tmp_path)
     db = tmp_path / "q.db"

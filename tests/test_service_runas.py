@@ -28,6 +28,8 @@ from quasched.service.runas import DEFAULT_PATH, Account, RunAs, run_as
 from quasched.service.runtime import default_cluster
 from test_service_runs import box_cluster, log, wait
 
+pytestmark = pytest.mark.slow  # real processes as throw-away users
+
 as_root = pytest.mark.skipif(not ROOT, reason="switching users needs root (useradd, setuid)")
 #: tries to read each path of argv[1] (a JSON object), then prints who it is, where, with what environment
 PROBE = """import json, os, sys

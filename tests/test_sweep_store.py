@@ -74,6 +74,7 @@ def test_interrupted_sweep_resumes_with_only_the_missing_runs_and_identical_resu
         assert run_matrix(TASKS, store, again).skipped == 4 and again.ran == []
 
 
+@pytest.mark.slow  # a process pool
 def test_process_pool_and_in_process_give_identical_results(tmp_path, reference):
     with ResultStore(tmp_path / "pool.sqlite") as store:
         pooled = run_matrix(TASKS, store, LocalBackend(2))
