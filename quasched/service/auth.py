@@ -28,13 +28,14 @@ from quasched.service.store import TokenInfo, digest
 
 @dataclass(frozen=True)
 class Principal:
-    """Who calls: a token's name, its team (None for admin tokens) and whether it is an admin."""
+    """Who calls: a token's name, its team (None for admin tokens) and whether it is an admin; and the token itself
+    (for the live streams, which end when it stops working)."""
 
     name: str
     team: str | None
     admin: bool
-
     secret: str = field(default="", repr=False, compare=False)
+
     def may_act_for(self, team: str) -> bool:
         return self.admin or self.team == team
 

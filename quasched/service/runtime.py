@@ -4,7 +4,8 @@ under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes(
 then published to the live stream. Submissions queued while a group runs are stored in
 one transaction and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combiner`); each is
 answered after that commit. A background thread fires the controller's timers (completions by
-duration, grace-period ends) at :meth:`Controller.next_timer` or every half second. With a
+duration, grace-period ends) at :meth:`Controller.next_timer` or every half second, and every
+second ends the live streams whose token stopped working (:meth:`Service.token_works`). With a
 local node, the :class:`~.executor.Executor` runs the commands of the jobs placed on it (fed the
 changed jobs after every persist) and :class:`~.localnode.HealthWatch` watches its GPUs. Also
 here: the built-in cluster, the first admin token and its file.
