@@ -89,7 +89,10 @@ def sqlite_file(db_url: str) -> Path | None:
     if not db_url.startswith(prefix):
         return None
     path = db_url[len(prefix):].split("?", 1)[0]
-    return Path(os.path.realpath(path)) if path and path != ":memory:" else None
+    if not path or path == ":memory:":
+        return None
+    real = os.path.realpath(path)
+    return Path(path if real == os.path.abspath(path) else real)  # as given unless a link leads elsewhere
 
 
 #: methods that only read
