@@ -4,6 +4,7 @@ it commits nothing after another took over."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import queue
@@ -27,6 +28,7 @@ from quasched.cli import app as cli
 from quasched.service.api import create_app
 from quasched.service.domain import QueueSpec
 from quasched.service.leadership import Fenced, LeaderHeld
+from quasched.service.runtime import TICK_S
 from quasched.service.store import EVENTS, MIGRATIONS, Store
 
 pytestmark = pytest.mark.slow  # real servers, PostgreSQL, kill -9
@@ -197,6 +199,70 @@ def test_a_stalled_leader_is_fenced_after_a_take_over(postgres_url, tmp_path):
     assert [t.epoch for t in service_b.store.terms()] == [1, 2]
     service_a.store.close()
     service_b.store.close()
+
+
+class Announced:
+    """A service's lock that, once ``armed``, says when a thread comes to take it (``coming``, set before it waits)."""
+
+    def __init__(self, lock) -> None:
+        self.lock, self.armed, self.coming = lock, threading.Event(), threading.Event()
+
+    def __enter__(self):
+        if self.armed.is_set():
+            self.coming.set()
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+def test_a_read_waiting_on_the_lock_during_a_take_over_keeps_the_new_leader_s_loop(postgres_url, tmp_path):
+    """A standby whose view is stale is read (outside the lock, as the kube extender reads) while the take-over
+    rebuilds under the lock: the read waits, then answers from the new leader's loop, which stays the leader's."""
+    leader = pg_app(postgres_url, tmp_path)
+    admin = bearer((tmp_path / "token").read_text().strip())
+    job = TestClient(leader).post(f"{API}/jobs", json=job_body(gpus=8, gpu_model="A100"), headers=admin).json()
+    standby = pg_app(postgres_url, tmp_path, name="b").state.service
+    lock = standby.lock = Announced(standby.lock)
+    prepare, built, read = standby._prepare_to_lead, [], []
+    reader = threading.Thread(target=lambda: read.append(standby.ctl), daemon=True)
+
+    def prepare_while_a_read_comes() -> None:  # (under the lock) a read finds the view stale and waits here
+        lock.armed.set()
+        reader.start()
+        assert lock.coming.wait(60)
+        prepare()
+        built.append(standby.ctl)
+
+    standby._prepare_to_lead = prepare_while_a_read_comes
+    standby._viewed = -math.inf  # the view is stale: the next read rebuilds it
+    leader.state.service.store.release_lease()  # the leader stops
+    standby.elector.round()  # wins the lease; the take-over runs in its own thread
+    wait_for(lambda: standby.leading, 60, "the standby takes over")
+    reader.join(60)
+    assert read == built and standby.ctl is built[0]  # not a view built after the take-over
+    assert standby.ctl.jobs[job["id"]].state.value == "running"
+    leader.state.service.store.close()
+    standby.store.close()
+
+
+def test_a_tick_waiting_on_the_lock_when_the_leader_steps_down_runs_no_cycle(tmp_path):
+    """The timer thread finds the server leading and waits on the lock; it steps down meanwhile: once the tick has the
+    lock it runs no cycle (none on a view of the store), and the loop it had stays."""
+    app, token = make_app(tmp_path)
+    service = app.state.service
+    loop = service.ctl
+    lock = service.lock = Announced(service.lock)
+    ticked: queue.Queue = queue.Queue()
+    with lock:
+        lock.armed.set()
+        ticker = threading.Thread(target=lambda: ticked.put(service.tick()), daemon=True)
+        ticker.start()
+        assert lock.coming.wait(60)
+        service.step_down("a renewal was refused")
+    assert ticked.get(timeout=60) == TICK_S
+    assert service._ctl is loop  # not replaced by a view, nor cycled
+    service.store.close()
 
 
 def first_start(url: str, hold: bool, results) -> None:

@@ -127,14 +127,19 @@ class Service:
     @property
     def ctl(self) -> Controller:
         """The scheduling loop (on a standby: a view of the store, refreshed at most every :data:`VIEW_S`)."""
-        if not self.leading and time.monotonic() - self._viewed > VIEW_S:
+        if self._view_due():
             with self.lock:
-                self.records, self._ctl = self._view()
+                if self._view_due():  # not if a take-over finished while this waited: its loop stays
+                    self.records, self._ctl = self._view()
         return self._ctl
 
     @ctl.setter
     def ctl(self, ctl: Controller) -> None:
         self._ctl = ctl
+
+    def _view_due(self) -> bool:
+        """Whether this server stands by with a view older than :data:`VIEW_S`."""
+        return not self.leading and time.monotonic() - self._viewed > VIEW_S
 
     # ------------------------------------------------------------ start
     def _prepare_to_lead(self) -> None:
@@ -335,6 +340,8 @@ class Service:
         if not self.leading:
             return TICK_S
         with self.lock:
+            if not self.leading:  # stepped down while this waited: a standby runs no cycle
+                return TICK_S
             now = self.clock()
             events = self._cycle(now)
             nxt = self.ctl.next_timer()
