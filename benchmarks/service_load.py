@@ -212,7 +212,7 @@ def main() -> None:
         url = f"http://127.0.0.1:{args.port}"
         for _ in range(600):
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)

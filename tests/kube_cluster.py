@@ -585,7 +585,7 @@ class Quasched:
         finally:
             out.close()
         self.starts += 1
-        wait_for("quasched serve", lambda: httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200,
+        wait_for("quasched serve", lambda: httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200,
                  timeout_s, self.proc, self.log, interval_s=0.1)
 
     def kill(self) -> None:

@@ -38,7 +38,7 @@ class ServeProcess:
         self.output: list[str] = []
 
     def start(self) -> None:
-        """Start it and wait until it answers ``/healthz`` (a leader or a standby)."""
+        """Start it and wait until it has started (a leader or a standby)."""
         self.output = []
         self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db, *self.extra],
                                      cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -55,7 +55,7 @@ class ServeProcess:
         sqlite = self.db.removeprefix("sqlite:///")
         token_file = (Path(sqlite).parent if sqlite != self.db else self.workdir) / "quasched.token"
         self.token = (self.workdir / token_file).read_text().strip()
-        wait_for(lambda: self._get("/healthz") == 200, 60, "server healthy")
+        wait_for(self.started, 60, "the server starts")
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -67,6 +67,13 @@ class ServeProcess:
             return httpx.get(self.url + path, timeout=2).status_code
         except httpx.TransportError:
             return 0
+
+    def started(self) -> bool:
+        """Whether it has started, as the leader or a standby (``/healthz`` is "ok", not "starting")."""
+        try:
+            return httpx.get(self.url + "/healthz", timeout=2).json()["status"] == "ok"
+        except (httpx.TransportError, ValueError, KeyError):
+            return False
 
     def ready(self) -> bool:
         """Whether it is the leader (``/readyz`` is 200)."""

@@ -1,6 +1,7 @@
 """The HTTP lifecycle of ``quasched serve`` on real uvicorn servers: a revoked or expired token's open streams
 (the live stream, a followed log) end, on this server and on another sharing the PostgreSQL store; ``/docs`` works
-offline under the same-origin policy; a server still starting answers 503 "starting" at once."""
+offline under the same-origin policy; a server still starting is alive (``/healthz``) and answers every other
+request 503 "starting" at once."""
 
 from __future__ import annotations
 
@@ -114,13 +115,23 @@ def answered(url: str, **kw: object) -> httpx.Response:
     return answers.get(timeout=END_S)
 
 
-def assert_starting(r: httpx.Response) -> None:
-    assert r.status_code == 503 and r.json()["reason"] == "starting" and r.headers["retry-after"] == "1"
+def assert_starting(base: str) -> None:
+    """A server still starting: alive (``/healthz``, liveness: 200 "starting"), not ready (``/readyz``) and not
+    serving the API: 503 "starting", at once."""
+    alive = answered(f"{base}/healthz")
+    assert alive.status_code == 200 and alive.json() == {"status": "starting"}
+    for path in ("/readyz", f"{API}/jobs"):
+        r = answered(base + path)
+        assert r.status_code == 503 and r.json()["reason"] == "starting" and r.headers["retry-after"] == "1"
 
 
-def test_quasched_serve_answers_503_starting_while_its_database_is_locked(tmp_path):
-    """A real ``quasched serve`` whose start-up waits on its database, locked by the test: a request is answered 503
-    "starting" while the lock is still held; once released, the server starts and serves."""
+def ready(base: str) -> bool:
+    return httpx.get(f"{base}/readyz").status_code == 200
+
+
+def test_quasched_serve_is_alive_and_answers_503_starting_while_its_database_is_locked(tmp_path):
+    """A real ``quasched serve`` whose start-up waits on its database, locked by the test: while the lock is held it
+    is alive and every other request is answered 503 "starting"; once released, the server starts and serves."""
     db = tmp_path / "quasched.db"
     Store(f"sqlite:///{db}").close()  # migrated: the server's first write, taking the lease, waits for the lock
     lock = sqlite3.connect(db, isolation_level=None)
@@ -131,11 +142,11 @@ def test_quasched_serve_answers_503_starting_while_its_database_is_locked(tmp_pa
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: listening(port), END_S, "the server listens")
-        for path in ("/healthz", "/readyz", f"{API}/jobs"):
-            assert_starting(answered(base + path))
+        assert_starting(base)
         assert not (tmp_path / "quasched.token").exists()  # still starting: the admin token is not written yet
         lock.execute("COMMIT")
-        wait_for(lambda: httpx.get(f"{base}/healthz").status_code == 200, END_S, "the server starts")
+        wait_for(lambda: ready(base), END_S, "the server starts")
+        assert httpx.get(f"{base}/healthz").json() == {"status": "ok", "role": "leader"}
         token = (tmp_path / "quasched.token").read_text().strip()
         r = httpx.post(f"{base}{API}/jobs", json=job_body(gpus=0, cpu=1, memory="1GiB"), headers=bearer(token))
         assert r.status_code == 201
@@ -168,17 +179,31 @@ class Gate:
         pass
 
 
-def test_a_server_whose_extension_is_still_starting_answers_503_starting(tmp_path):
+def test_a_server_whose_extension_is_still_starting_is_alive_and_answers_503_starting(tmp_path):
     gate = Gate()
     front = Starting(lambda: make_app(tmp_path, extensions=[gate])[0])
     with live_server(front) as base:
         assert gate.reached.wait(END_S)
-        assert_starting(answered(f"{base}/healthz"))
+        assert_starting(base)
         assert front.app is None and not gate.opened.is_set()
         gate.opened.set()
-        wait_for(lambda: httpx.get(f"{base}/healthz").status_code == 200, END_S, "the server serves")
+        wait_for(lambda: ready(base), END_S, "the server serves")
         token = (tmp_path / "quasched.token").read_text().strip()
         assert httpx.get(f"{base}{API}/jobs", headers=bearer(token)).status_code == 200
+
+
+def test_a_server_that_failed_to_start_is_not_alive(tmp_path):
+    """Once the start-up failed, ``/healthz`` too is 503 "failed", naming why (the server is stopping)."""
+    def build():
+        raise RuntimeError("the database is unreachable")
+
+    failed = threading.Event()
+    with TestClient(Starting(build, on_failure=failed.set)) as client:
+        assert failed.wait(END_S)
+        for path in ("/healthz", "/readyz"):
+            r = client.get(path)
+            assert r.status_code == 503 and r.json()["reason"] == "failed"
+            assert "the database is unreachable" in r.json()["detail"]
 
 
 def test_the_docs_are_served_from_this_server_under_the_same_origin_policy(tmp_path):

@@ -190,7 +190,7 @@ def test_serve_process_end_to_end(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

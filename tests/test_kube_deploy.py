@@ -83,6 +83,9 @@ def test_two_replicas_with_a_sidecar_each():
     # the pair fails together: kube-scheduler's liveness is quasched's health
     probe = containers["kube-scheduler"]["livenessProbe"]["httpGet"]
     assert probe["path"] == "/healthz" and probe["port"] == int(flag(args, "--port"))
+    # quasched is ready once started (/readyz), alive also while it starts (/healthz)
+    probes = {kind: containers["quasched"][kind]["httpGet"]["path"] for kind in ("readinessProbe", "livenessProbe")}
+    assert probes == {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
     assert pod["serviceAccountName"] == "quasched-scheduler"
     assert not [k for k in kinds if k.startswith("Service/")]  # nothing outside the pod calls the verbs
 

@@ -37,7 +37,7 @@ def start_server(tmp: Path, port: int, options: list[str]) -> subprocess.Popen[s
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                 return proc
         except httpx.HTTPError:
             pass

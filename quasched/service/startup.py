@@ -1,8 +1,8 @@
 """A server that answers while it starts: ``quasched serve`` listens first, then builds the app (opens and migrates
 the database, rebuilds the loop) and runs its lifespan (the service's threads, the kube sync's first list).
 :class:`Starting` is the ASGI app the server runs meanwhile: every request is answered at once, 503 with
-``Retry-After`` and ``{"detail", "reason": "starting"}``, until the built app has started; from then on it is that
-app."""
+``Retry-After`` and ``{"detail", "reason": "starting"}`` (``/healthz``, liveness: 200 ``{"status": "starting"}``),
+until the built app has started; from then on it is that app."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: seconds a client is told to wait before it retries a server still starting
 RETRY_S = 1
+#: the liveness probe's path: 200 ``{"status": "starting"}`` while starting (a probe must not kill a server that is
+#: merely starting; readiness, ``/readyz``, is 503 until it serves)
+LIVENESS = "/healthz"
 
 
 class Starting:
@@ -35,9 +38,17 @@ class Starting:
         elif self.app is not None:
             await self.app(scope, receive, send)
         elif scope["type"] == "http":
-            body = {"detail": "this server is starting; retry shortly", "reason": "starting"} if self.failure is None \
-                else {"detail": f"this server failed to start: {self.failure}", "reason": "failed"}
-            await JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_S)})(scope, receive, send)
+            await self._answer(scope["path"])(scope, receive, send)
+
+    def _answer(self, path: str) -> JSONResponse:
+        """The answer to a request for ``path`` before the app has started: alive on :data:`LIVENESS`, else 503."""
+        if self.failure is not None:
+            body = {"detail": f"this server failed to start: {self.failure}", "reason": "failed"}
+        elif path == LIVENESS:
+            return JSONResponse({"status": "starting"})
+        else:
+            body = {"detail": "this server is starting; retry shortly", "reason": "starting"}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_S)})
 
     async def _serve_lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The server's lifespan: started at once (the build runs in the background), stopped after the app."""
