@@ -20,7 +20,8 @@ and the wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Ex
 re-attaches to the runs still alive (same pid *and* start time: a reused pid is not the job's),
 reports those that ended meanwhile with their recorded status, and reports as lost (failed, ``Lost``)
 those that died without one; a job the store says runs but that never started is started. The
-cgroups of runs whose job no longer holds its resources are emptied and removed.
+cgroups of runs whose job no longer holds its resources are emptied and removed, and so is the
+environment file (``<id>.<run>.env``, mode 0600 like every file here) of any run not re-attached.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from quasched.service import cgroups, joblog
 from quasched.service.cgroups import Hierarchy
 from quasched.service.domain import Job, JobState
-from quasched.service.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable
+from quasched.service.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable, write_private
 from quasched.traces.units import parse_memory
 
 #: seconds between checks of the running processes
@@ -182,6 +183,9 @@ class Executor:
     def _exit_file(self, job_id: int, run: int) -> Path:
         return self.dir / f"{job_id}.{run}.exit"
 
+    def _env_file(self, job_id: int, run: int) -> Path:
+        return self.dir / f"{job_id}.{run}.env"
+
     def _read_record(self, job_id: int) -> dict[str, Any] | None:
         try:
             record = json.loads(self._record(job_id).read_text())
@@ -242,6 +246,10 @@ class Executor:
                 self._inbox.put(_copy(job))  # preempting or stopping: signal it again
             else:
                 now_ended.append((job.id, status))
+        attached = {self._env_file(run.job_id, run.run) for run in self.runs.values()}
+        for path in self.dir.glob("*.env"):  # a job's variables its wrapper never read (it died first)
+            if path not in attached:
+                path.unlink(missing_ok=True)
         for job_id, status in now_ended:
             cgroup = self._cgroup(self._read_record(job_id) or {})
             if cgroup is not None:  # what its wrapper left, if it was killed
@@ -319,8 +327,9 @@ class Executor:
                       f"{self.node} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
         limits, cgroup = self._limits(job)
         popen = subprocess.Popen([sys.executable, "-I", "-m", "quasched.service.run_wrapper", *limits, *as_user,
-                                  str(exit_file), "--", *job.spec.command], stdin=subprocess.DEVNULL,
-                                 cwd=workdir, env={}, start_new_session=True)  # the job's variables: --env-file
+                                  "--workdir", str(workdir), str(exit_file), "--", *job.spec.command],
+                                 stdin=subprocess.DEVNULL, cwd="/", env={},
+                                 start_new_session=True)  # the job's variables: --env-file; its workdir: the wrapper's
         ticks = start_ticks(popen.pid)
         _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks, "team": job.spec.team,
                              "cgroup": cgroup and cgroup[1]})
@@ -337,7 +346,7 @@ class Executor:
         problem = unreachable(workdir, account)
         if problem:
             raise PermissionError(f"workdir {workdir}: {problem}")
-        env_file = self.dir / f"{job.id}.{job.restarts}.env"
+        env_file = self._env_file(job.id, job.restarts)
         _write_json(env_file, job_env(job, self.gpus, login_env(account)))
         user = ["--uid", str(account.uid), "--gid", str(account.gid),
                 "--groups", ",".join(map(str, account.groups))] if switch else []
@@ -416,6 +425,4 @@ def _copy(job: Job) -> Job:
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
+    write_private(path, json.dumps(value).encode())

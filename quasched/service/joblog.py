@@ -6,13 +6,16 @@ On disk, ``<id>.log`` holds the head; past it the log goes to tail segments ``<i
 starts and all but the previous one are deleted, so at most ``head + tail`` bytes stay. The files say
 everything a reader needs (no state besides them): :func:`read` composes the view (head, the marker
 ``--- quasched: N bytes dropped ---``, the tail) from any offset of the whole log, for the whole log,
-its end and following it alike. One writer at a time (the run wrapper; the executor between runs)."""
+its end and following it alike. Every file is the service's alone (mode 0600, never written through a
+symbolic link). One writer at a time (the run wrapper; the executor between runs)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from quasched.service.runas import private_fd, write_private
 
 #: default caps: 64 MiB a job, 32 of head and 32 of tail; 1 GiB a team
 HEAD = 32 << 20
@@ -133,7 +136,7 @@ class Writer:
             self._start, self._size = head, 0  # the head is full: a first, empty segment
         else:
             self._start, self._size = -1, head  # still the head
-        self._file = open(self._current(), "ab")
+        self._file = os.fdopen(private_fd(self._current(), os.O_WRONLY | os.O_APPEND), "ab")
 
     def _current(self) -> Path:
         return self.path if self._start < 0 else self.path.with_name(f"{self.path.name}.{self._start}")
@@ -158,7 +161,7 @@ class Writer:
             old.unlink(missing_ok=True)
         self._start = max(self._start, 0) + self._size
         self._size = 0
-        self._file = open(self._current(), "wb")
+        self._file = os.fdopen(private_fd(self._current(), os.O_WRONLY | os.O_TRUNC), "wb")
 
     def close(self) -> None:
         self._file.close()
@@ -179,5 +182,5 @@ def remove(path: Path, note: str) -> int:
     for file in files(path):
         freed += _size(file)
         file.unlink(missing_ok=True)
-    path.write_text(note + "\n")
+    write_private(path, (note + "\n").encode())
     return freed - _size(path)

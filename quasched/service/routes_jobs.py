@@ -18,6 +18,9 @@ from quasched.service.schemas import (MAX_ID, TEAM_PATTERN, EventOut, JobComplet
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
 
+#: most unfinished (pending or running) jobs a team may have; a submission past it is 429
+MAX_UNFINISHED_PER_TEAM = 10_000
+
 
 def add_job_routes(app: FastAPI, service: Service) -> None:
     """Register the job and queue routes of ``service`` on ``app``."""
@@ -27,10 +30,18 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
     @app.post(f"{API}/jobs", status_code=201, response_model=JobOut, tags=["jobs"],
               responses={200: {"model": JobOut, "description": "An earlier job with the same client_token."},
                          409: {"description": "The client_token names an earlier, different job."},
+                         429: {"description": f"The team has {MAX_UNFINISHED_PER_TEAM:,} unfinished jobs already."},
                          422: {"description": "Bad field, unknown team or GPU model, or a job no node can host."}})
     async def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
         """Submit a job to its team's queue; it is scheduled at once if it fits."""
         who.require_team(body.team)
+        with lock:
+            unfinished = sum(1 for job in service.ctl.jobs.values()
+                             if job.spec.team == body.team and not job.state.finished)
+        if unfinished >= MAX_UNFINISHED_PER_TEAM:
+            raise field_error("team", f"team {body.team} has {unfinished:,} unfinished jobs, the most a team may have "
+                              f"({MAX_UNFINISHED_PER_TEAM:,}): wait for some to end or cancel them",
+                              code=status.HTTP_429_TOO_MANY_REQUESTS)
         try:
             view, new = await service.submit.submit(body.to_spec())  # grouped with concurrent submissions
         except SpecError as err:

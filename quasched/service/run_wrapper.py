@@ -11,7 +11,9 @@ job's cgroup (:mod:`.cgroups`, with ``--memory-max`` and ``--cpu-max`` as its li
 start the child, so that everything the child starts stays in it, and back out. With ``--log PATH`` the
 child's stdout and stderr come through a pipe and the wrapper writes them to the capped log
 (:mod:`.joblog`, ``--log-head`` and ``--log-tail`` bytes); without, the child inherits the wrapper's.
-``--uid``, ``--gid``, ``--groups`` run the child as that user (umask 077); ``--env-file`` gives its environment
+``--uid``, ``--gid``, ``--groups`` run the child as that user (umask 077) in ``--workdir``, which the wrapper
+enters with that user's permissions (never as root: a directory the user may not enter is refused, even through
+a symbolic link swapped after the service checked it); ``--env-file`` gives its environment
 (the service starts the wrapper, as root, with a clean one: the job's variables never reach it).
 
 The service signals the group (and, for SIGTERM, the rest of the cgroup); the wrapper outlives a SIGTERM
@@ -35,6 +37,7 @@ from typing import IO, Any
 
 from quasched.service import cgroups, joblog
 from quasched.service.cgroups import Hierarchy
+from quasched.service.runas import write_private
 
 #: seconds the log is read after the job was killed (in a process group, a process that left it may keep
 #: the pipe open)
@@ -44,14 +47,9 @@ CHUNK = 64 << 10
 
 def write_status(path: str, status: int, started: float | None = None, ended: float | None = None,
                  oom: bool = False) -> None:
-    """Write how the child ended to ``path`` atomically."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as out:
-        json.dump({"status": status, "started": started, "ended": ended, "oom": oom}, out)
-        out.write("\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    """Write how the child ended to ``path`` atomically (mode 0600)."""
+    record = {"status": status, "started": started, "ended": ended, "oom": oom}
+    write_private(path, (json.dumps(record) + "\n").encode())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log", type=Path, help="Write the command's stdout and stderr to this capped log.")
     p.add_argument("--log-head", type=int, default=joblog.HEAD, help="Bytes kept of the log's start.")
     p.add_argument("--log-tail", type=int, default=joblog.TAIL, help="Bytes kept of the log's end.")
+    p.add_argument("--workdir", help="The command's working directory, entered with its user's permissions.")
     p.add_argument("--env-file", help="The command's environment: a JSON object (removed once read).")
     p.add_argument("exit_file", metavar="EXIT_FILE")
     return p
@@ -94,11 +93,13 @@ def main(argv: list[str]) -> int:
         "user": args.uid, "group": args.gid, "extra_groups": args.groups or [], "umask": 0o077}
     started = time.time()
     try:
+        _enter(args)
         child: subprocess.Popen[bytes] | OSError | subprocess.SubprocessError = subprocess.Popen(
             command, restore_signals=True, env=env, stdout=subprocess.PIPE if log else None,
             stderr=subprocess.STDOUT if log else None, **user)
     except (OSError, subprocess.SubprocessError) as err:
         child = err
+    os.chdir("/")  # the wrapper, root, holds nothing of the job's directory
     if hier is not None:
         cgroups.join(hier, None)  # the wrapper out of the job's limits (and of its kill)
     if not isinstance(child, subprocess.Popen):
@@ -125,6 +126,27 @@ def _env(path: str | None) -> dict[str, str] | None:
         env: dict[str, str] = json.load(f)
     os.unlink(path)
     return env
+
+
+def _enter(args: argparse.Namespace) -> None:
+    """Make ``--workdir`` the wrapper's working directory, which the child inherits, entered as the command's user
+    would (with ``--uid``: that effective uid, gid and groups for the ``chdir`` only, so the kernel checks every
+    step of the path, symbolic links included, as for the user; ``Popen(cwd=)`` would enter it as root)."""
+    if args.workdir is None:
+        return
+    if args.uid is None:
+        os.chdir(args.workdir)
+        return
+    groups, egid = os.getgroups(), os.getegid()
+    os.setgroups(args.groups or [])
+    os.setegid(args.gid if args.gid is not None else egid)
+    os.seteuid(args.uid)
+    try:
+        os.chdir(args.workdir)
+    finally:
+        os.seteuid(0)
+        os.setegid(egid)
+        os.setgroups(groups)
 
 
 def _cgroup(args: argparse.Namespace, say: Any) -> Hierarchy | None:

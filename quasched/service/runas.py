@@ -205,6 +205,27 @@ def job_dir(root: Path, job_id: int, account: Account, chown: bool) -> Path:
     return path
 
 
+def private_fd(path: Path | str, flags: int) -> int:
+    """``os.open`` of a file of the service's, created mode 0600; a symbolic link at ``path`` is refused (ELOOP), so
+    no one who could plant one makes the service write through it."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def write_private(path: Path | str, data: bytes) -> None:
+    """Write ``path`` whole, mode 0600: a temporary file beside it, created anew (never through what was there),
+    renamed over it."""
+    tmp = f"{path}.tmp"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    with os.fdopen(private_fd(tmp, os.O_WRONLY | os.O_EXCL), "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
 def private(path: Path, mode: int) -> None:
     """Give ``path`` (if it exists) ``mode``: the service's files are its own (0700 directories, 0600 files)."""
     try:
