@@ -21,7 +21,8 @@ the same database. Afterwards, on a freshly restarted server:
 With ``--commands`` the cluster is this machine alone (8 fake GPUs) and every job runs a real
 command (``sh -c 'sleep S; exit K'``, K = its index mod 4) that outlives the kills; afterwards every
 acknowledged job has ended as its command chose (exit 0: succeeded, else failed with that exit code;
-none ``Lost``), and no process is left running.
+none ``Lost``), and no process is left running. As root the commands run as a throw-away OS user
+(``tests/accounts.py``); otherwise as the benchmark's own account (``--run-as-self``).
 
 With ``--standby`` (PostgreSQL) a second server stands by: clients send to the one they last reached
 and switch on a refused connection or a standby's 503; each SIGKILL hits the leader, the take-over
@@ -36,12 +37,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -50,6 +53,7 @@ from quasched.extras import require_or_exit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from accounts import command_accounts, serve_options, shared_dir  # noqa: E402
 from serve_process import ServeProcess as Server, wait_for  # noqa: E402
 
 
@@ -201,7 +205,7 @@ def kill_leader(servers: list[Server]) -> tuple[float, float]:
 
 def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: bool = False,
         standby: bool = False) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         pg = None
         if db_kind == "postgresql":
             from pg import PostgresServer
@@ -215,7 +219,10 @@ def run(db_kind: str, jobs: int, clients: int, kills: int, port: int, commands: 
         if commands:
             (Path(tmp) / "box.yaml").write_text(
                 "pools:\n  - {name: box, count: 1, cpu: 64, memory: 256Gi, gpu: {model: T4, count: 8}}\n")
-            extra = ("--cluster", "box.yaml", "--grace", "2")
+            accounts = stack.enter_context(command_accounts())  # as root: a throw-away user runs the commands
+            jobs_dir = shared_dir()
+            stack.callback(shutil.rmtree, jobs_dir, ignore_errors=True)
+            extra = ("--cluster", "box.yaml", "--grace", "2", *serve_options(accounts, jobs_dir))
         servers = [Server(db, Path(tmp), port + i, extra) for i in range(2 if standby else 1)]
         for server in servers:
             server.start()
