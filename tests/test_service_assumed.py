@@ -75,7 +75,7 @@ def test_confirm_gives_the_stored_job_the_assumed_devices_only():
     assert ctl.confirm("uid-1", job)
     assert ctl.jobs == {7: job} and ctl.assumed("uid-1") is None
     assert used(ctl) == [0, 1000, 1000, 0] and ctl.quota.usage["a", A] == 2000 and ctl.cluster.free[0, 0] == 63_000
-    assert ctl._jobs_on(0) == [job] and ctl.snapshot()["nodes"][0]["jobs"] == [7]
+    assert ctl.state.jobs_on(0) == [job] and ctl.snapshot()["nodes"][0]["jobs"] == [7]
     assert not ctl.confirm("uid-1", stored_running(8, "n0", (1, 2)))  # nothing assumed any more
     ctl.finish(7, 5.0)
     assert used(ctl) == [0] * 4 and ctl.quota.usage["a", A] == 0

@@ -21,9 +21,13 @@ Cycle
 Placements assumed on decisions not yet durable (:meth:`Controller.assume`, :mod:`.assumed`) take their
 devices, are never jobs, and end forgotten, confirmed by a stored job, expired or lost with their node.
 
-Preemption and job swapping make room for blocked jobs (:mod:`.loop_room`); node changes and
-recovery from the store are in :mod:`.loop_nodes`, what the loop hands out in :mod:`.loop_views`,
-the options and the shared state in :mod:`.loop_state`.
+Composition
+    The :class:`Controller` owns the cycle (order, pass, bind, timers fired) and composes, on one
+    explicit :class:`~.loop_state.LoopState` (jobs, quota, cluster, scheduler, change log, timers):
+    the room-maker (preemption and job swapping, :mod:`.loop_room`), the lifecycle (ending,
+    requeueing, arming a job, :mod:`.lifecycle`), node changes and recovery (:mod:`.loop_nodes`), the
+    runs of commands (:mod:`.loop_runs`) and the views (:mod:`.loop_views`). Each owns its part; the
+    controller's public methods are theirs or its own.
 
 With ``order="fifo"``, no quotas, no preemption and a fixed set of typical
 pods, the loop places exactly as :func:`quasched.sim.replay.replay`
@@ -35,22 +39,27 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.service.assumed import Assumption
 from quasched.service.batch import bind_on, solve_batch
-from quasched.service.domain import ANY_MODEL, MAX_GANG, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+from quasched.service import status
+from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, PendingReason,
+                                     QueueSpec, Reason)
 from quasched.service.feasibility import accessible_models, most_pods, never_admitted, never_fits
+from quasched.service.lifecycle import Lifecycle
 from quasched.service.loop_nodes import NodeChanges
-from quasched.service.loop_room import MakingRoom
-from quasched.service.loop_runs import JobRuns
-from quasched.service.loop_state import LoopOptions, SpecError
-from quasched.service.loop_views import LoopViews
+from quasched.service.loop_room import RoomMaker
+from quasched.service.loop_runs import Runs
+from quasched.service.loop_state import LoopOptions, LoopState, SpecError
+from quasched.service.loop_views import Views
 from quasched.service.reasons import FitRows, capacity_reason, quota_reason
+from quasched.service.timers import Timer, TimerKind
 
 
 def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:
@@ -74,9 +83,35 @@ def records_of(nodes: NodeSpec) -> list[NodeRecord]:
                                               nodes.gpu_model, labels)]
 
 
-class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
-    """Jobs, queues and the live cluster, with the scheduling loop (module docstring); node changes,
-    preemption and job swapping, the runs of commands and the views come from the mixins."""
+class Controller:
+    """Jobs, queues and the live cluster, with the scheduling loop (module docstring): the cycle is its own,
+    the rest of its public methods are its collaborators'."""
+
+    def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
+                 typical: TypicalPods | None = None) -> None:
+        self.state = st = LoopState(nodes, queues, options, typical)
+        self.room = RoomMaker(st)
+        self.life = Lifecycle(st, self.room)
+        self.runs = Runs(st, self.life)
+        self.node_changes = NodeChanges(st, self.life)
+        self.views = Views(st)
+        # what callers read of the state
+        self.options, self.cluster, self.scheduler = st.options, st.cluster, st.scheduler
+        self.quota, self.assumptions, self.window = st.quota, st.assumptions, st.window
+        self.jobs, self.position, self.samples = st.jobs, st.position, self.views.samples
+        self.job, self.observe = st.job, st.observe
+        # the collaborators' public methods
+        nc = self.node_changes
+        self.add_node, self.add_nodes, self.remove_node = nc.add_node, nc.add_nodes, nc.remove_node
+        self.cordon, self.uncordon, self.drain = nc.cordon, nc.uncordon, nc.drain
+        self.set_device_health, self.put_queue, self.restore = nc.set_device_health, nc.put_queue, nc.restore
+        self.runs_here, self.exited, self.lost = self.runs.runs_here, self.runs.exited, self.runs.lost
+        self.gpu_allocation, self.fragmentation = self.views.gpu_allocation, self.views.fragmentation
+        self.fragmentation_report = self.views.fragmentation_report
+        self.node_fragmentation = self.views.node_fragmentation
+        self._on_timer: dict[TimerKind, Callable[[Job, float], None]] = {
+            TimerKind.FINISH: self.life.finished_by_duration, TimerKind.PREEMPT: self.life.grace_over,
+            TimerKind.STOP: self.runs.stopped, TimerKind.LIMIT: self.runs.over_limit}
 
     @classmethod
     def rebuilt(cls, records: Sequence[NodeRecord], queues: Sequence[QueueSpec], jobs: Sequence[Job],
@@ -109,7 +144,7 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
         if spec.gpu_milli < FULL_GPU_MILLI and spec.num_gpu > 1:
             raise SpecError("gpus", "a GPU share (less than one GPU) is for one device only")
-        pod = self._pod(spec, 0, 0)
+        pod = self.state.pod(spec, 0, 0)
         if not most_pods(self.cluster, pod):
             where = f"the node that runs commands ({pod.node})" if pod.node else "no node of the cluster"
             raise SpecError("gpus" if spec.num_gpu else "cpu",
@@ -142,10 +177,10 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         job = Job(job_id, spec, self.options.priority_classes[spec.priority_class], now,
                   job_id if seq is None else seq, reason=PendingReason(Reason.QUEUED, "waiting for the next cycle"))
         self.jobs[job_id] = job
-        self.observe(self._pod(spec, job_id, 0))
-        self._emit(now, "submitted", job)
-        self._fresh.add(job_id)
-        self._dirty = True
+        self.observe(self.state.pod(spec, job_id, 0))
+        self.state.changes.emit(now, "submitted", job)
+        self.state.fresh.add(job_id)
+        self.state.dirty = True
         return job
 
     def cancel(self, job_id: int, now: float) -> Job:
@@ -154,16 +189,16 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         job = self.job(job_id)
         if self.runs_here(job):
             if job.state == JobState.RUNNING:
-                self._stop(job, now, Reason.CANCELLING, "cancelled; the process gets the grace period to stop")
+                self.runs.stop(job, now, Reason.CANCELLING, "cancelled; the process gets the grace period to stop")
             return job
-        return self._end(job_id, now, JobState.CANCELLED)
+        return self.life.end(job_id, now, JobState.CANCELLED)
 
     def finish(self, job_id: int, now: float, failed: bool = False) -> Job:
         """The job's runtime reports completion (or failure)."""
         job = self.job(job_id)
         if not job.state.holds_resources:
             raise ValueError(f"job {job_id} is {job.state}, not running")
-        return self._end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
+        return self.life.end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
 
     # ------------------------------------------------------------ assumed placements
     def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
@@ -179,20 +214,20 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
     def forget(self, key: str) -> bool:
         """End the placement assumed under ``key``; exactly what it took is free again (False: there was none)."""
         forgotten = self.assumptions.forget(key) is not None
-        self._dirty |= forgotten
+        self.state.dirty |= forgotten
         return forgotten
 
     def expire(self, now: float) -> list[str]:
         """Forget the assumptions whose TTL ran out by ``now`` (each reported to its ``on_lost``); their keys."""
         expired = self.assumptions.expire(now)
-        self._dirty |= bool(expired)
+        self.state.dirty |= bool(expired)
         return expired
 
     def confirm(self, key: str, job: Job) -> bool:
         """Stored job ``job`` (one pod, running) takes the place assumed under ``key``: the same node, devices and
         request, else refused (False, the assumption kept). It enters the loop as a job restored from the store."""
         held = self.assumptions.get(key)
-        pod = self._pod(job.spec, job.id, 0)
+        pod = self.state.pod(job.spec, job.id, 0)
         if held is None or job.id in self.jobs or job.spec.pods != 1 or not job.state.holds_resources \
                 or job.placement != [(held.node, held.devices)] or not np.array_equal(pod.request, held.pod.request) \
                 or (pod.num_gpu, pod.gpu_milli, pod.team) != (held.pod.num_gpu, held.pod.gpu_milli, held.pod.team):
@@ -202,15 +237,32 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         c.place(pod, held.slot, held.devices, filtered_at=int(c.version[held.slot]))
         self.quota.charge(job.spec.team, held.model, job.spec.gpu_request)
         self.jobs[job.id] = job
-        self._arm(job)
+        self.life.arm(job)
         return True
 
     def reject(self, job: Job, now: float) -> Job:
         """A stored job that never entered the loop (its confirmation refused) ends cancelled; the change is
         handed out with the others (:meth:`drain_changes`)."""
         job.state, job.finished_at, job.placement, job.reason = JobState.CANCELLED, now, [], None
-        self._emit(now, JobState.CANCELLED.value, job)
+        self.state.changes.emit(now, JobState.CANCELLED.value, job)
         return job
+
+    def drain_changes(self) -> tuple[list[Job], list[Event]]:
+        """Jobs changed and events since the last drain (finished jobs leave memory here)."""
+        jobs, events = self.state.changes.drain()
+        for job in jobs:
+            if job.state.finished:
+                self.jobs.pop(job.id, None)
+        return jobs, events
+
+    # ------------------------------------------------------------ views
+    def snapshot(self) -> dict[str, Any]:
+        """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
+        return status.snapshot(self)
+
+    def queue_status(self) -> list[dict[str, Any]]:
+        """Per queue: quota, cohort, GPUs used and borrowed, fair share, pending and running jobs."""
+        return status.queue_status(self)
 
     # ------------------------------------------------------------ pods
     def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
@@ -221,33 +273,23 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
             self.quota.charge(job.spec.team, str(c.models[c.model_id[node]]), job.spec.gpu_request)
         job.state, job.started_at, job.reason = JobState.RUNNING, now, None
         job.solver = f"policy:{self.options.policy}"
-        self._nominated.pop(job.id, None)
+        self.room.done(job.id)
         self.position.pop(job.id, None)
-        if job.spec.duration_s is not None:
-            heapq.heappush(self._timers, (now + job.spec.duration_s, job.id, "finish"))
-        if job.spec.time_limit_s is not None:
-            heapq.heappush(self._timers, (now + job.spec.time_limit_s, job.id, "limit"))
-        self._emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
+        self.life.arm(job)
+        self.state.changes.emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
 
     # ------------------------------------------------------------ time
     def next_timer(self) -> float | None:
-        """Time of the earliest pending timer (a completion or a grace-period end), None if none."""
-        return self._timers[0][0] if self._timers else None
+        """Time of the earliest pending timer (a completion, a time limit or a grace-period end), None if none."""
+        return self.state.timers.next_at
 
     def _fire(self, now: float) -> None:
-        """Fire every timer due at or before ``now``: completions by duration, grace-period ends, time limits."""
-        while self._timers and self._timers[0][0] <= now:
-            t, job_id, what = heapq.heappop(self._timers)
-            job = self.jobs.get(job_id)
-            if job is None:
-                continue
-            if what == "finish" and job.state.holds_resources and job.started_at is not None \
-                    and job.spec.duration_s is not None and job.started_at + job.spec.duration_s == t:
-                self._end(job_id, t, JobState.SUCCEEDED)
-            elif what == "preempt" and job.state == JobState.PREEMPTING and job.preempt_at == t:
-                self._requeue(job, t, "preempted")
-            else:
-                self._fire_run_timer(job, t, what)
+        """Fire every timer due at or before ``now`` (one that no longer applies to its job does nothing)."""
+        timer: Timer
+        for timer in self.state.timers.due(now):
+            job = self.jobs.get(timer.job_id)
+            if job is not None:
+                self._on_timer[timer.kind](job, timer.at)
 
     # ------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> None:
@@ -256,11 +298,11 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         self.expire(now)
         for _ in range(8):
             self._fire(now)
-            if not self._dirty:
+            if not self.state.dirty:
                 break
-            self._dirty = False
+            self.state.dirty = False
             self._pass(now)
-        self._sample(now)
+        self.views.sample(now)
 
     def _order(self, only: set[int] | None = None) -> list[Job]:
         """Pending jobs (those in ``only``, if given) in the order of the module docstring."""
@@ -298,14 +340,14 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
     def _pass(self, now: float) -> None:
         """Try the pending jobs in order: all of them if capacity or quota grew since the last pass,
         else only the jobs that arrived since (the others failed then and the state only got fuller)."""
-        full = bool(len(self.cluster.take_grown())) or self._full
-        fresh, self._fresh, self._full = self._fresh, set(), False
+        st = self.state
+        full = bool(len(self.cluster.take_grown())) or st.full
+        fresh, st.fresh, st.full = st.fresh, set(), False
         order = self._order(None if full else fresh)
         if not order:
             self._number([], full)
             return
-        if self._nominated:  # jobs that preempted go first: the room their victims leave is theirs
-            order = [j for j in order if j.id in self._nominated] + [j for j in order if j.id not in self._nominated]
+        order = self.room.nominated_first(order)
         if full:  # what each queue's pending jobs want (a fresh pass adds the newcomers; placed ones count
             self.quota.pending = dict(_pending_gpus(order))  # until the next full pass: lenders err on keeping)
         else:
@@ -313,13 +355,13 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         if self.options.batch_solver:
             order = self._batch(order, now)
         first = {job.id: self._first_pod(job) for job in order}
-        fits = FitRows(self.cluster, self.classes, [p for p in first.values() if p is not None])
+        fits = FitRows(self.cluster, self.state.classes, [p for p in first.values() if p is not None])
         charged: set[str] = set()
         blocked: list[Job] = []
         for job in order:
             pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
             if pod is None:
-                self._set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
+                self.state.set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
                 continue
             if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
                 placed = self._place_gang(job, pod.gpu_model)
@@ -328,15 +370,15 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
                     fits.refresh(sorted({node for _, node, _ in placed}))
                     charged.add(self._quota_group(job))
                     continue
-            if not self._awaiting_victims(job):
-                self._set_reason(job, fits.reason(pod, job.spec.pods, lambda: capacity_reason(self.cluster, job, pod)))
+            if not self.room.awaiting_victims(job):
+                self.state.set_reason(job, fits.reason(pod, job.spec.pods, lambda: capacity_reason(self.cluster, job, pod)))
             blocked.append(job)
         if self.options.preemption:
-            self._preempt(blocked, now)
+            self.room.preempt(blocked, now)
         if self.options.defrag_per_hour > 0:
             for job in blocked:
                 if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
-                    self._defragment_for(job, now)
+                    self.room.defragment_for(job, now)
         self._number([job.id for job in order], full)
 
     def _number(self, tried: list[int], full: bool) -> None:
@@ -345,7 +387,8 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
         seen = set(tried)
         earlier = [] if full else sorted((i for i in self.position if i not in seen), key=self.position.__getitem__)
         pending = [i for i in earlier + tried if i in self.jobs and self.jobs[i].state == JobState.PENDING]
-        self.position = {job_id: k for k, job_id in enumerate(pending, 1)}
+        self.position.clear()
+        self.position.update((job_id, k) for k, job_id in enumerate(pending, 1))
 
     def _batch(self, order: list[Job], now: float) -> list[Job]:
         """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""
@@ -376,13 +419,13 @@ class Controller(NodeChanges, MakingRoom, JobRuns, LoopViews):
 
     def _first_pod(self, job: Job) -> Pod | None:
         """The job's first pod, restricted to the GPU models its quota admits now (None: none admits it)."""
-        models = self._admissible(job)
-        return None if models == [] else self._pod(job.spec, job.id, 0, models)
+        models = self.state.admissible(job)
+        return None if models == [] else self.state.pod(job.spec, job.id, 0, models)
 
     def _place_gang(self, job: Job, gpu_model: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
         placed: list[tuple[Pod, int, tuple[int, ...]]] = []
         for k in range(job.spec.pods):
-            pod = replace(self._pod(job.spec, job.id, k), gpu_model=gpu_model)
+            pod = replace(self.state.pod(job.spec, job.id, k), gpu_model=gpu_model)
             decision = self.scheduler.schedule(pod)
             if not decision.placed:
                 for p, _, _ in placed:

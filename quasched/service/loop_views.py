@@ -1,10 +1,9 @@
-"""What the service's loop hands out: the jobs changed and events since the last drain (to
-persist), time-series samples, GPU allocation, fragmentation (cluster and per node, for the current
-typical pods), the snapshot and the queue status the API and dashboard show."""
+"""What the service's loop shows of its state (:class:`Views`): time-series samples, GPU allocation and
+fragmentation (cluster and per node, for the current typical pods)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections import deque
 
 import numpy as np
 
@@ -12,38 +11,35 @@ from quasched.metrics.allocation import percent
 from quasched.metrics.fragmentation import FragReport, StateTable, cluster_fragmentation, frag_amount, state_table
 from quasched.metrics.typical import TypicalWindow
 from quasched.model.workload import FULL_GPU_MILLI
-from quasched.service import status
-from quasched.service.domain import Event, Job, JobState
+from quasched.service.domain import JobState
 from quasched.service.loop_state import LoopState
 
 
-class LoopViews(LoopState):
-    """Changes to persist and the views of the state (mixed into :class:`~.controller.Controller`)."""
+class Views:
+    """The measures of ``state``'s cluster, and their samples (time, allocation %, fragmentation %, pending)."""
 
-    def drain_changes(self) -> tuple[list[Job], list[Event]]:
-        """Jobs changed and events since the last drain (finished jobs leave memory here)."""
-        jobs, events = list(self._changed.values()), self._events
-        self._changed, self._events = {}, []
-        for job in jobs:
-            if job.state.finished:
-                self.jobs.pop(job.id, None)
-        return jobs, events
+    def __init__(self, state: LoopState) -> None:
+        self.state = state
+        self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
 
-    def _sample(self, now: float) -> None:
-        if self.samples and now - self.samples[-1][0] < self.options.sample_s:
+    def sample(self, now: float) -> None:
+        """Take a sample if ``sample_s`` passed since the last one."""
+        if self.samples and now - self.samples[-1][0] < self.state.options.sample_s:
             return
         frag = self.fragmentation()
-        pending = sum(1 for j in self.jobs.values() if j.state == JobState.PENDING)
+        pending = sum(1 for j in self.state.jobs.values() if j.state == JobState.PENDING)
         self.samples.append((now, self.gpu_allocation(), frag, pending))
 
     def gpu_allocation(self) -> float:
         """Allocated GPU milli as % of the cluster's GPUs."""
-        return percent(self.cluster.gpu_allocated, FULL_GPU_MILLI * self.cluster.total_gpus)
+        c = self.state.cluster
+        return percent(c.gpu_allocated, FULL_GPU_MILLI * c.total_gpus)
 
     def _table(self) -> StateTable | None:
         """The fragmentation table of the current typical pods (None before any is known)."""
-        typical = self.typical.current if isinstance(self.typical, TypicalWindow) else self.typical
-        return None if typical is None else state_table(self.cluster, typical)
+        typical = self.state.typical
+        current = typical.current if isinstance(typical, TypicalWindow) else typical
+        return None if current is None else state_table(self.state.cluster, current)
 
     def fragmentation_report(self) -> FragReport | None:
         """Fragmented and idle GPU milli for the current typical pods (None before any is known)."""
@@ -59,14 +55,6 @@ class LoopViews(LoopState):
         """Fragmented milli-GPU of every node slot (FGD's measure for the current typical pods)."""
         table = self._table()
         if table is None:
-            return np.zeros(self.cluster.n_nodes)
-        ids = table.ids()
+            return np.zeros(self.state.cluster.n_nodes)
+        ids = table.ids()  # first: it may grow the table's vectors
         return frag_amount(table.vectors[ids])
-
-    def snapshot(self) -> dict[str, Any]:
-        """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
-        return status.snapshot(self)
-
-    def queue_status(self) -> list[dict[str, Any]]:
-        """Per queue: quota, cohort, GPUs used and borrowed, fair share, pending and running jobs."""
-        return status.queue_status(self)

@@ -16,7 +16,7 @@ from quasched.service.quota import QuotaBook
 
 
 class LoopViews(Protocol):
-    """What the status reads of the scheduling loop (:class:`~quasched.service.loop_views.LoopViews`)."""
+    """What the status reads of the scheduling loop (:class:`~quasched.service.controller.Controller`)."""
 
     cluster: Cluster
     jobs: dict[int, Job]
