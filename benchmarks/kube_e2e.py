@@ -246,20 +246,33 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 
 def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The same pods, in the same order, through quasched's own loop on the same nodes."""
-    from quasched.kube.convention import job_spec, node_record
+    from quasched.kube.convention import node_record
     from quasched.service.controller import Controller
-    from quasched.service.loop_state import LoopOptions
     from quasched.service.domain import QueueSpec
 
     records = {r.name: r for r in map(node_record, kube["_nodes"])}
     # the extender's cluster: empty at start, nodes added as its sync listed them (their order is the tie-break rank)
-    ctl = Controller.rebuilt([], [QueueSpec("default")], [],
-                             LoopOptions(policy=policy, order="fifo", preemption=False, sample_s=float("inf")))
+    ctl = Controller.rebuilt([], [QueueSpec("default")], [], own_loop_options(policy))
     for name in kube["_node_order"]:
         ctl.add_node(records[name], 0.0)
+    return own_placements(ctl, kube["_pods"])
+
+
+def own_loop_options(policy: str) -> Any:
+    """The own loop's options: the service's policy and seed, FIFO, no preemption, one cycle per pod."""
+    from quasched.policies import parse_spec
+    from quasched.service.loop_state import LoopOptions
+
+    return LoopOptions(policy=parse_spec(policy), order="fifo", preemption=False, sample_s=float("inf"))
+
+
+def own_placements(ctl: Any, pods: list[dict[str, Any]]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Pod name → (node, devices) of ``pods`` submitted in order to the loop ``ctl``, one cycle each."""
+    from quasched.kube.convention import job_spec
+
     placed: dict[str, tuple[str, tuple[int, ...]]] = {}
     names: dict[int, str] = {}
-    for i, pod in enumerate(kube["_pods"], start=1):
+    for i, pod in enumerate(pods, start=1):
         spec = job_spec(pod)
         names[i] = pod["metadata"]["name"]
         ctl.submit(i, spec, float(i), validate=False)
@@ -420,10 +433,13 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """filter (the decision) and bind called on the extender's Bridge directly, as kube-scheduler would with
     ``nodeCacheCapable`` (node names only), on ``--nodes`` openb nodes; per-call latency quantiles."""
     from quasched.kube import wire
+    from quasched.kube.convention import devices_of
     from quasched.kube.extender import KubeOptions
     from quasched.kube.mount import extender
     from quasched.model.nodes import NodeSpec
     from quasched.service.api import create_app
+    from quasched.service.controller import Controller
+    from quasched.service.domain import QueueSpec
 
     shapes = openb_nodes(args.nodes, args.data_dir)
     manifests = trace_pods(args.pods, args.data_dir)
@@ -454,8 +470,12 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                              "PodUID": meta["uid"], "Node": passed[0]})
         times["bind"].append(time.perf_counter() - t1)
         bound += not reply["Error"]
+    placed = {name: (p["spec"]["nodeName"], devices_of(p) or ()) for name, p in pods.items() if p["spec"].get("nodeName")}
+    own = own_placements(Controller(cluster, [QueueSpec("default")], own_loop_options(args.policy)), manifests)
     out: dict[str, Any] = {"mode": "in-process", "nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
-                           "bound": bound}
+                           "bound": bound, "placed": {"kube": len(placed), "own_loop": len(own)},
+                           "same_node_and_devices": sum(own.get(n) == v for n, v in placed.items()),
+                           "placements_equal_own_loop": placed == own}
     for verb, ts in times.items():
         ms = 1000 * np.asarray(ts or [0.0])
         out[f"{verb}_ms"] = {"p50": round(float(np.percentile(ms, 50)), 2),

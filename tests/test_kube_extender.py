@@ -24,7 +24,8 @@ from api_support import Clock, bearer, make_app
 from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION, DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
 from quasched.kube.verdicts import (BINDING, INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE,
-                                    UNKNOWN_QUEUE, pod_of)
+                                    UNKNOWN_QUEUE, verdicts)
+from quasched.service.loop_state import job_pod
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube"
 ALL = ["a0", "a1", "t0", "c0"]
@@ -191,7 +192,28 @@ def own_pick(app: Any, pod: dict[str, Any]) -> str:
     from quasched.kube.convention import job_spec
 
     ctl = app.state.service.ctl
-    return str(ctl.cluster.names[ctl.scheduler.decide(pod_of(job_spec(pod))).node])
+    return str(ctl.cluster.names[ctl.scheduler.decide(job_pod(job_spec(pod))).node])
+
+
+def test_filter_sees_the_pod_the_loop_would_place(env, monkeypatch):
+    """The extender's pod of a job spec is the loop's, field for field (app, density, the command's node), but for
+    its uid and name."""
+    from dataclasses import replace
+
+    import quasched.kube.verdicts as verdicts_module
+    from quasched.kube.convention import job_spec
+
+    from builders import nodes
+    from quasched.service.loop_state import NO_COMMAND_NODE, LoopState
+
+    _, _, _, app = env
+    ctl = app.state.service.ctl
+    spec = replace(job_spec(gpu_pod()), app="web", max_per_node=1, command=("true",))
+    monkeypatch.setattr(verdicts_module, "job_spec", lambda pod: spec)
+    _, qpod, _ = verdicts(ctl, gpu_pod(), ALL)
+    loops = LoopState(nodes((64_000, 1 << 20, 4, "T4")), options=ctl.options)._pod(spec, 3, 0)
+    assert qpod is not None and (qpod.app, qpod.max_per_node, qpod.node) == ("web", 1, NO_COMMAND_NODE)
+    assert qpod == replace(loops, uid=0, name=spec.name)
 
 
 # ---------------------------------------------------------------- filter
@@ -378,7 +400,7 @@ def test_filter_pick_matches_own_loop_on_any_subset(env):
     client, _, _, app = env
     service = app.state.service
     c, scheduler = service.ctl.cluster, service.ctl.scheduler
-    qpod = pod_of(job_spec(gpu_pod(gpus=1)))
+    qpod = job_pod(job_spec(gpu_pod(gpus=1)))
     for names in (["a0", "a1", "t0"], ["t0", "a1"], ["t0"], ["c0", "a1"]):
         idx = np.array(sorted(c.node(n) for n in names if n != "c0"))
         raw = scheduler.policy.score(c, qpod, idx, CycleState())

@@ -276,3 +276,32 @@ def test_typical_pods_learned_online_rebuild_the_fixed_terms(name):
     fixed.attach(cluster, NumpyStream(0))
     np.testing.assert_allclose(online.score(cluster, p, np.array([0, 1, 2]), CycleState()),
                                fixed.score(cluster, p, np.array([0, 1, 2]), CycleState()))
+
+
+class CountingStream(NumpyStream):
+    """A stream that counts its cycle hook's calls."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.cycles = 0
+
+    def on_schedule_cycle(self) -> None:
+        self.cycles += 1
+
+
+def test_a_cycle_among_candidates_picks_among_them_and_leaves_the_host_board_whole():
+    """Three equal nodes, ranks 2, 0, 1: among candidates 0 and 2 the host is 2 (rank 1); then among every node the
+    board still knows node 1 (rank 0); only the loop's cycles run the stream's hook."""
+    class Boarded(GpuPacking):
+        def epoch(self) -> object | None:
+            return "steady"
+
+    cluster = cluster_with_free([[1000]] * 3)
+    rng = CountingStream()
+    scheduler = Scheduler(cluster, alone(Boarded()), rank=np.array([2, 0, 1]), rng=rng)
+    cycle = scheduler.cycle(pod(k=1, m=500), np.array([0, 2]), counted=False)
+    assert (cycle.decision.node, cycle.decision.devices, cycle.decision.n_feasible) == (2, (0,), 2)
+    assert rng.cycles == 0
+    assert scheduler.decide(pod(k=1, m=500)).node == 1
+    assert rng.cycles == 1
+    assert not scheduler.cycle(pod(k=1, m=500), np.array([], dtype=np.int64)).decision.placed

@@ -5,8 +5,9 @@ format (:mod:`.wire`). The extender owns whole and fractional GPU placement (``m
 quasched.io/gpu-shares``, advertised by quasched's device plugin):
 
 - **filter** runs the one fit rule (:func:`quasched.model.fit.fit_checks`, as the service's loop does)
-  on the controller's cluster for the names given, then quasched's own host selection (the policy's
-  scores, ties to its rank) among the fitting ones, and answers **that node alone**: kube-scheduler
+  on the controller's cluster for the names given, then the loop's own cycle among the fitting ones
+  (:meth:`Scheduler.cycle <quasched.policies.framework.Scheduler.cycle>`: the policy's host, ties to its
+  rank, and its Reserve's devices), and answers **that node alone**: kube-scheduler
   skips scoring when one node is feasible, so the pod lands where ``quasched replay`` would place it,
   with one call per pod. The pick's devices are held at once (:meth:`~.reservations.PodJobs.hold`: assumed
   in the service's loop, in memory, by no job), since kube-scheduler runs the next pod's cycle while this one's
@@ -39,13 +40,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from quasched.model.workload import Pod
-from quasched.policies.base import CycleState
 from quasched.service.domain import Job
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
@@ -189,9 +187,9 @@ class Bridge(PodJobs):
                     self.service.ctl.observe(qpod)
                 if qpod is None:
                     passed = [n for n in names if n not in failed]
-                elif fitting:
-                    passed, failed = [self.pick(qpod, fitting)], {}
-                    self.hold(pod, qpod, passed[0])
+                elif fitting and (decision := self.decide(qpod, fitting)).placed:
+                    passed, failed = [str(self.service.ctl.cluster.names[decision.node])], {}
+                    self.hold(pod, qpod, passed[0], decision.devices)
                 else:
                     passed = []
         keep = set(passed)
@@ -211,13 +209,6 @@ class Bridge(PodJobs):
             return self.filter(args, activate=False)
         finally:
             self.service.lock.release()
-
-    def pick(self, qpod: Pod, fitting: list[int]) -> str:
-        """quasched's own host selection among the slots ``fitting``: the policy's highest score, ties to its rank."""
-        c, scheduler = self.service.ctl.cluster, self.service.ctl.scheduler
-        idx = np.asarray(sorted(fitting), dtype=np.int64)
-        raw = np.asarray(scheduler.policy.score(c, qpod, idx, CycleState()), dtype=float)
-        return str(c.names[scheduler.select(idx, raw)])
 
     # ------------------------------------------------------------ bind
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:

@@ -13,17 +13,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
 
 from fastapi import HTTPException
 
 from quasched.model.workload import Pod
-from quasched.policies.base import CycleState
+from quasched.policies.framework import Decision
 from quasched.service.assumed import Assumption
 from quasched.service.controller import Controller
 from quasched.service.domain import Event, Job, JobSpec, JobState
+from quasched.service.loop_state import job_pod
 from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
-from quasched.kube.verdicts import UNKNOWN_NODE, pod_of, verdicts
+from quasched.kube.verdicts import UNKNOWN_NODE, verdicts
 
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
@@ -93,9 +96,15 @@ class PodJobs:
         return out
 
     # ------------------------------------------------------------ holds
-    def hold(self, pod: Mapping[str, Any], qpod: Pod, node: str) -> None:
-        """Hold the pod's GPUs on quasched's pick until bind confirms it (kube-scheduler's *assumed* pod): the
-        policy's Reserve picks the devices, assumed in the loop for :data:`ASSUME_TTL_S`.
+    def decide(self, qpod: Pod, slots: Sequence[int]) -> Decision:
+        """The loop's one cycle for ``qpod`` among the node slots ``slots`` (kube-scheduler's candidates): the
+        policy's host and its Reserve's devices, not bound; the stream's cycle hook does not run (call under the
+        lock)."""
+        return self.service.ctl.scheduler.cycle(qpod, np.asarray(slots, dtype=np.int64), counted=False).decision
+
+    def hold(self, pod: Mapping[str, Any], qpod: Pod, node: str, devices: tuple[int, ...]) -> None:
+        """Hold the pod's GPUs ``devices`` on quasched's pick (:meth:`decide`) until bind confirms it
+        (kube-scheduler's *assumed* pod), assumed in the loop for :data:`ASSUME_TTL_S`.
 
         kube-scheduler starts the next pod's cycle while this one's bind is in flight; holding the devices now
         keeps the next pods' filter on the state kube-scheduler assumes. Released when bind goes elsewhere,
@@ -105,18 +114,15 @@ class PodJobs:
             spec = job_spec(pod)
         except PodError:
             return
-        self._assume(pod, qpod, spec, node, None)
+        self._assume(pod, qpod, spec, node, devices)
 
     def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str,
-                devices: tuple[int, ...] | None) -> Hold | None:
-        """Assume the pod's devices on ``node`` in the loop (the policy's Reserve picks them unless given) and
-        hold them; None (nothing held) if the node is unknown or they do not fit (under the lock)."""
+                devices: tuple[int, ...]) -> Hold | None:
+        """Assume the pod's ``devices`` on ``node`` in the loop and hold them; None (nothing held) if the node is
+        unknown or they do not fit (under the lock)."""
         ctl, uid = self.service.ctl, pod_key(pod)[2]
-        [slot] = ctl.cluster.slots_of([node])
-        if slot is None:
+        if ctl.cluster.slots_of([node]) == [None]:
             return None
-        if devices is None:
-            devices = ctl.scheduler.policy.reserve(ctl.cluster, qpod, slot, CycleState()) if qpod.is_gpu else ()
         self.drop_hold(uid)
         if not ctl.assume(uid, qpod, node, tuple(devices), ASSUME_TTL_S, self.service.clock(), self._lost):
             return None
@@ -245,10 +251,14 @@ class PodJobs:
             raise PodError("quasched: pod requests no GPU")
         if node in failed and devices is None:
             raise PodError(f"{failed[node]} on {node}")
-        if service.ctl.cluster.slots_of([node]) == [None]:
+        [slot] = service.ctl.cluster.slots_of([node])
+        if slot is None:
             raise PodError(f"{UNKNOWN_NODE}: {node}")
         spec = job_spec(pod)
-        held = self._assume(pod, qpod or pod_of(spec), spec, node, devices)
+        qpod = qpod or job_pod(spec, local_node=service.ctl.options.local_node)
+        if devices is None:  # the node fits (above): the policy's Reserve picks its devices in the loop's cycle
+            devices = self.decide(qpod, [slot]).devices
+        held = self._assume(pod, qpod, spec, node, devices)
         if held is None:
             raise PodError(f"quasched: cannot reserve on {node}: devices {list(devices or ())} taken")
         return held

@@ -16,6 +16,7 @@ from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABL
 from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.domain import JobSpec
+from quasched.service.loop_state import job_pod
 
 if TYPE_CHECKING:
     from quasched.service.controller import Controller
@@ -35,13 +36,6 @@ REASONS = (NO_GPU, MODEL_MISMATCH, UNKNOWN_NODE, OVER_QUOTA, UNKNOWN_QUEUE, INVA
            "quasched: insufficient cpu", "quasched: insufficient memory")
 
 
-def pod_of(spec: JobSpec, uid: int = 0) -> Pod:
-    """The quasched pod of a job spec (as the fit rule and the policy see it)."""
-    return Pod(uid=uid, name=spec.name, cpu_milli=spec.cpu_milli, memory_mib=spec.memory_mib,
-               num_gpu=spec.num_gpu, gpu_milli=spec.gpu_milli, gpu_model=spec.gpu_model, team=spec.team,
-               user=spec.user)
-
-
 def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, str], Pod | None, list[int]]:
     """Per failing node its reason; the quasched pod; the slots of the fitting nodes (under the service lock).
 
@@ -57,7 +51,7 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
     c = ctl.cluster
     models = [m for m in c.models if m and accessible(m, spec.gpu_model)]
     admitted = [m for m in models if ctl.quota.admits(spec.team, m, spec.gpu_request)]
-    qpod = pod_of(spec)
+    qpod = job_pod(spec, local_node=ctl.options.local_node)
     if len(admitted) != len(models):
         qpod = replace(qpod, gpu_model="|".join(admitted) or "\0none")
     found = c.slots_of(names)
