@@ -1,15 +1,15 @@
 """What every part of the service's scheduling loop shares: its options (:class:`LoopOptions`),
-the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the in-memory state of
-jobs, queues, timers and the live cluster with the functions the loop, node changes, preemption and
-views all use (a job's pods, releasing and requeueing a job, events, pending reasons, the GPU
-models a queue may use now). :class:`~.controller.Controller` assembles the loop from it."""
+the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the explicit state of jobs,
+queues and quota, the live cluster and its scheduler, the change log (:mod:`.changes`) and the timers
+(:mod:`.timers`), with the reads every collaborator uses (a job's pods, the jobs on a node, pending
+reasons, the GPU models a queue may use now). :class:`~.controller.Controller` composes the loop's
+collaborators on it."""
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model.cluster import Cluster
@@ -18,17 +18,16 @@ from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
 from quasched.policies.queue import FitClasses
 from quasched.service.assumed import Assumptions
-from quasched.service.domain import (MAX_GANG, PRIORITY_CLASSES, Event, Job, JobSpec, JobState, PendingReason,
-                                     QueueSpec, Reason)
+from quasched.service.changes import Changes
+from quasched.service.domain import MAX_GANG, PRIORITY_CLASSES, Job, JobSpec, PendingReason, QueueSpec
 from quasched.service.joblog import HEAD, TAIL, TEAM_CAP
 from quasched.service.quota import QuotaBook
+from quasched.service.timers import Timers
 from quasched.sim.engine import RngKind, make_stream, node_ranks
 
 
 #: the node a command job is bound to on a server that runs no commands (no node has this name: it never runs)
 NO_COMMAND_NODE = "none: this server runs no commands"
-#: how a stopping job ends, by its reason (a failed one keeps the reason)
-STOP_OUTCOME = {Reason.CANCELLING: JobState.CANCELLED, Reason.TIME_LIMIT: JobState.FAILED}
 
 
 class SpecError(ValueError):
@@ -69,7 +68,10 @@ class LoopOptions:
 
 
 class LoopState:
-    """Jobs, queues, timers and the live cluster (state only; the loop is :class:`~.controller.Controller`)."""
+    """What every part of the loop reads and changes: options, jobs, queues and quota, the live cluster with its
+    scheduler and assumed placements, the change log, the timers, and what the next pass tries (``dirty``: a pass
+    is due; ``fresh``: pending jobs not tried since they (re)entered the queue; ``full``: the next pass tries every
+    pending job). Its functions are the reads every part shares; behaviour is the collaborators'."""
 
     def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
                  typical: TypicalPods | None = None) -> None:
@@ -88,17 +90,11 @@ class LoopState:
         self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
         self.position: dict[int, int] = {}  # pending job id -> place (1, 2, ...) in the last cycle's order
         self.classes = FitClasses()
-        self._timers: list[tuple[float, int, str]] = []
-        self._changed: dict[int, Job] = {}
-        self._events: list[Event] = []
-        self._migrations: deque[float] = deque()
-        self._claimed: set[int] = set()  # victims already promised to a preempting job
-        #: job that preempted -> (queue, milli-GPU it awaits, its victims)
-        self._nominated: dict[int, tuple[str, int, tuple[int, ...]]] = {}
-        self._dirty = False
-        self._fresh: set[int] = set()  # pending jobs not tried since they (re)entered the queue
-        self._full = True  # the next pass tries every pending job
-        self.samples: deque[tuple[float, float, float, int]] = deque(maxlen=4096)
+        self.changes = Changes()
+        self.timers = Timers()
+        self.dirty = False
+        self.fresh: set[int] = set()
+        self.full = True
 
     def job(self, job_id: int) -> Job:
         """The unfinished job ``job_id`` (KeyError if it has finished or never existed)."""
@@ -108,7 +104,8 @@ class LoopState:
         return job
 
     def observe(self, pod: Pod) -> None:
-        """An arrival the policy's typical pods learn from (as :meth:`submit` does for its jobs)."""
+        """An arrival the policy's typical pods learn from (as :meth:`~.controller.Controller.submit` does for its
+        jobs)."""
         if self.window is not None:
             self.window.observe(pod)
 
@@ -116,62 +113,23 @@ class LoopState:
         """Pod ``index`` of a job (:func:`job_pod`)."""
         return job_pod(spec, job_id * MAX_GANG + index, f"{spec.name}#{job_id}.{index}", models, self.options.local_node)
 
-    def _end(self, job_id: int, now: float, state: JobState, reason: PendingReason | None = None) -> Job:
-        job = self.job(job_id)
-        if job.state.finished:
-            raise ValueError(f"job {job_id} already {job.state}")
-        if job.state.holds_resources:
-            self._release(job, now)
-        job.state, job.finished_at, job.reason = state, now, reason
-        self.position.pop(job_id, None)
-        self._nominated.pop(job_id, None)
-        self._emit(now, state.value, job)
-        self._dirty = True
-        return job
+    #: the name the collaborators call :meth:`_pod` by
+    pod = _pod
 
-    def _end_stopping(self, job: Job, now: float) -> Job:
-        """End a stopping job as its reason says (cancelled, or failed past its time limit)."""
-        state = STOP_OUTCOME[job.reason.code] if job.reason is not None else JobState.CANCELLED
-        return self._end(job.id, now, state, job.reason if state == JobState.FAILED else None)
-
-    def _release(self, job: Job, now: float) -> None:
-        """Free the job's pods and book the run's usage."""
-        job.wall_s, job.gpu_hours = job.usage(now)
-        self._claimed.discard(job.id)
-        c = self.cluster
-        for k in range(job.spec.pods):
-            placement = c.remove(job.id * MAX_GANG + k)
-            self.quota.charge(job.spec.team, str(c.models[c.model_id[placement.node]]), -job.spec.gpu_request)
-        job.placement = []
-
-    def _jobs_on(self, node: int, device: int | None = None) -> list[Job]:
+    def jobs_on(self, node: int, device: int | None = None) -> list[Job]:
+        """The jobs with a pod on node slot ``node`` (with ``device``: on that device), by id."""
         ids = {p.pod.uid // MAX_GANG for p in self.cluster.placements.values()
                if p.node == node and (device is None or device in p.devices) and not self.assumptions.owns(p.pod.uid)}
         return [self.jobs[i] for i in sorted(ids)]
 
-    def _requeue(self, job: Job, now: float, kind: str, **data: Any) -> None:
-        if job.state == JobState.STOPPING:  # cancelled or past its limit: it ends rather than runs again
-            self._end_stopping(job, now)
-            return
-        self._release(job, now)
-        job.state, job.started_at, job.preempt_at = JobState.PENDING, None, None
-        job.restarts += 1
-        job.reason = _carried(job.reason, PendingReason(Reason.QUEUED, f"requeued ({kind})"))
-        self._fresh.add(job.id)
-        self._emit(now, kind, job, **data)
-        self._dirty = True
-
-    def _emit(self, now: float, kind: str, job: Job, node: str = "", **data: Any) -> None:
-        self._changed[job.id] = job
-        self._events.append(Event(now, kind, job.id, node, data))
-
-    def _set_reason(self, job: Job, reason: PendingReason) -> None:
-        reason = _carried(job.reason, reason)
+    def set_reason(self, job: Job, reason: PendingReason) -> None:
+        """Say why ``job`` is pending (a change only if the code or message differs)."""
+        reason = carried(job.reason, reason)
         if job.reason is None or (job.reason.code, job.reason.message) != (reason.code, reason.message):
             job.reason = reason
-            self._changed[job.id] = job
+            self.changes.touch(job)
 
-    def _admissible(self, job: Job) -> list[str] | None:
+    def admissible(self, job: Job) -> list[str] | None:
         """GPU models the job's queue may use now (None = any: no limit applies); [] = none."""
         if not job.gpu_total:
             return None
@@ -181,7 +139,7 @@ class LoopState:
         return None if len(ok) == len(models) else ok
 
 
-def _carried(old: PendingReason | None, new: PendingReason) -> PendingReason:
+def carried(old: PendingReason | None, new: PendingReason) -> PendingReason:
     """``new``, saying when and by whom the job was preempted if ``old`` did (until the job runs again)."""
     if old is None or "preempted_by" not in old.evidence or "preempted_by" in new.evidence:
         return new
