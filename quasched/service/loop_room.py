@@ -55,10 +55,6 @@ class RoomMaker:
         entry = self._nominated.get(job_id)
         return None if entry is None else entry[2]
 
-    def claimed(self, job_id: int) -> bool:
-        """Whether job ``job_id`` is a victim promised to a preempting job."""
-        return job_id in self._claimed
-
     def nominated_first(self, order: list[Job]) -> list[Job]:
         """``order`` with the jobs that preempted first: the room their victims leave is theirs."""
         if not self._nominated:
