@@ -87,7 +87,8 @@ def test_changes_hand_out_each_job_once_and_every_event_once():
     jobs, events = changes.drain()
     assert jobs == [one, two]
     assert [(e.time, e.kind, e.job_id, e.node, e.data) for e in events] == [
-        (1.0, "submitted", 1, "", {}), (1.5, "node-added", None, "n9", {}), (2.0, "started", 1, "n0", {"devices": [[0]]})]
+        (1.0, "submitted", 1, "", {}), (1.5, "node-added", None, "n9", {}),
+        (2.0, "started", 1, "n0", {"devices": [[0]]})]
     assert changes.drain() == ([], [])
 
 
@@ -196,7 +197,8 @@ def test_a_failed_device_requeues_only_its_job_and_the_quota_capacity_follows_no
     nodes.add_node(NodeRecord("n1", 64_000, 256_000, 4, A, cordoned=True), 6.0)
     assert st.quota.capacity_milli == 6000 and not st.cluster.schedulable[1]
     assert [(e.kind, e.job_id, e.node, e.data) for e in st.changes.drain()[1]] == [
-        ("device-unhealthy", None, "n0", {"device": 1}), ("evicted", 2, "n0", {"device": 1}), ("node-added", None, "n1", {})]
+        ("device-unhealthy", None, "n0", {"device": 1}), ("evicted", 2, "n0", {"device": 1}),
+        ("node-added", None, "n1", {})]
 
 
 def test_restore_binds_where_the_store_says_or_requeues():
@@ -239,4 +241,4 @@ def test_views_sample_at_most_every_sample_s():
     assert views.gpu_allocation() == 25.0 and views.fragmentation() == 0.0
     for now in (0.0, 5.0, 10.0):
         views.sample(now)
-    assert [(t, alloc, pending_jobs) for t, alloc, _, pending_jobs in views.samples] == [(0.0, 25.0, 1), (10.0, 25.0, 1)]
+    assert [(t, alloc, waiting) for t, alloc, _, waiting in views.samples] == [(0.0, 25.0, 1), (10.0, 25.0, 1)]

@@ -68,7 +68,8 @@ class Lifecycle:
         """The timers of a job entering the loop running: grace-period end, completion by duration, time limit."""
         timers = self.state.timers
         if job.state in (JobState.PREEMPTING, JobState.STOPPING) and job.preempt_at is not None:
-            timers.arm(job.preempt_at, job.id, TimerKind.PREEMPT if job.state == JobState.PREEMPTING else TimerKind.STOP)
+            kind = TimerKind.PREEMPT if job.state == JobState.PREEMPTING else TimerKind.STOP
+            timers.arm(job.preempt_at, job.id, kind)
         for seconds, kind in ((job.spec.duration_s, TimerKind.FINISH), (job.spec.time_limit_s, TimerKind.LIMIT)):
             if seconds is not None and job.started_at is not None:
                 timers.arm(job.started_at + seconds, job.id, kind)

@@ -1,6 +1,7 @@
 """Node changes and recovery under the service's loop: nodes added, removed, cordoned, drained,
 GPU devices failed or healthy (their jobs requeued, the placements assumed there lost), queues created
-or changed, and unfinished jobs re-admitted from the store at their recorded nodes and devices (:class:`NodeChanges`)."""
+or changed, and unfinished jobs re-admitted from the store at their recorded nodes and devices
+(:class:`NodeChanges`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What every part of the service's scheduling loop shares: its options (:class:`LoopOptions`),
 the refusal of a submission (:class:`SpecError`), and :class:`LoopState`, the explicit state of jobs,
 queues and quota, the live cluster and its scheduler, the change log (:mod:`.changes`) and the timers
-(:mod:`.timers`), with the reads every collaborator uses (a job's pods, the jobs on a node, pending
-reasons, the GPU models a queue may use now). :class:`~.controller.Controller` composes the loop's
+(:mod:`.timers`), with the helpers every collaborator uses (a job's pods, the jobs on a node, a pending
+reason, the GPU models a queue may use now). :class:`~.controller.Controller` composes the loop's
 collaborators on it."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LoopState:
     """What every part of the loop reads and changes: options, jobs, queues and quota, the live cluster with its
     scheduler and assumed placements, the change log, the timers, and what the next pass tries (``dirty``: a pass
     is due; ``fresh``: pending jobs not tried since they (re)entered the queue; ``full``: the next pass tries every
-    pending job). Its functions are the reads every part shares; behaviour is the collaborators'."""
+    pending job). Its functions are the helpers every part shares; behaviour is the collaborators'."""
 
     def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
                  typical: TypicalPods | None = None) -> None:
