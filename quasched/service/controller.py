@@ -1,7 +1,7 @@
 """The scheduling loop of the service, on the live cluster (in memory, no I/O, deterministic).
 
 Mutations (:meth:`Controller.submit`, :meth:`~Controller.finish`,
-:meth:`~Controller.cancel`, node changes, :meth:`~Controller.tick`) change the
+:meth:`~Controller.cancel`, node changes, timers falling due) change the
 state and mark the loop dirty; :meth:`Controller.cycle` then runs one
 scheduling pass. The caller persists :meth:`~Controller.drain_changes`.
 
@@ -59,7 +59,7 @@ from quasched.service.loop_runs import Runs
 from quasched.service.loop_state import LoopOptions, LoopState, SpecError
 from quasched.service.loop_views import Views
 from quasched.service.reasons import FitRows, capacity_reason, quota_reason
-from quasched.service.timers import Timer, TimerKind
+from quasched.service.timers import TimerKind
 
 
 def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:
@@ -285,7 +285,6 @@ class Controller:
 
     def _fire(self, now: float) -> None:
         """Fire every timer due at or before ``now`` (one that no longer applies to its job does nothing)."""
-        timer: Timer
         for timer in self.state.timers.due(now):
             job = self.jobs.get(timer.job_id)
             if job is not None:
