@@ -9,6 +9,7 @@ import json
 import os
 import pwd
 import stat
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,8 @@ import pytest
 
 from accounts import ROOT, job_python
 from api_support import bearer, job_body, live_server, make_app
-from quasched.service import executor, joblog, routes_jobs
+from serve_process import wait_for
+from quasched.service import broker, executor, joblog, routes_jobs
 from quasched.service.runas import Account, write_private
 from test_service_runas import box_server, two_teams  # noqa: F401  (a fixture)
 from test_service_runs import log, wait
@@ -118,3 +120,30 @@ def test_a_team_past_its_unfinished_jobs_gets_429_naming_the_limit(tmp_path, mon
     assert detail["msg"].startswith("team default has 2 unfinished jobs, the most a team may have (2)")
     assert other.status_code == 201, other.text
     assert again.status_code == 201, again.text
+
+
+@pytest.mark.slow
+def test_a_token_holds_at_most_its_streams_open_and_a_closed_one_frees_its_place(tmp_path, monkeypatch):
+    """Live streams and followed logs held open by one token are capped (each costs the server a poll); one more
+    is 429 naming the cap, another token is not held back, and closing one lets the token open another."""
+    monkeypatch.setattr(broker, "MAX_STREAMS_PER_TOKEN", 2)
+    application, token = make_app(tmp_path)
+    admin = bearer(token)
+    with live_server(application) as base, httpx.Client(base_url=base, timeout=30) as client, ExitStack() as held:
+        team = bearer(client.post("/api/v1/tokens", json={"name": "ci", "team": "default"},
+                                  headers=admin).json()["token"])
+        opened = [held.enter_context(client.stream("GET", "/api/v1/stream", headers=team)) for _ in range(2)]
+        with client.stream("GET", "/api/v1/stream", headers=team) as refused:
+            said = json.loads(refused.read())["detail"] if refused.status_code == 429 else ""
+        with client.stream("GET", "/api/v1/stream", headers=admin) as other:
+            assert other.status_code == 200
+        opened[0].close()
+        wait_for(lambda: _reopens(client, team), 30, "a closed stream frees its place")
+    assert [r.status_code for r in opened] == [200, 200]
+    assert refused.status_code == 429
+    assert "holds 2 open streams (live events and followed logs), the most one may (2)" in said
+
+
+def _reopens(client: httpx.Client, headers: dict[str, str]) -> bool:
+    with client.stream("GET", "/api/v1/stream", headers=headers) as response:
+        return response.status_code == 200

@@ -7,10 +7,14 @@ import asyncio
 import threading
 from typing import Callable
 
+from fastapi import HTTPException, status
+
 from quasched.service.domain import Event
 
 #: events a slow live-stream subscriber may lag behind before it is disconnected (it reconnects and replays)
 STREAM_BACKLOG = 1000
+#: most streams (live events and followed logs) one token may hold open at once; one more is 429
+MAX_STREAMS_PER_TOKEN = 32
 
 
 class _Subscriber:
@@ -43,9 +47,15 @@ class Broker:
 
     def subscribe(self, token: str = "", events: bool = True) -> _Subscriber:
         """A new subscriber on the running event loop, for a stream opened with ``token``; without ``events`` it
-        is only told the end (``closed``: the server stops or the token stopped working), e.g. a followed log."""
+        is only told the end (``closed``: the server stops or the token stopped working), e.g. a followed log. 429
+        when ``token`` holds :data:`MAX_STREAMS_PER_TOKEN` streams already."""
         sub = _Subscriber(asyncio.get_running_loop(), self.maxsize, token, events)
         with self._lock:
+            held = sum(1 for other in self._subscribers if token and other.token == token)
+            if held >= MAX_STREAMS_PER_TOKEN:
+                raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, (
+                    f"this token holds {held} open streams (live events and followed logs), the most one may "
+                    f"({MAX_STREAMS_PER_TOKEN}): close one first"))
             self._subscribers.add(sub)
         return sub
 

@@ -54,20 +54,18 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
         path = await run_in_threadpool(log_of, job_id, who)
         first, offset = (b"", 0) if tail is None else await run_in_threadpool(joblog.tail, path, MAX_LOG_BYTES, tail)
         stop = None if follow else await run_in_threadpool(joblog.end, path)
+        watch = service.broker.subscribe(who.secret, events=False) if follow else None  # ends with the token
 
         async def body() -> AsyncIterator[bytes]:
             nonlocal offset
-            yield first
-            while stop is not None and offset < stop:  # the view as it stands, in chunks
-                chunk, offset = await run_in_threadpool(joblog.read, path, offset, min(CHUNK, stop - offset))
-                if not chunk:
-                    return
-                yield chunk
-            if not follow:
-                return
-            watch = service.broker.subscribe(who.secret, events=False)  # closed when the token stops working
             try:
-                while not watch.closed and not await request.is_disconnected():
+                yield first
+                while stop is not None and offset < stop:  # the view as it stands, in chunks
+                    chunk, offset = await run_in_threadpool(joblog.read, path, offset, min(CHUNK, stop - offset))
+                    if not chunk:
+                        return
+                    yield chunk
+                while watch is not None and not watch.closed and not await request.is_disconnected():
                     done = finished(job_id)  # read after: what was written before it ended is sent
                     chunk, offset = joblog.read(path, offset, CHUNK)
                     if chunk:
@@ -77,7 +75,8 @@ def add_run_routes(app: FastAPI, service: Service) -> None:
                     else:
                         await asyncio.sleep(FOLLOW_S)
             finally:
-                service.broker.unsubscribe(watch)
+                if watch is not None:
+                    service.broker.unsubscribe(watch)
 
         return StreamingResponse(body(), media_type="text/plain; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
