@@ -9,16 +9,18 @@ import json
 import os
 import pwd
 import stat
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 
-from accounts import ROOT, job_python
+from accounts import ROOT, job_python, os_users
 from api_support import bearer, job_body, live_server, make_app
 from serve_process import wait_for
-from quasched.service import broker, executor, joblog, routes_jobs
+from quasched.service import broker, cgroups, executor, joblog, routes_jobs
 from quasched.service.runas import Account, write_private
 from test_service_runas import box_server, two_teams  # noqa: F401  (a fixture)
 from test_service_runs import log, wait
@@ -147,3 +149,49 @@ def test_a_token_holds_at_most_its_streams_open_and_a_closed_one_frees_its_place
 def _reopens(client: httpx.Client, headers: dict[str, str]) -> bool:
     with client.stream("GET", "/api/v1/stream", headers=headers) as response:
         return response.status_code == 200
+
+
+#: as the job: write its pid to each file of argv[1] (a JSON list: the cgroup.procs of its cgroup, its parent and
+#: its hierarchy's root, its limits), signal its wrapper (root: its parent, signal 0) and read its environment;
+#: prints what was allowed
+ESCAPE = """import json, os, sys
+allowed = []
+for path in json.loads(sys.argv[1]):
+    try:
+        with open(path, "r+") as f:
+            f.write(str(os.getpid()))
+        allowed.append(path)
+    except OSError:
+        pass
+for name, attempt in (("kill", lambda: os.kill(os.getppid(), 0)),
+                      ("environ", lambda: open(f"/proc/{os.getppid()}/environ").read())):
+    try:
+        attempt()
+        allowed.append(name)
+    except OSError:
+        pass
+print("allowed:", allowed)
+"""
+
+
+@pytest.mark.slow
+@as_root
+def test_a_job_cannot_leave_its_cgroup_raise_its_limits_or_reach_its_root_wrapper(tmp_path):
+    found = cgroups.detect()
+    if isinstance(found, str):
+        pytest.skip(found)
+    name = f"quasched/test-escape-{os.getpid()}"
+    targets = [str(d / f) for d in found.dirs(name).values() for f in ("cgroup.procs", "memory.max",
+                                                                        "memory.limit_in_bytes", "cpu.cfs_quota_us")]
+    targets += [str(d.parent / "cgroup.procs") for d in found.dirs(name).values()]
+    targets += [str(base / "cgroup.procs") for base in found.bases.values()]
+    with os_users("e") as (user_name,):
+        user = pwd.getpwnam(user_name)
+        exit_file = tmp_path / "exit"
+        done = subprocess.run([sys.executable, "-I", "-m", "quasched.service.run_wrapper", "--uid", str(user.pw_uid),
+                               "--gid", str(user.pw_gid), "--groups", str(user.pw_gid), "--cgroup", name,
+                               "--memory-max", str(256 << 20), "--workdir", "/", str(exit_file), "--",
+                               job_python(), "-c", ESCAPE, json.dumps(targets)],
+                              capture_output=True, text=True, timeout=60, env={}, cwd=str(tmp_path))
+    assert "allowed: []" in done.stdout, done.stdout + done.stderr
+    assert json.loads(exit_file.read_text())["status"] == 0

@@ -138,10 +138,10 @@ def _enter(args: argparse.Namespace) -> None:
         os.chdir(args.workdir)
         return
     groups, egid = os.getgroups(), os.getegid()
-    os.setgroups(args.groups or [])
-    os.setegid(args.gid if args.gid is not None else egid)
-    os.seteuid(args.uid)
     try:
+        os.setgroups(args.groups or [])
+        os.setegid(args.gid if args.gid is not None else egid)
+        os.seteuid(args.uid)
         os.chdir(args.workdir)
     finally:
         os.seteuid(0)
