@@ -437,9 +437,11 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     from quasched.kube.extender import KubeOptions
     from quasched.kube.mount import extender
     from quasched.model.nodes import NodeSpec
+    from quasched.policies import parse_spec
     from quasched.service.api import create_app
     from quasched.service.controller import Controller
     from quasched.service.domain import QueueSpec
+    from quasched.service.loop_state import LoopOptions
 
     shapes = openb_nodes(args.nodes, args.data_dir)
     manifests = trace_pods(args.pods, args.data_dir)
@@ -451,7 +453,7 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                        memory_mib=np.array([s.memory_mib for s in shapes], dtype=np.int64),
                        num_gpus=np.array([s.gpus for s in shapes], dtype=np.int64),
                        gpu_model=np.array([s.model for s in shapes], dtype=object))
-    app = create_app(f"sqlite:///{base / 'quasched.db'}", cluster, policy=args.policy,
+    app = create_app(f"sqlite:///{base / 'quasched.db'}", cluster, options=LoopOptions(policy=parse_spec(args.policy)),
                      extensions=[extender(KubeOptions(client=RecordingApi(pods)))])
     bridge = app.state.kube
     names = [s.name for s in shapes]

@@ -51,10 +51,12 @@ SERVER = """
 import sys, uvicorn
 from pathlib import Path
 from quasched.traces import catalog
+from quasched.policies.registry import parse_spec
 from quasched.service.api import create_app
+from quasched.service.loop_state import LoopOptions
 from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 nodes, _ = catalog.load_trace("openb-default", data_dir=Path(sys.argv[1]))
-app = create_app(sys.argv[2], nodes, policy="fgd")
+app = create_app(sys.argv[2], nodes, options=LoopOptions(policy=parse_spec("fgd")))
 print("TOKEN", app.state.service.new_admin_token, flush=True)
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False,
             http=NoDelayHttpToolsProtocol)  # as `quasched serve`

@@ -17,6 +17,8 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
+from quasched.policies.registry import parse_spec
+from quasched.service.loop_state import LoopOptions
 
 API = "/api/v1"
 
@@ -56,7 +58,7 @@ def test_submit_get_list_filter(env):
     assert a["state"] == "running" and a["gpus"] == 0.5 and a["cpu"] == 4 and a["memory_mib"] == 16384
     assert a["duration_s"] == 7200 and a["priority_class"] == "normal" and a["priority"] == 100
     assert len(a["placement"]) == 1 and len(a["placement"][0]["devices"]) == 1 and a["started_at"] is not None
-    assert a["solver"] == "policy:fgd" and a["reason"] is None
+    assert a["solver"] == "policy:guard" and a["reason"] is None  # the service's one default policy
     b = submit(client, nlp, team="nlp", name="bert", gpus=8, pods=2, memory=1024)
     assert b["state"] == "running" and {p["node"] for p in b["placement"]} == {"a0", "a1"}
     # a gang that cannot fit now waits with a reason
@@ -434,7 +436,7 @@ def test_default_queue_and_cluster_on_a_fresh_database(tmp_path):
 @pytest.mark.parametrize("policy", ["guard", "power"])
 def test_recommended_policies_learn_the_typical_pods_from_submitted_jobs(tmp_path, policy):
     """`serve`'s default (guard) and power know no workload up front: their terms follow the jobs submitted."""
-    app, token = make_app(tmp_path, Clock(), policy=policy)
+    app, token = make_app(tmp_path, Clock(), options=LoopOptions(policy=parse_spec(policy)))
     client, admin = TestClient(app), bearer(token)
     assert client.put(f"{API}/queues/vision", json={}, headers=admin).status_code == 200
     jobs = [submit(client, admin, team="vision", gpus=g, cpu=4, memory="16GiB") for g in (0.5, 1, 2, 0.5)]
@@ -442,3 +444,15 @@ def test_recommended_policies_learn_the_typical_pods_from_submitted_jobs(tmp_pat
     service = app.state.service
     assert service.ctl.window.current is not None  # the window learned the submitted shapes
     service.store.close()
+
+
+def test_one_default_policy_from_the_cli_to_the_loop():
+    """`quasched serve`'s --policy default, LoopOptions' and create_app's are one: DEFAULT_POLICY, a parsed spec."""
+    from typer.main import get_command
+
+    from quasched.cli import app as cli
+    from quasched.service.domain import DEFAULT_POLICY
+
+    serve = get_command(cli).commands["serve"]  # type: ignore[attr-defined]
+    assert next(p.default for p in serve.params if p.name == "policy") == DEFAULT_POLICY == "guard"
+    assert LoopOptions().policy == parse_spec(DEFAULT_POLICY)

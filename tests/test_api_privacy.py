@@ -30,6 +30,7 @@ with warnings.catch_warnings():
 
 from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
@@ -127,7 +128,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with pytest.MonkeyPatch.context() as patch, command_accounts("privacy") as accounts:
         patch.setitem(sys.modules, "pynvml", None)  # the fake devices, also on a machine with GPUs
         app, token = make_app(tmp, clock=time.time, cluster=box(), state_dir=tmp / "state",
-                              options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"),
+                              options=LoopOptions(local_node="box", grace_s=2.0, policy=parse_spec("bestfit")),
                               run_as=accounts, jobs_dir=jobs_dir)
         with live_server(app) as base:
             yield World(base, bearer(token), workdir)

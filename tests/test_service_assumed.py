@@ -5,6 +5,7 @@ from __future__ import annotations
 from quasched.model.workload import Pod
 from quasched.service.controller import Controller, nodes_of
 from quasched.service.domain import Job, JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 
 A = "A100"
@@ -12,7 +13,7 @@ A = "A100"
 
 def make(*gpus: int, defrag_per_hour: int = 0) -> Controller:
     records = [NodeRecord(f"n{i}", 64_000, 256_000, g, A) for i, g in enumerate(gpus)]
-    return Controller(nodes_of(records), [QueueSpec("a")], LoopOptions(policy="bestfit", defrag_per_hour=defrag_per_hour))
+    return Controller(nodes_of(records), [QueueSpec("a")], LoopOptions(policy=parse_spec("bestfit"), defrag_per_hour=defrag_per_hour))
 
 
 def pod(gpus: int, cpu_milli: int = 1000) -> Pod:

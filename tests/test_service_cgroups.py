@@ -21,6 +21,7 @@ import pytest
 from quasched.service import cgroups
 from quasched.service.cgroups import Hierarchy
 from quasched.service.executor import Executor
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 from accounts import command_accounts, shared_dir
 from api_support import bearer, job_body, live_server, make_app
@@ -139,7 +140,7 @@ def contained(tmp_path, monkeypatch) -> Iterator[tuple[str, dict[str, str], Path
     monkeypatch.setitem(sys.modules, "pynvml", None)
     shared = shared_dir()
     with command_accounts("cg") as accounts:
-        options = LoopOptions(local_node="box", grace_s=2.0, policy="bestfit")
+        options = LoopOptions(local_node="box", grace_s=2.0, policy=parse_spec("bestfit"))
         application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
                                       options=options, run_as=accounts, jobs_dir=shared / "jobs")
         with live_server(application) as base:
@@ -238,7 +239,7 @@ def test_a_job_is_billed_for_its_own_run_across_a_restart(tmp_path, monkeypatch)
     try:
         with command_accounts("bill") as accounts:
             def server():  # the same database and state directory each time
-                options = LoopOptions(local_node="box", grace_s=2.0, policy="bestfit")
+                options = LoopOptions(local_node="box", grace_s=2.0, policy=parse_spec("bestfit"))
                 return make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
                                 options=options, run_as=accounts, jobs_dir=shared / "jobs")
 

@@ -7,6 +7,7 @@ from extra import requires
 
 from quasched.service.controller import Controller, nodes_of
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions, SpecError
 
 A, B = "A100", "V100"
@@ -24,7 +25,8 @@ def job(team: str = "a", gpus: float = 1, pods: int = 1, **kw) -> JobSpec:
 
 
 def make(records, queues=(QueueSpec("a"), QueueSpec("b")), **options) -> Controller:
-    return Controller(nodes_of(records), list(queues), LoopOptions(policy=options.pop("policy", "bestfit"), **options))
+    policy = parse_spec(options.pop("policy", "bestfit"))
+    return Controller(nodes_of(records), list(queues), LoopOptions(policy=policy, **options))
 
 
 def submit(ctl: Controller, job_id: int, spec: JobSpec, now: float = 0.0):
@@ -276,7 +278,7 @@ def test_rebuilt_keeps_jobs_running_on_nodes_cordoned_since():
     running = submit(ctl, 1, job(gpus=1))
     ctl.cordon("n0", 1.0)
     records = [NodeRecord("n0", 64_000, 256_000, 2, A, cordoned=True)]
-    again = Controller.rebuilt(records, [QueueSpec("a"), QueueSpec("b")], [running], LoopOptions(policy="bestfit"))
+    again = Controller.rebuilt(records, [QueueSpec("a"), QueueSpec("b")], [running], LoopOptions(policy=parse_spec("bestfit")))
     again.cycle(2.0)
     assert again.jobs[1].state == JobState.RUNNING and again.cluster.cordoned[0]
     assert int(again.cluster.gpu_alloc.sum()) == 1000

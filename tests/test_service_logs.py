@@ -13,6 +13,7 @@ import pytest
 
 from quasched.service import joblog
 from quasched.service.joblog import Caps, Writer
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 from accounts import command_accounts, shared_dir
 from api_support import bearer, live_server, make_app
@@ -84,7 +85,7 @@ def capped(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     jobs_dir = shared_dir()
     with command_accounts("logs") as accounts:
-        options = LoopOptions(local_node="box", grace_s=2.0, policy="bestfit", log_cap=2 << 20, team_log_cap=5 << 20)
+        options = LoopOptions(local_node="box", grace_s=2.0, policy=parse_spec("bestfit"), log_cap=2 << 20, team_log_cap=5 << 20)
         application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
                                       options=options, run_as=accounts, jobs_dir=jobs_dir)
         with live_server(application) as base:

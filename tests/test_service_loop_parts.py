@@ -13,6 +13,7 @@ from quasched.service.lifecycle import Lifecycle
 from quasched.service.loop_nodes import NodeChanges
 from quasched.service.loop_room import RoomMaker
 from quasched.service.loop_runs import Runs
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions, LoopState
 from quasched.service.loop_views import Views
 from quasched.service.timers import Timer, TimerKind, Timers
@@ -23,7 +24,7 @@ A = "A100"
 def state(*gpus: int, **options) -> LoopState:
     """A loop state on nodes n0, n1, ... with ``gpus[i]`` A100s each and one queue ``a``."""
     records = [NodeRecord(f"n{i}", 64_000, 256_000, g, A) for i, g in enumerate(gpus)]
-    return LoopState(nodes_of(records), [QueueSpec("a")], LoopOptions(policy="bestfit", grace_s=30, **options))
+    return LoopState(nodes_of(records), [QueueSpec("a")], LoopOptions(policy=parse_spec("bestfit"), grace_s=30, **options))
 
 
 def spec(gpus: int = 1, priority_class: str = "low", **kw) -> JobSpec:

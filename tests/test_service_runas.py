@@ -23,6 +23,7 @@ from api_support import bearer, job_body, live_server, make_app
 from quasched.cli import app as cli_app
 from quasched.service.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 from quasched.service.runas import DEFAULT_PATH, Account, RunAs, run_as
 from quasched.service.runtime import default_cluster
@@ -71,7 +72,7 @@ def jobs_dir():
 def box_server(server_dir: Path, jobs_dir: Path, mapping: list[str]) -> tuple[object, str]:
     """(app, admin token) of a server in ``server_dir`` running the commands of jobs on ``box`` as ``mapping``."""
     return make_app(server_dir, clock=time.time, cluster=box_cluster(), state_dir=server_dir / "state",
-                    options=LoopOptions(local_node="box", grace_s=1.0, policy="bestfit"), run_as=run_as(mapping),
+                    options=LoopOptions(local_node="box", grace_s=1.0, policy=parse_spec("bestfit")), run_as=run_as(mapping),
                     jobs_dir=jobs_dir)
 
 

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
 from quasched.service.executor import start_ticks
+from quasched.policies.registry import parse_spec
 from quasched.service.loop_state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
@@ -71,7 +72,7 @@ def served(tmp_path, monkeypatch, accounts, jobs_dir):
     the same devices on a machine with GPUs)."""
     monkeypatch.setitem(sys.modules, "pynvml", None)
     application, token = make_app(tmp_path, clock=time.time, cluster=box_cluster(), state_dir=tmp_path / "state",
-                                  options=LoopOptions(local_node="box", grace_s=2.0, policy="bestfit"),
+                                  options=LoopOptions(local_node="box", grace_s=2.0, policy=parse_spec("bestfit")),
                                   run_as=accounts, jobs_dir=jobs_dir)
     with live_server(application) as base:
         yield base, bearer(token), tmp_path / "state"

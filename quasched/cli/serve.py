@@ -18,6 +18,7 @@ from quasched.cli.common import (
     native_seed,
 )
 from quasched.report.wording import counted
+from quasched.service.domain import DEFAULT_POLICY
 
 if TYPE_CHECKING:
     from quasched.kube.tls import VerbsTLS
@@ -115,7 +116,7 @@ def serve(
     db: str = typer.Option("sqlite:///quasched.db", help="Database: a SQLAlchemy URL (SQLite, PostgreSQL) or a file."),
     cluster_file: Optional[Path] = typer.Option(None, "--cluster", show_default=False, help=(
         "Cluster file for the first start (default: the built-in 120-node cluster).")),
-    policy: str = typer.Option("guard", help="Placement policy; `quasched policies` lists them."),
+    policy: str = typer.Option(DEFAULT_POLICY, help="Placement policy; `quasched policies` lists them."),
     clock: Clock = typer.Option("wall", help="'virtual': drive the loop by --trace at full speed, check vs replay."),
     trace: str = typer.Option("synthetic", help="With --clock virtual: the trace."),
     seed: int = typer.Option(42, help="With --clock virtual: seed of the node tie-break ranks."),
@@ -249,7 +250,7 @@ def serve(
     def build() -> Any:
         """The app (while the server answers 503 "starting"; an error, e.g. a database that cannot be opened or
         migrated or a bad cluster, stops it) and the banner."""
-        options = LoopOptions(policy=str(specs[0]), order="fifo" if order == "fifo" else "fair",
+        options = LoopOptions(policy=specs[0], order="fifo" if order == "fifo" else "fair",
                               decay_alpha=decay_alpha, grace_s=grace, preemption=preemption and kube is None,
                               defrag_per_hour=defrag_per_hour if kube is None else 0, batch_solver=batch_solver,
                               local_node=local_node if kube is None else None,

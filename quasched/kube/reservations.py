@@ -166,7 +166,7 @@ class PodJobs:
         service, uid = self.service, pod_key(held.pod)[2]
         spec = replace(held.spec, client_token=pod_token(uid, str(time.time_ns())))  # the pod read once, by filter
         quota_model = held.assumption.model if spec.gpu_request else ""
-        solver = "kube-scheduler+" + service.ctl.options.policy
+        solver = f"kube-scheduler+{service.ctl.options.policy}"
         taken = f"quasched: cannot reserve on {held.node}: devices {list(held.devices)} taken"
 
         def placed(job: Job) -> list[Event]:

@@ -117,7 +117,7 @@ def refused(err: HTTPException) -> JSONResponse:
     return JSONResponse({"detail": err.detail}, status_code=err.status_code, headers=err.headers)
 
 
-def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *, policy: str = "fgd",
+def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None = None, *,
                token_file: Path | None = None, options: LoopOptions | None = None,
                clock: Callable[[], float] = time.time, store: Any = None,
                extensions: Sequence[Extension] = (), state_dir: Path | None = None,
@@ -127,7 +127,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
 
     ``cluster`` is registered when the database has no nodes (default: the
     built-in synthetic cluster); ``options`` configure the scheduling loop
-    (default: ``LoopOptions(policy=policy)``). The first admin token is
+    (default: ``LoopOptions()``, policy :data:`~.domain.DEFAULT_POLICY`). The first admin token is
     written to ``token_file`` (default: ``quasched.token`` beside a SQLite
     database). ``store`` replaces the :class:`~.store.Store` of ``db_url``.
     Each of ``extensions`` adds its routes to the app and may return a :class:`Lifecycle` that starts and
@@ -154,7 +154,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
         state_dir = (db_file.parent if db_file is not None else Path()) / "quasched-state"
     epoch = store.acquire_lease(identity(), advertise_url, lease_ttl_s)
     private_database(db_file)  # with the token file and the state directory: the service's alone
-    service = Service(store, cluster, options or LoopOptions(policy=policy), clock, token_file, state_dir,
+    service = Service(store, cluster, options or LoopOptions(), clock, token_file, state_dir,
                       leading=epoch is not None, run_as=run_as, jobs_dir=jobs_dir)
     service.elector = Elector(store, service, advertise_url, lease_ttl_s, standby=store.file_lock is None)
 

@@ -22,6 +22,8 @@ MAX_GANG = 1024
 ANY_MODEL = "*"
 #: Default priority classes (name -> value; higher runs sooner and may preempt lower).
 PRIORITY_CLASSES: dict[str, int] = {"low": 0, "normal": 100, "high": 1000}
+#: The service's placement policy when none is given (``quasched serve --policy``, ``LoopOptions()``)
+DEFAULT_POLICY = "guard"
 
 
 class JobState(StrEnum):

@@ -16,10 +16,11 @@ from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
+from quasched.policies.registry import PolicySpec, parse_spec
 from quasched.policies.queue import FitClasses
 from quasched.service.assumed import Assumptions
 from quasched.service.changes import Changes
-from quasched.service.domain import MAX_GANG, PRIORITY_CLASSES, Job, JobSpec, PendingReason, QueueSpec
+from quasched.service.domain import DEFAULT_POLICY, MAX_GANG, PRIORITY_CLASSES, Job, JobSpec, PendingReason, QueueSpec
 from quasched.service.joblog import HEAD, TAIL, TEAM_CAP
 from quasched.service.quota import QuotaBook
 from quasched.service.timers import Timers
@@ -41,9 +42,10 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """How the loop orders, places and preempts (docstring of :mod:`.controller`)."""
+    """How the loop orders, places and preempts (docstring of :mod:`.controller`); ``policy`` is a parsed spec
+    (:func:`quasched.policies.registry.parse_spec`), :data:`DEFAULT_POLICY` unless given."""
 
-    policy: str = "fgd"
+    policy: PolicySpec = field(default_factory=lambda: parse_spec(DEFAULT_POLICY))
     seed: int = 0
     rng: RngKind = "native"
     order: Literal["fair", "fifo"] = "fair"

@@ -20,6 +20,7 @@ import numpy as np
 from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
+from quasched.policies.registry import parse_spec
 from quasched.service.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec
 from quasched.service.loop_state import LoopOptions
@@ -57,7 +58,7 @@ def run_virtual(nodes: NodeSpec, workload: Workload, policy: str = "fgd", seed: 
     timeline = build_timeline(workload, "start")
     typical = typical or TypicalPods.from_workload(workload)
     ctl = Controller(nodes, [QueueSpec("default")],
-                     LoopOptions(policy=policy, seed=seed, rng=rng, order="fifo", preemption=False,
+                     LoopOptions(policy=parse_spec(policy), seed=seed, rng=rng, order="fifo", preemption=False,
                                  sample_s=float("inf"), cpu_pods_off_gpu_nodes=False), typical=typical)
     n = len(workload)
     run = VirtualRun(ctl, np.full(n, -1), np.full(n, np.nan), np.full(n, "", dtype=object), [()] * n, 0)
