@@ -116,3 +116,79 @@ def reattach(tmp_path: Path, shared: Path, base: str, options: list[str]) -> Non
         for pid in left:
             os.killpg(pid, signal.SIGKILL)
     assert not left, f"processes left running: {left}"
+
+
+class Died(BaseException):
+    """The service's SIGKILL at one point of starting a run."""
+
+
+class Ends:
+    """What an executor reports of its runs' ends: ``{job_id: exit code, or "lost"}``."""
+
+    def __init__(self) -> None:
+        self.ends: dict[int, int | str] = {}
+
+    def exited(self, job_id: int, now: float, code: int, tail: str, **_: object) -> None:
+        self.ends[job_id] = code
+
+    def lost(self, job_id: int, now: float, why: str) -> None:
+        self.ends[job_id] = "lost"
+
+    def report(self, change) -> None:
+        change(self, time.time())
+
+
+def died_starting(tmp_path: Path, monkeypatch, where: str) -> int | str:
+    """Kill the service (``Died``) ``where`` in starting a job's run, restart it on the same state, release the
+    command: how the restarted service reports the run's end."""
+    from quasched.service import executor as module
+    from quasched.service.domain import Job, JobSpec, JobState
+
+    shared = shared_dir()
+    release = shared / "release"
+    job = Job(7, JobSpec("j", "t", 1000, 1024, command=(JOB_PY, "-c", WAIT_FOR.format(path=str(release), code=3))),
+              0, 0.0, 7, JobState.RUNNING, placement=[("box", ())])
+    try:
+        with command_accounts() as accounts:
+            def new_executor(ends: Ends) -> module.Executor:
+                return module.Executor("box", tmp_path, report=ends.report, run_as=accounts, jobs_dir=shared / "jobs")
+
+            def die(*_: object, **__: object) -> None:
+                raise Died
+
+            if where == "before the wrapper starts":
+                monkeypatch.setattr(module.subprocess, "Popen", die)
+            else:  # after it started, before its pid is recorded
+                write = module._write_json
+                monkeypatch.setattr(module, "_write_json",
+                                    lambda path, value: die() if value.get("pid") else write(path, value))
+            with pytest.raises(Died):
+                new_executor(Ends())._launch(job)
+            monkeypatch.undo()
+            ends = Ends()
+            restarted = new_executor(ends)
+            restarted.recover([job])
+            restarted.start()
+            try:
+                release.touch()
+                deadline = time.monotonic() + 30
+                while 7 not in ends.ends:
+                    assert time.monotonic() < deadline, "the run's end was never reported"
+                    time.sleep(0.05)
+            finally:
+                restarted.stop()
+            return ends.ends[7]
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_run_whose_pid_the_service_died_before_recording_is_reattached(tmp_path, monkeypatch):
+    """The service dies between starting a run's wrapper and recording its pid: the restarted service finds the
+    wrapper and reports the command's own exit code, not a lost job."""
+    assert died_starting(tmp_path, monkeypatch, "after the wrapper started") == 3
+
+
+def test_a_run_the_service_died_before_starting_is_started(tmp_path, monkeypatch):
+    """The service dies after recording a run but before starting its wrapper: the restarted service starts the
+    command (it never ran), which ends with its own exit code."""
+    assert died_starting(tmp_path, monkeypatch, "before the wrapper starts") == 3

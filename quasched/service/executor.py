@@ -19,7 +19,9 @@ Each run leaves ``<id>.run.json`` (run number, pid and the pid's start time in /
 and the wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Executor.recover`
 re-attaches to the runs still alive (same pid *and* start time: a reused pid is not the job's),
 reports those that ended meanwhile with their recorded status, and reports as lost (failed, ``Lost``)
-those that died without one; a job the store says runs but that never started is started. The
+those that died without one; a job the store says runs but that never started is started. A run whose
+pid was never recorded (the service died starting it) is found by its wrapper's command line, or started
+if its wrapper never read its environment file (so its command never ran). The
 cgroups of runs whose job no longer holds its resources are emptied and removed, and so is the
 environment file (``<id>.<run>.env``, mode 0600 like every file here) of any run not re-attached.
 """
@@ -72,6 +74,21 @@ def start_ticks(pid: int) -> int | None:
         return None
     fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime field 22
     return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def wrapper_pid(exit_file: Path) -> int | None:
+    """The pid of the live run wrapper (this service's user's, :func:`Executor._launch`'s command line) writing
+    ``exit_file``, None if there is none."""
+    for name in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            mine = name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.geteuid()
+        except OSError:
+            continue
+        if mine and argv[1:4] == ["-I", "-m", "quasched.service.run_wrapper"] and "--" in argv and \
+                argv[argv.index("--") - 1] == str(exit_file) and start_ticks(int(name)) is not None:
+            return int(name)
+    return None
 
 
 def job_env(job: Job, gpus: LocalGpus, base: Mapping[str, str]) -> dict[str, str]:
@@ -236,6 +253,8 @@ class Executor:
                 cgroups.clear(hier, name)
         for job in here.values():
             record = self._read_record(job.id)
+            if record is not None and record.get("run") == job.restarts and record.get("pid") is None:
+                record = self._unrecorded(job, record)
             if record is None or record.get("run") != job.restarts:
                 self._inbox.put(_copy(job))  # committed as running, never started: start it now
                 continue
@@ -255,6 +274,17 @@ class Executor:
             if cgroup is not None:  # what its wrapper left, if it was killed
                 cgroups.clear(*cgroup)
             self._ended(job_id, status, lost="its process ended while the service was down and left no exit status")
+
+    def _unrecorded(self, job: Job, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The record of a run the service died starting (no pid recorded): with the pid of its wrapper if it
+        runs; None if it never read its environment (its command never ran: start it); else as it is."""
+        pid = wrapper_pid(self._exit_file(job.id, job.restarts))
+        if pid is not None:
+            record = {**record, "pid": pid, "ticks": start_ticks(pid)}
+            _write_json(self._record(job.id), record)
+            return record
+        never_ran = self._env_file(job.id, job.restarts).exists() and self._status(job.id, job.restarts) is None
+        return None if never_ran else record
 
     @property
     def running(self) -> bool:
@@ -321,18 +351,18 @@ class Executor:
     def _launch(self, job: Job) -> Run:
         record, exit_file = self._record(job.id), self._exit_file(job.id, job.restarts)
         exit_file.unlink(missing_ok=True)
-        _write_json(record, {"run": job.restarts, "pid": None, "ticks": None})  # a crash now: lost, never doubled
         workdir, as_user = self._as_user(job)
         joblog.append(self.log_path(job.id), self.logs, f"--- quasched: run {job.restarts + 1} of job {job.id} on "
                       f"{self.node} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
         limits, cgroup = self._limits(job)
+        fields = {"run": job.restarts, "team": job.spec.team, "cgroup": cgroup and cgroup[1]}
+        _write_json(record, {**fields, "pid": None, "ticks": None})  # a crash now: recover() finds the wrapper
         popen = subprocess.Popen([sys.executable, "-I", "-m", "quasched.service.run_wrapper", *limits, *as_user,
                                   "--workdir", str(workdir), str(exit_file), "--", *job.spec.command],
                                  stdin=subprocess.DEVNULL, cwd="/", env={},
                                  start_new_session=True)  # the job's variables: --env-file; its workdir: the wrapper's
         ticks = start_ticks(popen.pid)
-        _write_json(record, {"run": job.restarts, "pid": popen.pid, "ticks": ticks, "team": job.spec.team,
-                             "cgroup": cgroup and cgroup[1]})
+        _write_json(record, {**fields, "pid": popen.pid, "ticks": ticks})
         return Run(job.id, job.restarts, popen.pid, ticks, popen, cgroup)
 
     def _as_user(self, job: Job) -> tuple[Path, list[str]]:
