@@ -20,7 +20,7 @@ import pytest
 from accounts import ROOT, job_python, os_users
 from api_support import bearer, job_body, live_server, make_app
 from serve_process import wait_for
-from quasched.service import broker, cgroups, executor, joblog, routes_jobs
+from quasched.service import broker, cgroups, controller, executor, joblog
 from quasched.service.runas import Account, write_private
 from test_service_runas import box_server, two_teams  # noqa: F401  (a fixture)
 from test_service_runs import log, wait
@@ -105,7 +105,7 @@ def test_a_team_past_its_unfinished_jobs_gets_429_naming_the_limit(tmp_path, mon
     """Pending and running jobs count against their team's limit; another team's do not, finished ones neither."""
     from fastapi.testclient import TestClient
 
-    monkeypatch.setattr(routes_jobs, "MAX_UNFINISHED_PER_TEAM", 2)
+    monkeypatch.setattr(controller, "MAX_UNFINISHED_PER_TEAM", 2)
     application, token = make_app(tmp_path)
     admin = bearer(token)
     with TestClient(application) as client:

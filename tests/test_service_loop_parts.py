@@ -14,7 +14,7 @@ from quasched.service.loop_nodes import NodeChanges
 from quasched.service.loop_room import RoomMaker
 from quasched.service.loop_runs import Runs
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions, LoopState
+from quasched.service.loop_state import JobTable, LoopOptions, LoopState
 from quasched.service.loop_views import Views
 from quasched.service.timers import Timer, TimerKind, Timers
 
@@ -243,3 +243,19 @@ def test_views_sample_at_most_every_sample_s():
     for now in (0.0, 5.0, 10.0):
         views.sample(now)
     assert [(t, alloc, waiting) for t, alloc, _, waiting in views.samples] == [(0.0, 25.0, 1), (10.0, 25.0, 1)]
+
+
+def test_the_job_table_counts_each_team_s_jobs_through_every_change():
+    """Set, replace (another team), pop (with and without a default) and delete keep the per-team counts exact."""
+    table = JobTable()
+    a, b = JobSpec(name="x", team="a", cpu_milli=1, memory_mib=1), JobSpec(name="y", team="b", cpu_milli=1, memory_mib=1)
+    table[1], table[2], table[3] = Job(1, a, 100, 0.0, 1), Job(2, a, 100, 0.0, 2), Job(3, b, 100, 0.0, 3)
+    assert (table.per_team["a"], table.per_team["b"]) == (2, 1)
+    table[2] = Job(2, b, 100, 0.0, 2)  # the same id, now team b's
+    assert (table.per_team["a"], table.per_team["b"]) == (1, 2)
+    assert table.pop(9, None) is None and (table.per_team["a"], table.per_team["b"]) == (1, 2)
+    assert table.pop(1).id == 1 and table.per_team["a"] == 0
+    del table[3]
+    assert table.per_team["b"] == 1 and list(table) == [2]
+    with pytest.raises(KeyError):
+        table.pop(1)

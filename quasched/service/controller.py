@@ -56,7 +56,7 @@ from quasched.service.lifecycle import Lifecycle
 from quasched.service.loop_nodes import NodeChanges
 from quasched.service.loop_room import RoomMaker
 from quasched.service.loop_runs import Runs
-from quasched.service.loop_state import LoopOptions, LoopState, SpecError
+from quasched.service.loop_state import MAX_UNFINISHED_PER_TEAM, LoopOptions, LoopState, SpecError
 from quasched.service.loop_views import Views
 from quasched.service.reasons import FitRows, capacity_reason, quota_reason
 from quasched.service.timers import TimerKind
@@ -132,6 +132,10 @@ class Controller:
         if spec.team not in self.quota.queues:
             raise SpecError("team", f"unknown team {spec.team!r}; known: {', '.join(sorted(self.quota.queues))} "
                                     "(an admin adds one with `quasched queue NAME`)")
+        unfinished = self.jobs.per_team[spec.team]
+        if unfinished >= MAX_UNFINISHED_PER_TEAM:
+            raise SpecError("team", f"team {spec.team} has {unfinished:,} unfinished jobs, the most a team may have "
+                                    f"({MAX_UNFINISHED_PER_TEAM:,}): wait for some to end or cancel them", status=429)
         if spec.priority_class not in self.options.priority_classes:
             raise SpecError("priority_class", f"unknown priority class {spec.priority_class!r}; "
                                               f"known: {', '.join(sorted(self.options.priority_classes))}")

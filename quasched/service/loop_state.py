@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from collections import Counter
+from typing import Any, Literal, Mapping, Sequence
 
 from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model.cluster import Cluster
@@ -31,13 +32,44 @@ from quasched.sim.engine import RngKind, make_stream, node_ranks
 NO_COMMAND_NODE = "none: this server runs no commands"
 
 
-class SpecError(ValueError):
-    """A submission the service refuses; ``field`` names the offending input."""
+#: most unfinished (pending or running) jobs a team may have; a submission past it is refused with 429
+MAX_UNFINISHED_PER_TEAM = 10_000
 
-    def __init__(self, field: str, message: str) -> None:
+
+class SpecError(ValueError):
+    """A submission the service refuses; ``field`` names the offending input, ``status`` the HTTP status."""
+
+    def __init__(self, field: str, message: str, status: int = 422) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.status = status
+
+
+class JobTable(dict[int, Job]):
+    """The loop's jobs by id (unfinished ones, and finished ones until drained), counted per team."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.per_team: Counter[str] = Counter()
+
+    def __setitem__(self, job_id: int, job: Job) -> None:
+        old = self.get(job_id)
+        if old is not None:
+            self.per_team[old.spec.team] -= 1
+        super().__setitem__(job_id, job)
+        self.per_team[job.spec.team] += 1
+
+    def __delitem__(self, job_id: int) -> None:
+        self.per_team[self[job_id].spec.team] -= 1
+        super().__delitem__(job_id)
+
+    def pop(self, job_id: int, *default: Any) -> Any:  # type: ignore[override]
+        if job_id not in self:
+            return super().pop(job_id, *default)
+        job = super().pop(job_id)
+        self.per_team[job.spec.team] -= 1
+        return job
 
 
 @dataclass(frozen=True)
@@ -89,7 +121,7 @@ class LoopState:
         self.quota.capacity_milli = FULL_GPU_MILLI * self.cluster.total_gpus
         #: placements assumed on decisions not yet durable (never jobs: :mod:`.assumed`)
         self.assumptions = Assumptions(self.cluster, self.quota)
-        self.jobs: dict[int, Job] = {}  # unfinished jobs (and finished ones until drained)
+        self.jobs = JobTable()
         self.position: dict[int, int] = {}  # pending job id -> place (1, 2, ...) in the last cycle's order
         self.classes = FitClasses()
         self.changes = Changes()

@@ -10,17 +10,13 @@ from fastapi import Body, FastAPI, HTTPException, Path as PathParam, Query, Resp
 from quasched.service.auth import Admin, Reader, TeamOrAdmin
 from quasched.service.controller import Controller
 from quasched.service.domain import Job, JobState
-from quasched.service.loop_state import SpecError
+from quasched.service.loop_state import MAX_UNFINISHED_PER_TEAM, SpecError
 from quasched.service.routing import API, JobId, field_error, not_found
 from quasched.service.schemas import (MAX_ID, TEAM_PATTERN, EventOut, JobComplete, JobDetail, JobOut, JobSubmit,
                                       QueueOut, QueuePut)
 
 if TYPE_CHECKING:
     from quasched.service.runtime import Service
-
-#: most unfinished (pending or running) jobs a team may have; a submission past it is 429
-MAX_UNFINISHED_PER_TEAM = 10_000
-
 
 def add_job_routes(app: FastAPI, service: Service) -> None:
     """Register the job and queue routes of ``service`` on ``app``."""
@@ -35,17 +31,10 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
     async def submit(body: JobSubmit, who: TeamOrAdmin, response: Response) -> JobOut:
         """Submit a job to its team's queue; it is scheduled at once if it fits."""
         who.require_team(body.team)
-        with lock:
-            unfinished = sum(1 for job in service.ctl.jobs.values()
-                             if job.spec.team == body.team and not job.state.finished)
-        if unfinished >= MAX_UNFINISHED_PER_TEAM:
-            raise field_error("team", f"team {body.team} has {unfinished:,} unfinished jobs, the most a team may have "
-                              f"({MAX_UNFINISHED_PER_TEAM:,}): wait for some to end or cancel them",
-                              code=status.HTTP_429_TOO_MANY_REQUESTS)
         try:
             view, new = await service.submit.submit(body.to_spec())  # grouped with concurrent submissions
         except SpecError as err:
-            raise field_error(err.field, err.message) from None
+            raise field_error(err.field, err.message, code=err.status) from None
         if not new:  # an earlier job with this client_token
             response.status_code = status.HTTP_200_OK
         return view

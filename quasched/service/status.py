@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
@@ -19,9 +19,11 @@ class LoopViews(Protocol):
     """What the status reads of the scheduling loop (:class:`~quasched.service.controller.Controller`)."""
 
     cluster: Cluster
-    jobs: dict[int, Job]
     quota: QuotaBook
     assumptions: Assumptions
+
+    @property
+    def jobs(self) -> Mapping[int, Job]: ...
 
     def node_fragmentation(self) -> np.ndarray: ...
 
