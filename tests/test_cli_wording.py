@@ -61,6 +61,19 @@ def test_dashboard_duration_never_shows_60_seconds_or_minutes():
     assert json.loads(done.stdout) == list(cases.values())
 
 
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run the dashboard's format.js")
+def test_dashboard_requests_count_cores_and_gpus_in_agreement():
+    jobs = [{"gpus": 0.5, "gpu_model": "V100", "cpu": 1, "memory_mib": 1024, "pods": 1},
+            {"gpus": 2, "gpu_model": "", "cpu": 0.5, "memory_mib": 4096, "pods": 3},
+            {"gpus": 1, "gpu_model": "", "cpu": 4, "memory_mib": 512, "pods": 1}]
+    script = (f"import({json.dumps(FORMAT_JS.as_uri())}).then(f => console.log(JSON.stringify("
+              f"{json.dumps(jobs)}.map(f.fmtRequest))))")
+    done = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["0.5 GPU V100 · 1 core · 1 GiB", "3 × (2 GPUs · 0.5 cores · 4 GiB)",
+                                       "1 GPU · 4 cores · 512 MiB"]
+
 def test_a_usage_error_is_one_error_line_like_every_other():
     command = Path(sys.executable).with_name("quasched")  # the installed command, in a real process
     done = subprocess.run([str(command), "batch", "--machines", "10:100:x"], capture_output=True, text=True,

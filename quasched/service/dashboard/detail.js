@@ -1,7 +1,7 @@
 // The job detail drawer: fields, placement, pending reason, event history (GET /jobs/{id}). Another team's job
 // comes without its command, env, workdir and exit (null): the drawer says whose they are.
 
-import { esc, fmtData, fmtDuration, fmtGpus, fmtHours, fmtMiB, fmtNum, fmtTime, FINISHED, shellJoin } from './format.js';
+import { esc, fmtCores, fmtData, fmtDuration, fmtGpuCount, fmtHours, fmtMiB, fmtTime, FINISHED, shellJoin } from './format.js';
 import { evidenceHtml, reasonBadge, stateBadge } from './jobs.js';
 
 export function detailHtml(j) {
@@ -13,7 +13,7 @@ export function detailHtml(j) {
     j.app ? field('App', esc(j.app)) : '',
     field('Priority', `${esc(j.priority_class)} <span class="muted">(${j.priority})</span>`),
     field('Pods', j.pods),
-    field('Per pod', `${fmtNum(j.cpu)} cores · ${fmtMiB(j.memory_mib)} · ${fmtGpus(j.gpus)} GPU${j.gpus > 1 ? 's' : ''}`),
+    field('Per pod', `${fmtCores(j.cpu)} · ${fmtMiB(j.memory_mib)} · ${fmtGpuCount(j.gpus)}`),
     field('GPU model', esc(j.gpu_model || 'any')),
     j.command === null ? field('Command', `<span class="muted">shown to team ${esc(j.team)} and admins</span>`)
       : j.command.length ? field('Command', `<code>${esc(shellJoin(j.command))}</code>`)

@@ -126,11 +126,15 @@ export function unusableGpus(s) {
   return { text, quiet: idle, title: `${FRAG_DEFINITION} ${now}${why}` };
 }
 
+/** A pod's cores and GPUs in agreement with their counts: "1 core", "0.5 cores", "1 GPU", "0.5 GPU", "2 GPUs". */
+export const fmtCores = (cpu) => `${fmtNum(cpu)} core${cpu === 1 ? '' : 's'}`;
+export const fmtGpuCount = (gpus) => `${fmtGpus(gpus)} GPU${gpus > 1 ? 's' : ''}`;
+
 /** A job's request in one line: "2 × (1 GPU A100 · 4 cores · 16 GiB)". */
 export function fmtRequest(job) {
   const parts = [];
-  if (job.gpus) parts.push(`${fmtGpus(job.gpus)} GPU${job.gpus > 1 ? 's' : ''}${job.gpu_model ? ' ' + job.gpu_model : ''}`);
-  parts.push(`${fmtNum(job.cpu)} cores`);
+  if (job.gpus) parts.push(`${fmtGpuCount(job.gpus)}${job.gpu_model ? ' ' + job.gpu_model : ''}`);
+  parts.push(fmtCores(job.cpu));
   parts.push(fmtMiB(job.memory_mib));
   const one = parts.join(' · ');
   return job.pods > 1 ? `${job.pods} × (${one})` : one;
