@@ -211,7 +211,7 @@ def test_filter_sees_the_pod_the_loop_would_place(env, monkeypatch):
     spec = replace(job_spec(gpu_pod()), app="web", max_per_node=1, command=("true",))
     monkeypatch.setattr(verdicts_module, "job_spec", lambda pod: spec)
     _, qpod, _ = verdicts(ctl, gpu_pod(), ALL)
-    loops = LoopState(nodes((64_000, 1 << 20, 4, "T4")), options=ctl.options)._pod(spec, 3, 0)
+    loops = LoopState(nodes((64_000, 1 << 20, 4, "T4")), options=ctl.options).pod(spec, 3, 0)
     assert qpod is not None and (qpod.app, qpod.max_per_node, qpod.node) == ("web", 1, NO_COMMAND_NODE)
     assert qpod == replace(loops, uid=0, name=spec.name)
 

@@ -143,12 +143,9 @@ class LoopState:
         if self.window is not None:
             self.window.observe(pod)
 
-    def _pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
+    def pod(self, spec: JobSpec, job_id: int, index: int, models: Sequence[str] | None = None) -> Pod:
         """Pod ``index`` of a job (:func:`job_pod`)."""
         return job_pod(spec, job_id * MAX_GANG + index, f"{spec.name}#{job_id}.{index}", models, self.options.local_node)
-
-    #: the name the collaborators call :meth:`_pod` by
-    pod = _pod
 
     def jobs_on(self, node: int, device: int | None = None) -> list[Job]:
         """The jobs with a pod on node slot ``node`` (with ``device``: on that device), by id."""
