@@ -42,7 +42,6 @@ class Assumptions:
         self.cluster = cluster
         self.quota = quota
         self._by_key: dict[str, Assumption] = {}
-        self._by_uid: dict[int, Assumption] = {}
         self._last_uid = 0
 
     def __len__(self) -> int:
@@ -55,9 +54,10 @@ class Assumptions:
         """The assumption ``key``, if any."""
         return self._by_key.get(key)
 
-    def owns(self, uid: int) -> bool:
-        """Whether the cluster's pod ``uid`` is an assumption's (not a job's)."""
-        return uid in self._by_uid
+    @staticmethod
+    def owns(uid: int) -> bool:
+        """Whether the cluster's pod ``uid`` is an assumption's (not a job's): the uid space says it."""
+        return uid < 0
 
     def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
                on_lost: Callable[[str], None] | None = None) -> Assumption | None:
@@ -74,14 +74,13 @@ class Assumptions:
         model = str(c.models[c.model_id[slot]])
         self.quota.charge(pod.team, model, pod.gpu_request)
         held = Assumption(key, placed.pod, node, slot, placed.devices, model, now + ttl_s, on_lost)
-        self._by_key[key] = self._by_uid[placed.pod.uid] = held
+        self._by_key[key] = held
         return held
 
     def forget(self, key: str) -> Assumption | None:
         """End assumption ``key``: exactly what it took is free again (None if there was none)."""
         held = self._by_key.pop(key, None)
         if held is not None:
-            del self._by_uid[held.pod.uid]
             self.cluster.remove(held.pod.uid)
             self.quota.charge(held.pod.team, held.model, -held.pod.gpu_request)
         return held
