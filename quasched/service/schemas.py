@@ -383,7 +383,6 @@ class ReasonOut(BaseModel):
 
 #: what a job's :class:`JobOut` says of it only to its readers (its team's tokens, admins)
 PRIVATE = "Shown to the job's team and admins; null for other tokens."
-PRIVATE_FIELDS = ("client_token", "command", "env", "workdir", "exit_code")
 
 
 class JobOut(BaseModel):
@@ -430,7 +429,11 @@ class JobOut(BaseModel):
         ``private`` (the caller may read them: :meth:`~quasched.service.auth.Principal.may_read`)."""
         s = job.spec
         wall_s, gpu_hours = job.usage(now) if now is not None else (job.wall_s, job.gpu_hours)
-        view = cls(
+        mine: dict[str, Any] = {}  # the private fields: null unless ``private``
+        if private:
+            mine = dict(client_token=s.client_token, command=list(s.command), env=masked_env(dict(s.env)),
+                        workdir=s.workdir, exit_code=job.exit_code)
+        return cls(
             id=job.id, name=s.name, team=s.team, user=s.user, app=s.app, state=job.state,
             priority_class=s.priority_class, priority=job.priority, cpu=s.cpu_milli / 1000, memory_mib=s.memory_mib,
             gpus=gpus_of(s.num_gpu, s.gpu_milli), gpu_model=s.gpu_model, pods=s.pods, duration_s=s.duration_s,
@@ -438,10 +441,8 @@ class JobOut(BaseModel):
             placement=[PlacementOut(node=n, devices=list(d)) for n, d in job.placement],
             reason=None if job.reason is None else ReasonOut.of(job.reason, private=private),
             position=position if job.state == JobState.PENDING else None, solver=job.solver,
-            gap=job.gap, restarts=job.restarts, client_token=s.client_token, command=list(s.command),
-            env=masked_env(dict(s.env)), workdir=s.workdir, time_limit_s=s.time_limit_s, exit_code=job.exit_code,
-            wall_s=wall_s, gpu_hours=gpu_hours)
-        return view if private else view.model_copy(update=dict.fromkeys(PRIVATE_FIELDS))
+            gap=job.gap, restarts=job.restarts, time_limit_s=s.time_limit_s, wall_s=wall_s, gpu_hours=gpu_hours,
+            **mine)
 
 
 class EventOut(BaseModel):
