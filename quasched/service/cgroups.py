@@ -137,13 +137,19 @@ def procs(h: Hierarchy, name: str) -> set[int]:
     return {pid for pid in pids if alive(pid)}
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
+def start_ticks(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (/proc), None if it is gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime field 22
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    return start_ticks(pid) is not None
 
 
 def signal_all(h: Hierarchy, name: str, sig: int, skip_group: int | None = None) -> None:

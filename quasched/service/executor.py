@@ -11,9 +11,9 @@ jobs that changed (:meth:`Executor.sync`); the thread then
 - sends SIGTERM to the group and the cgroup of a job that is preempting or stopping, and kills every
   process of the cgroup (else the group) of a job that no longer holds its resources (the grace
   period is the loop's: it ends that state);
-- reports each process's end to the loop (:meth:`~.loop_runs.JobRuns.exited`), with the exit
-  status, the wall-clock start and end and the OOM kill the wrapper recorded, and the log's last
-  lines; past the team's log cap, it removes the logs of the team's oldest finished jobs.
+- reports each process's end to the loop (the controller's ``exited``: :meth:`.loop_runs.Runs.exited`),
+  with the exit status, the wall-clock start and end and the OOM kill the wrapper recorded, and the
+  log's last lines; past the team's log cap, it removes the logs of the team's oldest finished jobs.
 
 Each run leaves ``<id>.run.json`` (run number, pid and the pid's start time in /proc, team, cgroup)
 and the wrapper's ``<id>.<run>.exit``. After a restart of the service, :meth:`Executor.recover`
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from quasched.service import cgroups, joblog
-from quasched.service.cgroups import Hierarchy
+from quasched.service.cgroups import Hierarchy, start_ticks
 from quasched.service.domain import Job, JobState
 from quasched.service.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable, write_private
 from quasched.traces.units import parse_memory
@@ -66,23 +66,13 @@ class LocalGpus:
     memory_mib: int | None = None
 
 
-def start_ticks(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks since boot (/proc), None if it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime field 22
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def wrapper_pid(exit_file: Path) -> int | None:
     """The pid of the live run wrapper (this service's user's, :func:`Executor._launch`'s command line) writing
     ``exit_file``, None if there is none."""
-    for name in os.listdir("/proc"):
+    for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            mine = name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.geteuid()
+            mine = os.stat(f"/proc/{name}").st_uid == os.geteuid()
         except OSError:
             continue
         if mine and argv[1:4] == ["-I", "-m", "quasched.service.run_wrapper"] and "--" in argv and \
@@ -203,6 +193,11 @@ class Executor:
     def _env_file(self, job_id: int, run: int) -> Path:
         return self.dir / f"{job_id}.{run}.env"
 
+    def _recorded(self) -> list[int]:
+        """The ids of the jobs with a run record."""
+        names = (path.name.removesuffix(".run.json") for path in self.dir.glob("*.run.json"))
+        return [int(name) for name in names if name.isdigit()]
+
     def _read_record(self, job_id: int) -> dict[str, Any] | None:
         try:
             record = json.loads(self._record(job_id).read_text())
@@ -240,17 +235,16 @@ class Executor:
         kill any run alive whose job no longer holds its resources here (the service died before it could)."""
         now_ended: list[tuple[int, dict[str, Any] | None]] = []
         here = {job.id: job for job in jobs if job.state.holds_resources and self.here(job)}
-        for path in self.dir.glob("*.run.json"):
-            job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
+        for job_id in self._recorded():
             record = self._read_record(job_id)
             stale = job_id not in here or record is not None and record.get("run") != here[job_id].restarts
             if stale and record and record.get("pid") and start_ticks(record["pid"]) == record.get("ticks"):
                 Run(job_id, record.get("run", 0), record["pid"], record["ticks"],
                     cgroup=self._cgroup(record)).signal(signal.SIGKILL)
-        hier = self.cgroups
-        for job_id, run, name in cgroups.leftovers(hier, self.tag) if hier is not None else ():
-            if hier is not None and (job_id not in here or here[job_id].restarts != run):  # its job has moved on
-                cgroups.clear(hier, name)
+        if self.cgroups is not None:
+            for job_id, run, name in cgroups.leftovers(self.cgroups, self.tag):
+                if job_id not in here or here[job_id].restarts != run:  # its job has moved on
+                    cgroups.clear(self.cgroups, name)
         for job in here.values():
             record = self._read_record(job.id)
             if record is not None and record.get("run") == job.restarts and record.get("pid") is None:
@@ -433,12 +427,11 @@ class Executor:
     def _trim_logs(self, team: object) -> None:
         """While the logs of ``team``'s jobs take more than the team's cap, remove its oldest finished job's."""
         mine = []
-        for path in self.dir.glob("*.run.json"):
-            job_id = int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else -1
+        for job_id in self._recorded():
             record = self._read_record(job_id)
             if record is not None and record.get("team") == team:
                 size = sum(f.stat().st_size for f in joblog.files(self.log_path(job_id)))
-                mine.append((path.stat().st_mtime, job_id, size))
+                mine.append((self._record(job_id).stat().st_mtime, job_id, size))
         total = sum(size for *_, size in mine)
         for _, job_id, _ in sorted(mine):
             if total <= self.team_log_cap:
