@@ -51,7 +51,7 @@ class Broker:
         when ``token`` holds :data:`MAX_STREAMS_PER_TOKEN` streams already."""
         sub = _Subscriber(asyncio.get_running_loop(), self.maxsize, token, events)
         with self._lock:
-            held = sum(1 for other in self._subscribers if token and other.token == token)
+            held = sum(1 for other in self._subscribers if other.token == token) if token else 0
             if held >= MAX_STREAMS_PER_TOKEN:
                 raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, (
                     f"this token holds {held} open streams (live events and followed logs), the most one may "
