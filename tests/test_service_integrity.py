@@ -8,7 +8,7 @@ import random
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -44,6 +44,22 @@ def stop(*servers: ServeProcess) -> None:
     for one in servers:
         if one.proc is not None and one.proc.poll() is None:
             one.kill()
+
+
+def until_killed(send: Callable[[], object], until: threading.Event | None = None) -> threading.Thread:
+    """A started thread calling ``send()`` (a request to a server the test kills) once, or again until ``until``
+    is set; the kill's transport error ends it."""
+    def run() -> None:
+        try:
+            send()
+            while until is not None and not until.is_set():
+                send()
+        except httpx.TransportError:  # killed
+            pass
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def started_rounds(one: ServeProcess, rounds: int) -> Iterator[int]:
@@ -135,22 +151,14 @@ def test_kill_9_during_registrations_leaves_all_their_nodes_or_none(tmp_path):
     rng = random.Random(7)
     for round_ in started_rounds(one, 3):
         before = scalar(db, "SELECT count(*) FROM nodes")
-        done = threading.Event()
-
-        def register() -> None:
-            try:
-                httpx.post(f"{one.url}{API}/nodes", json=node_list(f"r{round_}", 10_000),
-                           headers=bearer(one.token), timeout=120)
-            except httpx.TransportError:  # killed
-                pass
-            done.set()
-
-        threading.Thread(target=register, daemon=True).start()
+        nodes = node_list(f"r{round_}", 10_000)
+        register = until_killed(lambda: httpx.post(f"{one.url}{API}/nodes", json=nodes, headers=bearer(one.token),
+                                                   timeout=120))
         if round_ == 0:  # at the first sign of the registration in the database
-            wait_for(lambda: done.is_set() or scalar(db, "SELECT count(*) FROM nodes") != before, 120,
+            wait_for(lambda: not register.is_alive() or scalar(db, "SELECT count(*) FROM nodes") != before, 120,
                      "the registration shows in the database")
         else:  # at a random point of it
-            done.wait(rng.uniform(0.0, 1.5))
+            register.join(rng.uniform(0.0, 1.5))
         one.kill()
         after = scalar(db, "SELECT count(*) FROM nodes")
         assert after in (before, before + 10_000), f"round {round_}: {after - before} of 10,000 nodes stored"
@@ -190,16 +198,10 @@ def test_every_job_s_first_event_is_submitted_after_kill_9_at_random_points(tmp_
         stopping = threading.Event()
 
         def submit() -> None:
-            while not stopping.is_set():
-                body = {**job_body(gpus=rng.choice([0, 1, 2]), cpu=1), "duration": rng.uniform(0.05, 0.5)}
-                try:
-                    httpx.post(f"{one.url}{API}/jobs", json=body, headers=bearer(one.token), timeout=30)
-                except httpx.TransportError:  # killed
-                    return
+            body = {**job_body(gpus=rng.choice([0, 1, 2]), cpu=1), "duration": rng.uniform(0.05, 0.5)}
+            httpx.post(f"{one.url}{API}/jobs", json=body, headers=bearer(one.token), timeout=30)
 
-        clients = [threading.Thread(target=submit, daemon=True) for _ in range(8)]
-        for client in clients:
-            client.start()
+        clients = [until_killed(submit, stopping) for _ in range(8)]
         target = stored + rng.randint(5, 30)
         try:
             wait_for(lambda: scalar(db, "SELECT count(*) FROM jobs") >= target, 120, "submissions stored")
