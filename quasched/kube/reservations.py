@@ -121,8 +121,6 @@ class PodJobs:
         """Assume the pod's ``devices`` on ``node`` in the loop and hold them; None (nothing held) if the node is
         unknown or they do not fit (under the lock)."""
         ctl, uid = self.service.ctl, pod_key(pod)[2]
-        if ctl.cluster.slots_of([node]) == [None]:
-            return None
         self.drop_hold(uid)
         if not ctl.assume(uid, qpod, node, tuple(devices), ASSUME_TTL_S, self.service.clock(), self._lost):
             return None
