@@ -65,11 +65,9 @@ class JobTable(dict[int, Job]):
         super().__delitem__(job_id)
 
     def pop(self, job_id: int, *default: Any) -> Any:  # type: ignore[override]
-        if job_id not in self:
-            return super().pop(job_id, *default)
-        job = super().pop(job_id)
-        self.per_team[job.spec.team] -= 1
-        return job
+        if job_id in self:
+            self.per_team[self[job_id].spec.team] -= 1
+        return super().pop(job_id, *default)
 
 
 @dataclass(frozen=True)
