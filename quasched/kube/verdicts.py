@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from quasched.kube.convention import PodError, is_managed, job_spec
-from quasched.model.cluster import Cluster, PlacementError
+from quasched.model.cluster import Cluster
 from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, Demand, fit_checks
 from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
