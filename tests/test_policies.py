@@ -299,9 +299,9 @@ def test_a_cycle_among_candidates_picks_among_them_and_leaves_the_host_board_who
     cluster = cluster_with_free([[1000]] * 3)
     rng = CountingStream()
     scheduler = Scheduler(cluster, alone(Boarded()), rank=np.array([2, 0, 1]), rng=rng)
-    cycle = scheduler.cycle(pod(k=1, m=500), np.array([0, 2]), counted=False)
-    assert (cycle.decision.node, cycle.decision.devices, cycle.decision.n_feasible) == (2, (0,), 2)
+    decision = scheduler.decide(pod(k=1, m=500), np.array([0, 2]), counted=False)
+    assert (decision.node, decision.devices, decision.n_feasible) == (2, (0,), 2)
     assert rng.cycles == 0
     assert scheduler.decide(pod(k=1, m=500)).node == 1
     assert rng.cycles == 1
-    assert not scheduler.cycle(pod(k=1, m=500), np.array([], dtype=np.int64)).decision.placed
+    assert not scheduler.decide(pod(k=1, m=500), np.array([], dtype=np.int64)).placed

@@ -6,7 +6,7 @@ quasched.io/gpu-shares``, advertised by quasched's device plugin):
 
 - **filter** runs the one fit rule (:func:`quasched.model.fit.fit_checks`, as the service's loop does)
   on the controller's cluster for the names given, then the loop's own cycle among the fitting ones
-  (:meth:`Scheduler.cycle <quasched.policies.framework.Scheduler.cycle>`: the policy's host, ties to its
+  (:meth:`Scheduler.decide <quasched.policies.framework.Scheduler.decide>`: the policy's host, ties to its
   rank, and its Reserve's devices), and answers **that node alone**: kube-scheduler
   skips scoring when one node is feasible, so the pod lands where ``quasched replay`` would place it,
   with one call per pod. The pick's devices are held at once (:meth:`~.reservations.PodJobs.hold`: assumed

@@ -100,7 +100,7 @@ class PodJobs:
         """The loop's one cycle for ``qpod`` among the node slots ``slots`` (kube-scheduler's candidates): the
         policy's host and its Reserve's devices, not bound; the stream's cycle hook does not run (call under the
         lock)."""
-        return self.service.ctl.scheduler.cycle(qpod, np.asarray(slots, dtype=np.int64), counted=False).decision
+        return self.service.ctl.scheduler.decide(qpod, np.asarray(slots, dtype=np.int64), counted=False)
 
     def hold(self, pod: Mapping[str, Any], qpod: Pod, node: str, devices: tuple[int, ...]) -> None:
         """Hold the pod's GPUs ``devices`` on quasched's pick (:meth:`decide`) until bind confirms it

@@ -7,7 +7,7 @@ from importlib import import_module
 
 _EXPORTS = {
     "CycleState": "base", "ScorePlugin": "base",
-    "Cycle": "framework", "Decision": "framework", "Policy": "framework", "Scheduler": "framework",
+    "Decision": "framework", "Policy": "framework", "Scheduler": "framework",
     "PAPER_POLICIES": "registry", "REGISTRY": "registry", "PolicySpec": "registry", "make_policy": "registry",
     "parse_spec": "registry", "parse_specs": "registry", "policy_names": "registry",
 }

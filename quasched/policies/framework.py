@@ -119,14 +119,6 @@ class Decision:
         return self.node != UNSCHEDULED
 
 
-@dataclass(frozen=True, slots=True)
-class Cycle:
-    """One cycle's decision (node, the devices of the policy's Reserve) and the state its plugins shared."""
-
-    decision: Decision
-    state: CycleState
-
-
 class Scheduler:
     """Runs scheduling cycles of one policy on one (possibly changing) cluster."""
 
@@ -146,20 +138,16 @@ class Scheduler:
         self.board = HostBoard(cluster)
         policy.attach(cluster, rng)
 
-    def decide(self, pod: Pod) -> Decision:
-        """Pick a node and devices for ``pod`` without binding it (one :meth:`cycle` among every node)."""
-        return self.cycle(pod).decision
-
-    def cycle(self, pod: Pod, candidates: np.ndarray | None = None, *, counted: bool = True) -> Cycle:
-        """One cycle for ``pod`` among the node slots ``candidates`` (None: every node) that fit it: Filter (the
-        cached fit masks), the host (from the :class:`HostBoard` when the policy's one plugin allows it and every
-        fitting node is a candidate: the same node as :meth:`select` of all scores), Reserve; not bound.
+    def decide(self, pod: Pod, candidates: np.ndarray | None = None, *, counted: bool = True) -> Decision:
+        """Pick a node and devices for ``pod`` without binding it, in one cycle among the node slots ``candidates``
+        (None: every node) that fit it: Filter (the cached fit masks), the host (from the :class:`HostBoard` when
+        the policy's one plugin allows it and every fitting node is a candidate: the same node as :meth:`select` of
+        all scores), Reserve.
 
         ``counted``: the stream's cycle hook runs (the simulators' and the loop's cycles; kube-scheduler's
         filter, asked any number of times per pod, is not one of the loop's and leaves the stream alone)."""
         if counted:
             self.rng.on_schedule_cycle()
-        state = CycleState()
         key = demand_key(pod)
         mask = fits = self.feasibility.mask(pod, key)
         if candidates is not None:
@@ -168,7 +156,8 @@ class Scheduler:
             mask &= fits
         n_feasible = int(np.count_nonzero(mask))
         if n_feasible == 0:
-            return Cycle(Decision(UNSCHEDULED), state)
+            return Decision(UNSCHEDULED)
+        state = CycleState()
         alone, node = self.policy.alone, None
         if candidates is not None and n_feasible != int(np.count_nonzero(fits)):
             alone = None  # the board keeps the scores of every fitting node
@@ -180,7 +169,7 @@ class Scheduler:
             nodes = np.flatnonzero(mask)
             node = int(nodes[0]) if n_feasible == 1 else self.select(nodes, self.policy.score(self.cluster, pod, nodes, state))
         picked = self.policy.reserve(self.cluster, pod, node, state) if pod.is_gpu else ()
-        return Cycle(Decision(node, picked, n_feasible, int(self.cluster.version[node])), state)
+        return Decision(node, picked, n_feasible, int(self.cluster.version[node]))
 
     def select(self, nodes: np.ndarray, scores: np.ndarray) -> int:
         """The host among ``nodes`` (scored ``scores``): the highest score, ties to the smallest rank."""
