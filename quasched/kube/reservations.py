@@ -39,15 +39,21 @@ ASSUME_TTL_S = 30.0
 class Hold:
     """A pod whose devices are assumed in the loop under its uid until its job is stored: ``pod`` as filter (or the
     API server) gave it, as quasched sees it (``qpod``, ``spec``), the ``assumption``; ``binding``: a bind of it is
-    in flight."""
+    in flight; its ``node`` and ``devices`` are the assumption's."""
 
     pod: Mapping[str, Any]
     qpod: Pod
     spec: JobSpec
-    node: str
-    devices: tuple[int, ...]
     assumption: Assumption
     binding: bool = False
+
+    @property
+    def node(self) -> str:
+        return self.assumption.node
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return self.assumption.devices
 
 
 class PodJobs:
@@ -126,7 +132,7 @@ class PodJobs:
             return None
         assumption = ctl.assumed(uid)
         assert assumption is not None
-        held = self.holds[uid] = Hold(pod, qpod, spec, node, assumption.devices, assumption)
+        held = self.holds[uid] = Hold(pod, qpod, spec, assumption)
         return held
 
     def _lost(self, uid: str) -> None:
