@@ -25,7 +25,7 @@ Lease hand-over, pods bound, devices over-committed, the survivor's books agains
 FailedScheduling events (from a watch of the pods, times to the millisecond).
 
 4. placement quality: the same pod sequence through quasched's own loop
-   (:class:`quasched.service.controller.Controller`, the service's policy and seed, FIFO, one cycle per
+   (:class:`quasched.service.loop.controller.Controller`, the service's policy and seed, FIFO, one cycle per
    pod) on the same nodes; compares pods placed, GPUs allocated per model, and the node/devices of each pod.
 """
 
@@ -247,7 +247,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The same pods, in the same order, through quasched's own loop on the same nodes."""
     from quasched.kube.convention import node_record
-    from quasched.service.controller import Controller
+    from quasched.service.loop.controller import Controller
     from quasched.service.domain import QueueSpec
 
     records = {r.name: r for r in map(node_record, kube["_nodes"])}
@@ -261,7 +261,7 @@ def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tupl
 def own_loop_options(policy: str) -> Any:
     """The own loop's options: the service's policy and seed, FIFO, no preemption, one cycle per pod."""
     from quasched.policies import parse_spec
-    from quasched.service.loop_state import LoopOptions
+    from quasched.service.loop.state import LoopOptions
 
     return LoopOptions(policy=parse_spec(policy), order="fifo", preemption=False, sample_s=float("inf"))
 
@@ -438,10 +438,10 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     from quasched.kube.mount import extender
     from quasched.model.nodes import NodeSpec
     from quasched.policies import parse_spec
-    from quasched.service.api import create_app
-    from quasched.service.controller import Controller
+    from quasched.service.api.app import create_app
+    from quasched.service.loop.controller import Controller
     from quasched.service.domain import QueueSpec
-    from quasched.service.loop_state import LoopOptions
+    from quasched.service.loop.state import LoopOptions
 
     shapes = openb_nodes(args.nodes, args.data_dir)
     manifests = trace_pods(args.pods, args.data_dir)

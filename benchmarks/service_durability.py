@@ -139,7 +139,7 @@ def stale_writes(db: str) -> list[str]:
     """Events written under a lease epoch older than one already written (a fenced leader's commit)."""
     from sqlalchemy import select
 
-    from quasched.service.store import EVENTS, Store
+    from quasched.service.store.database import EVENTS, Store
 
     store = Store(db)
     with store.engine.connect() as conn:

@@ -52,8 +52,8 @@ import sys, uvicorn
 from pathlib import Path
 from quasched.traces import catalog
 from quasched.policies.registry import parse_spec
-from quasched.service.api import create_app
-from quasched.service.loop_state import LoopOptions
+from quasched.service.api.app import create_app
+from quasched.service.loop.state import LoopOptions
 from quasched.kube.nodelay import NoDelayHttpToolsProtocol
 nodes, _ = catalog.load_trace("openb-default", data_dir=Path(sys.argv[1]))
 app = create_app(sys.argv[2], nodes, options=LoopOptions(policy=parse_spec("fgd")))
@@ -144,7 +144,7 @@ def typical_rebuilds(data_dir: Path, jobs: int) -> None:
     from quasched.metrics.typical import TypicalWindow
     from quasched.model.cluster import Cluster
     from quasched.policies import Scheduler, make_policy
-    from quasched.service.runtime import default_cluster
+    from quasched.service.runtime.service import default_cluster
     from quasched.sim.engine import make_stream, node_ranks
     from quasched.traces import catalog
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from quasched.service.runas import RunAs, run_as
+from quasched.service.executor.runas import RunAs, run_as
 
 ROOT = os.geteuid() == 0
 

@@ -50,7 +50,7 @@ def db_url(tmp: Path) -> str:
 def make_app(tmp: Path, clock: Any = None, **kw: Any) -> tuple[Any, str]:
     """An app on ``tmp/quasched.db`` with the small cluster; (app, admin token). ``kube=KubeOptions(...)`` mounts
     the kube-scheduler extender."""
-    from quasched.service.api import create_app
+    from quasched.service.api.app import create_app
 
     kw.setdefault("cluster", small_cluster())
     if "kube" in kw:

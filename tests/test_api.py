@@ -18,7 +18,7 @@ with warnings.catch_warnings():
 
 from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions
+from quasched.service.loop.state import LoopOptions
 
 API = "/api/v1"
 
@@ -420,7 +420,7 @@ def test_restart_restores_running_jobs_on_their_devices(tmp_path, clock):
 
 
 def test_default_queue_and_cluster_on_a_fresh_database(tmp_path):
-    from quasched.service.api import create_app
+    from quasched.service.api.app import create_app
 
     app = create_app(db_url(tmp_path), clock=Clock())
     token = (tmp_path / "quasched.token").read_text().strip()

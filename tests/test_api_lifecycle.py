@@ -23,8 +23,8 @@ from serve_process import QUASCHED, wait_for
 from test_service_leader import pg_app
 from test_service_runs import POLITE, accounts, jobs_dir, served, submit  # noqa: F401 (fixtures)
 
-from quasched.service.startup import Starting
-from quasched.service.store import Store
+from quasched.service.api.startup import Starting
+from quasched.service.store.database import Store
 
 pytestmark = pytest.mark.slow  # real uvicorn servers and quasched serve
 

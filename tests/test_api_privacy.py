@@ -31,7 +31,7 @@ with warnings.catch_warnings():
 from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions
+from quasched.service.loop.state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
 from pg import free_port

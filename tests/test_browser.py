@@ -1,6 +1,6 @@
 """The dashboard in a real browser (Playwright + Debian's Chromium) against the real app.
 
-Each test starts ``quasched.service.api.create_app`` under uvicorn on 127.0.0.1
+Each test starts ``quasched.service.api.app.create_app`` under uvicorn on 127.0.0.1
 (a free port, a fresh SQLite database), opens the dashboard with the admin
 token in the URL fragment and drives it like a user. Screenshots go to
 ``results/browser/`` (not committed); the map timings at 1,213 nodes to
@@ -27,7 +27,7 @@ import pytest
 from extra import needs
 
 sync_api = needs("playwright.sync_api", "dev")
-api_module = pytest.importorskip("quasched.service.api")
+api_module = pytest.importorskip("quasched.service.api.app")
 
 from live_server import LiveServer  # noqa: E402
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
@@ -482,7 +482,7 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
     """A job's command runs on this machine's node (v100-0): its drawer follows the log as it is written; the
     Teams view sums usage per team."""
     from accounts import command_accounts, job_python, shared_dir
-    from quasched.service.loop_state import LoopOptions
+    from quasched.service.loop.state import LoopOptions
 
     options = LoopOptions(local_node="v100-0", grace_s=1.0)
     python, jobs_dir = job_python(), shared_dir()

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
-from quasched.service.startup import Lifespan, Starting
+from quasched.service.api.startup import Lifespan, Starting
 from api_support import live_server, make_app
 
 pytestmark = pytest.mark.slow  # a real quasched serve process

@@ -23,7 +23,7 @@ from quasched.model.nodes import NodeSpec
 from quasched.report.tables import _count
 from quasched.report.wording import counted, quota_text
 
-FORMAT_JS = Path(__file__).resolve().parents[1] / "quasched" / "service" / "dashboard" / "format.js"
+FORMAT_JS = Path(__file__).resolve().parents[1] / "quasched" / "service" / "api" / "dashboard" / "format.js"
 
 
 def test_counted_agrees_and_drops_whole_decimals():

@@ -48,7 +48,7 @@ def test_batch_without_the_quantum_extra_is_a_clean_error(monkeypatch, data_dir,
 
 
 def test_postgres_without_the_postgres_extra_is_a_clean_error(monkeypatch):
-    from quasched.service.store import Store
+    from quasched.service.store.database import Store
 
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(MissingExtra, match=r"pip install 'quasched\[postgres\]'"):

@@ -25,7 +25,7 @@ from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
 from quasched.kube.verdicts import (BINDING, INVALID, MODEL_MISMATCH, NO_GPU, OVER_QUOTA, REASONS, UNKNOWN_NODE,
                                     UNKNOWN_QUEUE, verdicts)
-from quasched.service.loop_state import job_pod
+from quasched.service.loop.state import job_pod
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube"
 ALL = ["a0", "a1", "t0", "c0"]
@@ -204,7 +204,7 @@ def test_filter_sees_the_pod_the_loop_would_place(env, monkeypatch):
     from quasched.kube.convention import job_spec
 
     from builders import nodes
-    from quasched.service.loop_state import NO_COMMAND_NODE, LoopState
+    from quasched.service.loop.state import NO_COMMAND_NODE, LoopState
 
     _, _, _, app = env
     ctl = app.state.service.ctl
@@ -509,7 +509,7 @@ def test_bind_stores_its_job_while_filter_goes_on(env, monkeypatch):
     cancelled and nothing is bound."""
     import threading
 
-    from quasched.service.controller import Controller
+    from quasched.service.loop.controller import Controller
 
     client, api, token, app = env
     service, store = app.state.service, app.state.service.store

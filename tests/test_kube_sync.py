@@ -21,7 +21,7 @@ from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec
                                       pod_gpu, quantity, token_uid)
 from quasched.kube.extender import KubeOptions
 from quasched.kube.sync import Sync, bound_pod, node_changes, pod_changes
-from quasched.service.controller import nodes_of
+from quasched.service.loop.controller import nodes_of
 from quasched.service.domain import Job, JobState, NodeRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube"
@@ -319,7 +319,7 @@ def test_relist_leaves_a_bind_under_way_to_the_watch(tmp_path, held):
     the pod bound, and must leave its job alone: on the checked path (nothing held), and on the held path when a
     controller rebuilt after a refused write dropped the holds meanwhile. It ended it: a bound pod without a job,
     its devices free for the next pods."""
-    from quasched.service.controller import Controller
+    from quasched.service.loop.controller import Controller
 
     api = ClusterApi([k8s_node("n0", 4, "A100")], [])
     pod = gpu_pod(name="direct", gpus=2)
@@ -480,7 +480,7 @@ def test_any_order_of_filter_bind_end_rebuild_relist_keeps_the_books(tmp_path_fa
     """kube-scheduler's calls, Binding outcomes, pods ending, controllers rebuilt from the store, re-lists and
     expired holds in any order: quasched books exactly the bound pods, once each, on their nodes and devices."""
     from quasched.kube import reservations
-    from quasched.service.controller import Controller
+    from quasched.service.loop.controller import Controller
 
     API_PODS.clear()
     api = ListingApi()

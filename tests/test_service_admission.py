@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from quasched.service.domain import JobState, NodeRecord, QueueSpec, Reason
-from quasched.service.loop_state import SpecError
+from quasched.service.loop.state import SpecError
 from test_service_controller import A, B, cluster, job, make, submit
 
 

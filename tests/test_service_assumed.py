@@ -1,12 +1,12 @@
-"""Assumed placements in the service's loop (quasched.service.assumed) on small hand-computed clusters."""
+"""Assumed placements in the service's loop (quasched.service.loop.assumed) on small hand-computed clusters."""
 
 from __future__ import annotations
 
 from quasched.model.workload import Pod
-from quasched.service.controller import Controller, nodes_of
+from quasched.service.loop.controller import Controller, nodes_of
 from quasched.service.domain import Job, JobSpec, JobState, NodeRecord, QueueSpec, Reason
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions
+from quasched.service.loop.state import LoopOptions
 
 A = "A100"
 

@@ -20,8 +20,10 @@ import pytest
 from accounts import ROOT, job_python, os_users
 from api_support import bearer, job_body, live_server, make_app
 from serve_process import wait_for
-from quasched.service import broker, cgroups, controller, executor, joblog
-from quasched.service.runas import Account, write_private
+from quasched.service.runtime import broker
+from quasched.service.executor import cgroups, commands as executor, joblog
+from quasched.service.loop import controller
+from quasched.service.executor.runas import Account, write_private
 from test_service_runas import box_server, two_teams  # noqa: F401  (a fixture)
 from test_service_runs import log, wait
 
@@ -188,7 +190,7 @@ def test_a_job_cannot_leave_its_cgroup_raise_its_limits_or_reach_its_root_wrappe
     with os_users("e") as (user_name,):
         user = pwd.getpwnam(user_name)
         exit_file = tmp_path / "exit"
-        done = subprocess.run([sys.executable, "-I", "-m", "quasched.service.run_wrapper", "--uid", str(user.pw_uid),
+        done = subprocess.run([sys.executable, "-I", "-m", "quasched.service.executor.wrapper", "--uid", str(user.pw_uid),
                                "--gid", str(user.pw_gid), "--groups", str(user.pw_gid), "--cgroup", name,
                                "--memory-max", str(256 << 20), "--workdir", "/", str(exit_file), "--",
                                job_python(), "-c", ESCAPE, json.dumps(targets)],

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from quasched.service.combiner import Combiner
+from quasched.service.runtime.combiner import Combiner
 
 
 def test_submissions_queued_while_the_lock_is_held_run_as_one_group():

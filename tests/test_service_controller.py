@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from extra import requires
 
-from quasched.service.controller import Controller, nodes_of
+from quasched.service.loop.controller import Controller, nodes_of
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions, SpecError
+from quasched.service.loop.state import LoopOptions, SpecError
 
 A, B = "A100", "V100"
 

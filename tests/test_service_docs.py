@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from quasched.service import schemas as s
+from quasched.service.runtime import schemas as s
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "service.md").read_text()

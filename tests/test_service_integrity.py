@@ -17,9 +17,9 @@ from api_support import bearer, job_body, make_app
 from fastapi.testclient import TestClient
 from serve_process import ServeProcess, wait_for
 
-from quasched.service import routes_nodes
-from quasched.service.leadership import LeaderHeld
-from quasched.service.store import Store
+from quasched.service.api import nodes as routes_nodes
+from quasched.service.store.leadership import LeaderHeld
+from quasched.service.store.database import Store
 
 API = "/api/v1"
 BOX = "pools:\n  - {name: box, count: 2, cpu: 64, memory: 256Gi, gpu: {model: A100, count: 8}}\n"

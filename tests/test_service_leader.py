@@ -25,11 +25,11 @@ from sqlalchemy import Engine, event, select
 from typer.testing import CliRunner
 
 from quasched.cli import app as cli
-from quasched.service.api import create_app
+from quasched.service.api.app import create_app
 from quasched.service.domain import QueueSpec
-from quasched.service.leadership import Fenced, LeaderHeld
-from quasched.service.runtime import TICK_S
-from quasched.service.store import EVENTS, MIGRATIONS, Store
+from quasched.service.store.leadership import Fenced, LeaderHeld
+from quasched.service.runtime.service import TICK_S
+from quasched.service.store.database import EVENTS, MIGRATIONS, Store
 
 pytestmark = pytest.mark.slow  # real servers, PostgreSQL, kill -9
 

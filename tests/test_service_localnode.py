@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from quasched.service import localnode
+from quasched.service.executor import localnode
 from quasched.service.domain import Job, JobSpec, JobState
-from quasched.service.executor import LocalGpus, job_env
-from quasched.service.localnode import HealthWatch, model_name, nvml_record, this_node
+from quasched.service.executor.commands import LocalGpus, job_env
+from quasched.service.executor.localnode import HealthWatch, model_name, nvml_record, this_node
 
 
 class NVMLError(Exception):
@@ -106,7 +106,7 @@ def test_a_store_from_before_commands_upgrades(tmp_path):
     from alembic import command
     from sqlalchemy import create_engine
 
-    from quasched.service.store import Store, alembic_config
+    from quasched.service.store.database import Store, alembic_config
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with create_engine(url).begin() as connection:

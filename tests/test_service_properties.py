@@ -11,9 +11,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import NO_LIMIT, Pod
-from quasched.service.controller import Controller, nodes_of
-from quasched.service.feasibility import most_pods, pods_when_empty
-from quasched.service.loop_state import LoopOptions, SpecError
+from quasched.service.loop.controller import Controller, nodes_of
+from quasched.service.rules.feasibility import most_pods, pods_when_empty
+from quasched.service.loop.state import LoopOptions, SpecError
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec
 
 NODES = [NodeRecord("n0", 16_000, 64_000, 2, "A100"), NodeRecord("n1", 16_000, 64_000, 4, "A100"),

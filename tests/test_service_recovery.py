@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from quasched.service.api import create_app
-from quasched.service.controller import nodes_of
+from quasched.service.api.app import create_app
+from quasched.service.loop.controller import nodes_of
 from quasched.service.domain import NodeRecord
 
 

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
-from quasched.service.executor import start_ticks
+from quasched.service.executor.commands import start_ticks
 from quasched.policies.registry import parse_spec
-from quasched.service.loop_state import LoopOptions
+from quasched.service.loop.state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
 
@@ -272,7 +272,7 @@ def test_recovery_kills_a_run_whose_job_no_longer_holds_its_devices(tmp_path):
     start that process is killed, not left on devices the store thinks free."""
     import subprocess
 
-    from quasched.service.executor import Executor
+    from quasched.service.executor.commands import Executor
 
     executor = Executor("box", tmp_path, report=lambda change: None, jobs_dir=tmp_path / "own")
     orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
@@ -301,7 +301,7 @@ def test_a_kill_asked_just_before_the_service_stops_is_done(tmp_path, monkeypatc
     from dataclasses import replace
 
     from quasched.service.domain import Job, JobSpec, JobState
-    from quasched.service.executor import Executor
+    from quasched.service.executor.commands import Executor
 
     monkeypatch.setitem(sys.modules, "pynvml", None)
     executor = Executor("box", tmp_path, report=lambda change: None, run_as=accounts, jobs_dir=jobs_dir)

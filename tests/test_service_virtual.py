@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from quasched.sim.replay import run_replay
-from quasched.service.virtual import run_virtual
+from quasched.service.loop.virtual import run_virtual
 
 
 @pytest.mark.slow  # replays of real traces

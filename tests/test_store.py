@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sqlalchemy import inspect, text
 
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
-from quasched.service.store import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
+from quasched.service.store.database import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
@@ -310,7 +310,7 @@ def test_any_job_round_trips(store: Store, spec_, priority, state, at, started, 
 def test_migrations_are_package_data():
     """Every migration file ships in the wheel (pyproject's package-data globs match it)."""
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["quasched.service"]
+    globs = pyproject["tool"]["setuptools"]["package-data"]["quasched.service.store"]
     files = [p.relative_to(MIGRATIONS.parent) for p in MIGRATIONS.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts]
     assert files and all(any(f.match(g) for g in globs) for f in files), (files, globs)

@@ -40,7 +40,7 @@ def device_plugin(
     from quasched.kube.client import KubernetesClient
     from quasched.kube.deviceplugin.gpus import discover
     from quasched.kube.deviceplugin.plugin import SharesPlugin, serve
-    from quasched.service.localnode import HealthWatch
+    from quasched.service.executor.localnode import HealthWatch
 
     try:
         gpus = discover(node_name, fake_gpus, gpu_model, gpu_memory_mib)

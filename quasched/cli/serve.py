@@ -47,7 +47,7 @@ def serve_virtual(trace: str, spec: str, seed: int, rng: Rng, data_dir: Path | N
     replay."""
     import numpy as np
 
-    from quasched.service.virtual import run_virtual
+    from quasched.service.loop.virtual import run_virtual
     from quasched.sim.replay import run_replay
 
     nodes, workload = load_inputs(trace, data_dir, cluster_file)
@@ -74,8 +74,8 @@ def this_machine(name: str) -> NodeSpec | None:
     """This machine as a one-node cluster when NVML sees its GPUs (named ``name`` or the host name), else None."""
     import socket
 
-    from quasched.service.controller import nodes_of
-    from quasched.service.localnode import nvml_record
+    from quasched.service.loop.controller import nodes_of
+    from quasched.service.executor.localnode import nvml_record
 
     record = nvml_record(name or socket.gethostname().split(".")[0])
     return None if record is None else nodes_of([record])
@@ -200,7 +200,7 @@ def serve(
             cluster = load_cluster_file(cluster_file)
         except (TraceError, ValueError, OSError) as err:
             fail(str(err))
-    from quasched.service.runas import run_as as resolve_run_as
+    from quasched.service.executor.runas import run_as as resolve_run_as
 
     try:
         accounts = resolve_run_as(run_as, run_as_file, run_as_self)
@@ -209,9 +209,9 @@ def serve(
     import uvicorn
 
     listener = listen(host, port)  # a port in use fails here, before anything is printed or stored
-    from quasched.service.api import create_app, sqlite_file
-    from quasched.service.store import shown_url, without_password
-    from quasched.service.loop_state import LoopOptions
+    from quasched.service.api.app import create_app, sqlite_file
+    from quasched.service.store.database import shown_url, without_password
+    from quasched.service.loop.state import LoopOptions
 
     kube = verbs_tls = verbs_listener = None
     extensions = []
@@ -237,7 +237,7 @@ def serve(
 
         extensions.append(extender(kube))
         if cluster is None and kube_sync:
-            from quasched.service.controller import nodes_of
+            from quasched.service.loop.controller import nodes_of
 
             cluster = nodes_of([])
     if cluster is None and kube is None:
@@ -259,7 +259,7 @@ def serve(
                                  state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
                                  run_as=accounts, jobs_dir=jobs_dir,
                                  metrics_public=metrics_public)
-        from quasched.service.auth import masked
+        from quasched.service.runtime.auth import masked
 
         service = service_app.state.service
         base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -287,7 +287,7 @@ def serve(
             console.print(f"  dashboard {base}/")
         return service_app
 
-    from quasched.service.startup import Starting
+    from quasched.service.api.startup import Starting
 
     if verbs_tls is not None and verbs_listener is not None:
         from quasched.kube.tls import run

@@ -52,7 +52,7 @@ from quasched.kube.reservations import Hold, PodJobs
 from quasched.kube.verdicts import BINDING, verdicts
 
 if TYPE_CHECKING:
-    from quasched.service.runtime import Service
+    from quasched.service.runtime.service import Service
 
 PREFIX = "/k8s/scheduler"
 #: pod uids remembered from filter (a pod's first filter is its arrival)

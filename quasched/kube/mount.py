@@ -1,4 +1,4 @@
-"""The kube-scheduler extender as an extension of the service's app (:func:`quasched.service.api.create_app`)."""
+"""The kube-scheduler extender as an extension of the service's app (:func:`quasched.service.api.app.create_app`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from fastapi import FastAPI
 
 from quasched.kube.extender import Bridge, KubeOptions, router
 from quasched.kube.sync import Sync
-from quasched.service.api import Extension
-from quasched.service.runtime import Service
+from quasched.service.api.app import Extension
+from quasched.service.runtime.service import Service
 
 
 def extender(options: KubeOptions) -> Extension:

@@ -2,10 +2,10 @@
 durably as running jobs on a node, and released when a pod succeeds, fails or goes away.
 
 A booking is kube-scheduler's assume-then-bind: the pod's devices are first *assumed* in the service's loop
-under its uid (:meth:`Controller.assume <quasched.service.controller.Controller.assume>`: taken, by no job),
+under its uid (:meth:`Controller.assume <quasched.service.loop.controller.Controller.assume>`: taken, by no job),
 on quasched's pick from filter (a :class:`Hold`, at most :data:`ASSUME_TTL_S` until bind, in memory only) or
 by the checked bind path; then its job is stored running on them outside the lock and takes the assumption's
-place in the loop (:meth:`Service.insert_placed <quasched.service.runtime.Service.insert_placed>`, the
+place in the loop (:meth:`Service.insert_placed <quasched.service.runtime.service.Service.insert_placed>`, the
 service's one write path for such a booking)."""
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from fastapi import HTTPException
 
 from quasched.model.workload import Pod
 from quasched.policies.framework import Decision
-from quasched.service.assumed import Assumption
-from quasched.service.controller import Controller
+from quasched.service.loop.assumed import Assumption
+from quasched.service.loop.controller import Controller
 from quasched.service.domain import Event, Job, JobSpec, JobState
-from quasched.service.loop_state import job_pod
+from quasched.service.loop.state import job_pod
 from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
 from quasched.kube.verdicts import UNKNOWN_NODE, verdicts
 
 if TYPE_CHECKING:
-    from quasched.service.runtime import Service
+    from quasched.service.runtime.service import Service
 
 #: longest hold of an assumed pod (filter → bind), s; kube-scheduler binds within milliseconds
 ASSUME_TTL_S = 30.0

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from quasched.service.controller import Controller
+from quasched.service.loop.controller import Controller
 from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.kube.extender import Bridge, KubeClient, log
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key

@@ -16,10 +16,10 @@ from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABL
 from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
 from quasched.service.domain import JobSpec
-from quasched.service.loop_state import job_pod
+from quasched.service.loop.state import job_pod
 
 if TYPE_CHECKING:
-    from quasched.service.controller import Controller
+    from quasched.service.loop.controller import Controller
 
 #: the stable FailedNodes strings (what users see, aggregated, in the FailedScheduling event); INVALID is
 #: followed by ``: <what is wrong>`` (the field and the expected form)

@@ -1,7 +1,7 @@
 """The service's vocabulary: jobs, queues, pending reasons and the events they emit.
 
-Plain dataclasses, shared by the scheduling loop (:mod:`.controller`), the
-store (:mod:`.store`) and the API (:mod:`.api`); none of them depends on the
+Plain dataclasses, shared by the scheduling loop (:mod:`quasched.service.loop.controller`), the
+store (:mod:`quasched.service.store.database`) and the API (:mod:`quasched.service.api.app`); none of them depends on the
 others' libraries. Units follow the core: CPU in milli-cores, memory in MiB,
 GPUs in milli-GPU per device (1000 = one whole device), times in seconds.
 
@@ -22,6 +22,9 @@ MAX_GANG = 1024
 ANY_MODEL = "*"
 #: Default priority classes (name -> value; higher runs sooner and may preempt lower).
 PRIORITY_CLASSES: dict[str, int] = {"low": 0, "normal": 100, "high": 1000}
+#: Bytes kept by default of a job's log (half its start, half its end) and of the logs of a team's jobs
+LOG_CAP = 64 << 20
+TEAM_LOG_CAP = 1 << 30
 #: The service's placement policy when none is given (``quasched serve --policy``, ``LoopOptions()``)
 DEFAULT_POLICY = "guard"
 

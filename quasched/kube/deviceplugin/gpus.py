@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from quasched.kube.convention import SHARES
-from quasched.service.localnode import nvml_devices
+from quasched.service.executor.localnode import nvml_devices
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,446 @@
+"""The scheduling loop of the service, on the live cluster (in memory, no I/O, deterministic).
+
+Mutations (:meth:`Controller.submit`, :meth:`~Controller.finish`,
+:meth:`~Controller.cancel`, node changes, timers falling due) change the
+state and mark the loop dirty; :meth:`Controller.cycle` then runs one
+scheduling pass. The caller persists :meth:`~Controller.drain_changes`.
+
+Cycle
+    Pending jobs are tried in queue order: priority (higher first), then the
+    queue with the lowest fair share (:mod:`quasched.service.rules.quota`), then — with
+    ``decay_alpha`` — the repeated-submission weight ``alpha^(k-1)`` of the
+    k-th pending job of one user/app (higher first), then submission order.
+    ``order="fifo"`` uses submission order only. Each job passes the quota
+    check (which GPU models its queue may use), then the fit check of its fit
+    class against every schedulable node (skipped without a scheduling cycle
+    when no node fits; columns refresh after each placement, as in
+    :class:`~quasched.policies.queue.PendingQueue`), then one scheduling
+    cycle per pod; a gang that does not fully place is rolled back exactly.
+    Jobs that stay pending get a :class:`~quasched.service.domain.PendingReason`.
+
+Placements assumed on decisions not yet durable (:meth:`Controller.assume`, :mod:`.assumed`) take their
+devices, are never jobs, and end forgotten, confirmed by a stored job, expired or lost with their node.
+
+Composition
+    The :class:`Controller` owns the cycle (order, pass, bind, timers fired) and composes, on one
+    explicit :class:`~.state.LoopState` (jobs, quota, cluster, scheduler, change log, timers):
+    the room-maker (preemption and job swapping, :mod:`.room`), the lifecycle (ending,
+    requeueing, arming a job, :mod:`.lifecycle`), node changes and recovery (:mod:`.nodes`), the
+    runs of commands (:mod:`.runs`) and the views (:mod:`.views`). Each owns its part; the
+    controller's public methods are theirs or its own.
+
+With ``order="fifo"``, no quotas, no preemption and a fixed set of typical
+pods, the loop places exactly as :func:`quasched.sim.replay.replay`
+(:mod:`.virtual`, ``tests/test_service_virtual.py``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from quasched.metrics.typical import TypicalPods
+from quasched.model.nodes import NodeSpec, spec_models
+from quasched.model.workload import FULL_GPU_MILLI, Pod
+from quasched.service.loop.assumed import Assumption
+from quasched.service.rules.batch import bind_on, solve_batch
+from quasched.service.loop import status
+from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, PendingReason,
+                                     QueueSpec, Reason)
+from quasched.service.rules.feasibility import accessible_models, most_pods, never_admitted, never_fits
+from quasched.service.loop.lifecycle import Lifecycle
+from quasched.service.loop.nodes import NodeChanges
+from quasched.service.loop.room import RoomMaker
+from quasched.service.loop.runs import Runs
+from quasched.service.loop.state import MAX_UNFINISHED_PER_TEAM, LoopOptions, LoopState, SpecError
+from quasched.service.loop.views import Views
+from quasched.service.rules.reasons import FitRows, capacity_reason, quota_reason
+from quasched.service.loop.timers import TimerKind
+
+
+def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:
+    """A :class:`NodeSpec` of registered nodes (cordon and health are applied by the caller)."""
+    return NodeSpec(
+        name=np.array([r.name for r in records], dtype=object),
+        cpu_milli=np.array([r.cpu_milli for r in records], dtype=np.int64),
+        memory_mib=np.array([r.memory_mib for r in records], dtype=np.int64),
+        num_gpus=np.array([r.num_gpus for r in records], dtype=np.int64),
+        gpu_model=np.array([r.gpu_model for r in records], dtype=object),
+        labels=np.array([dict(r.labels) for r in records] or [], dtype=object),
+        source="service",
+    )
+
+
+def records_of(nodes: NodeSpec) -> list[NodeRecord]:
+    """The registered form of every node of ``nodes``."""
+    labels = nodes.labels if nodes.labels is not None else [None] * len(nodes)
+    return [NodeRecord(str(n), int(c), int(m), int(g), str(model), dict(lab or {}))
+            for n, c, m, g, model, lab in zip(nodes.name, nodes.cpu_milli, nodes.memory_mib, nodes.num_gpus,
+                                              nodes.gpu_model, labels)]
+
+
+class Controller:
+    """Jobs, queues and the live cluster, with the scheduling loop (module docstring): the cycle is its own,
+    the rest of its public methods are its collaborators'."""
+
+    def __init__(self, nodes: NodeSpec, queues: Sequence[QueueSpec] = (), options: LoopOptions = LoopOptions(),
+                 typical: TypicalPods | None = None) -> None:
+        self.state = st = LoopState(nodes, queues, options, typical)
+        self.room = RoomMaker(st)
+        self.life = Lifecycle(st, self.room)
+        self.runs = Runs(st, self.life)
+        self.node_changes = NodeChanges(st, self.life)
+        self.views = Views(st)
+        # what callers read of the state
+        self.options, self.cluster, self.scheduler = st.options, st.cluster, st.scheduler
+        self.quota, self.assumptions, self.window = st.quota, st.assumptions, st.window
+        self.jobs, self.position, self.samples = st.jobs, st.position, self.views.samples
+        self.job, self.observe = st.job, st.observe
+        # the collaborators' public methods
+        nc = self.node_changes
+        self.add_node, self.add_nodes, self.remove_node = nc.add_node, nc.add_nodes, nc.remove_node
+        self.cordon, self.uncordon, self.drain = nc.cordon, nc.uncordon, nc.drain
+        self.set_device_health, self.put_queue, self.restore = nc.set_device_health, nc.put_queue, nc.restore
+        self.runs_here, self.exited, self.lost = self.runs.runs_here, self.runs.exited, self.runs.lost
+        self.gpu_allocation, self.fragmentation = self.views.gpu_allocation, self.views.fragmentation
+        self.fragmentation_report = self.views.fragmentation_report
+        self.node_fragmentation = self.views.node_fragmentation
+        self._on_timer: dict[TimerKind, Callable[[Job, float], None]] = {
+            TimerKind.FINISH: self.life.finished_by_duration, TimerKind.PREEMPT: self.life.grace_over,
+            TimerKind.STOP: self.runs.stopped, TimerKind.LIMIT: self.runs.over_limit}
+
+    @classmethod
+    def rebuilt(cls, records: Sequence[NodeRecord], queues: Sequence[QueueSpec], jobs: Sequence[Job],
+                options: LoopOptions = LoopOptions()) -> Controller:
+        """The loop as a store describes it: nodes with their cordons and failed devices, queues, unfinished jobs."""
+        ctl = cls(nodes_of(records), queues, options)
+        ctl.restore(jobs)  # first: jobs still run on nodes cordoned since they started
+        for record in records:
+            if record.cordoned:
+                ctl.cluster.cordon(record.name)
+            for device in record.unhealthy:
+                ctl.cluster.set_device_health(record.name, device, False)
+        return ctl
+
+    # ----------------------------------------------------------------- jobs
+    def validate(self, spec: JobSpec) -> None:
+        """Raise :class:`SpecError` for a job this service can never run."""
+        if spec.team not in self.quota.queues:
+            raise SpecError("team", f"unknown team {spec.team!r}; known: {', '.join(sorted(self.quota.queues))} "
+                                    "(an admin adds one with `quasched queue NAME`)")
+        unfinished = self.jobs.per_team[spec.team]
+        if unfinished >= MAX_UNFINISHED_PER_TEAM:
+            raise SpecError("team", f"team {spec.team} has {unfinished:,} unfinished jobs, the most a team may have "
+                                    f"({MAX_UNFINISHED_PER_TEAM:,}): wait for some to end or cancel them", status=429)
+        if spec.priority_class not in self.options.priority_classes:
+            raise SpecError("priority_class", f"unknown priority class {spec.priority_class!r}; "
+                                              f"known: {', '.join(sorted(self.options.priority_classes))}")
+        models = [m for m in self.cluster.models if m]
+        unknown = [m for m in spec_models(spec.gpu_model) if m not in models]
+        if unknown:
+            raise SpecError("gpu_model", f"no node has GPU model {unknown[0]!r}; models: {', '.join(models)} "
+                                         "(several allowed models: 'A|B')")
+        if not 1 <= spec.pods <= MAX_GANG:
+            raise SpecError("pods", f"a gang has 1 to {MAX_GANG} pods")
+        if spec.gpu_milli < FULL_GPU_MILLI and spec.num_gpu > 1:
+            raise SpecError("gpus", "a GPU share (less than one GPU) is for one device only")
+        pod = self.state.pod(spec, 0, 0)
+        if not most_pods(self.cluster, pod):
+            where = f"the node that runs commands ({pod.node})" if pod.node else "no node of the cluster"
+            raise SpecError("gpus" if spec.num_gpu else "cpu",
+                            f"{where} could {'never ' if pod.node else ''}host one pod of this job even when empty")
+        too_big = never_fits(self.cluster, pod, spec.pods)
+        if too_big:
+            raise SpecError("pods", too_big)
+        over_quota = never_admitted(self.quota, accessible_models(self.cluster, spec.gpu_model), spec.team,
+                                    spec.gpu_request * spec.pods)
+        if over_quota:
+            raise SpecError("gpus", over_quota)
+
+    def validate_queue(self, spec: QueueSpec) -> None:
+        """Raise :class:`SpecError` for a quota on a GPU model no node has."""
+        models = sorted({str(m) for m in self.cluster.models if m})
+        unknown = sorted(k for k in spec.quota if k != ANY_MODEL and k not in models)
+        if unknown:
+            raise SpecError("quota", f"no node has GPU model {unknown[0]!r}; models: {', '.join(models)} "
+                                     f"('{ANY_MODEL}' covers every model not named)")
+
+    def submit(self, job_id: int, spec: JobSpec, now: float, seq: int | None = None, validate: bool = True) -> Job:
+        """Accept a job (``job_id`` and ``seq`` from the store; ``seq`` defaults to ``job_id``).
+
+        ``validate=False`` accepts jobs no node could ever host (they stay pending): a trace replay's rows.
+        """
+        if validate:
+            self.validate(spec)
+        if job_id in self.jobs:
+            raise ValueError(f"job {job_id} exists")
+        job = Job(job_id, spec, self.options.priority_classes[spec.priority_class], now,
+                  job_id if seq is None else seq, reason=PendingReason(Reason.QUEUED, "waiting for the next cycle"))
+        self.jobs[job_id] = job
+        self.observe(self.state.pod(spec, job_id, 0))
+        self.state.changes.emit(now, "submitted", job)
+        self.state.fresh.add(job_id)
+        self.state.dirty = True
+        return job
+
+    def cancel(self, job_id: int, now: float) -> Job:
+        """End ``job_id`` as cancelled (queued or running); its resources are freed at once, except that a
+        process this machine runs gets the grace period to stop (state ``stopping``)."""
+        job = self.job(job_id)
+        if self.runs_here(job):
+            if job.state == JobState.RUNNING:
+                self.runs.stop(job, now, Reason.CANCELLING, "cancelled; the process gets the grace period to stop")
+            return job
+        return self.life.end(job_id, now, JobState.CANCELLED)
+
+    def finish(self, job_id: int, now: float, failed: bool = False) -> Job:
+        """The job's runtime reports completion (or failure)."""
+        job = self.job(job_id)
+        if not job.state.holds_resources:
+            raise ValueError(f"job {job_id} is {job.state}, not running")
+        return self.life.end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
+
+    # ------------------------------------------------------------ assumed placements
+    def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
+               on_lost: Callable[[str], None] | None = None) -> bool:
+        """Take ``devices`` of ``node`` for ``pod`` under ``key`` until ``now + ttl_s``, never as a job
+        (:mod:`.assumed`); ``on_lost(key)`` if its node or a device goes first. False (nothing taken): they do not fit."""
+        return self.assumptions.assume(key, pod, node, devices, ttl_s, now, on_lost) is not None
+
+    def assumed(self, key: str) -> Assumption | None:
+        """The placement assumed under ``key``, if any."""
+        return self.assumptions.get(key)
+
+    def forget(self, key: str) -> bool:
+        """End the placement assumed under ``key``; exactly what it took is free again (False: there was none)."""
+        forgotten = self.assumptions.forget(key) is not None
+        self.state.dirty |= forgotten
+        return forgotten
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the assumptions whose TTL ran out by ``now`` (each reported to its ``on_lost``); their keys."""
+        expired = self.assumptions.expire(now)
+        self.state.dirty |= bool(expired)
+        return expired
+
+    def confirm(self, key: str, job: Job) -> bool:
+        """Stored job ``job`` (one pod, running) takes the place assumed under ``key``: the same node, devices and
+        request, else refused (False, the assumption kept). It enters the loop as a job restored from the store."""
+        held = self.assumptions.get(key)
+        pod = self.state.pod(job.spec, job.id, 0)
+        if held is None or job.id in self.jobs or job.spec.pods != 1 or not job.state.holds_resources \
+                or job.placement != [(held.node, held.devices)] or not np.array_equal(pod.request, held.pod.request) \
+                or (pod.num_gpu, pod.gpu_milli, pod.team) != (held.pod.num_gpu, held.pod.gpu_milli, held.pod.team):
+            return False
+        c = self.cluster
+        self.assumptions.forget(key)  # what it freed, the job takes: its devices only are checked again
+        c.place(pod, held.slot, held.devices, filtered_at=int(c.version[held.slot]))
+        self.quota.charge(job.spec.team, held.model, job.spec.gpu_request)
+        self.jobs[job.id] = job
+        self.life.arm(job)
+        return True
+
+    def reject(self, job: Job, now: float) -> Job:
+        """A stored job that never entered the loop (its confirmation refused) ends cancelled; the change is
+        handed out with the others (:meth:`drain_changes`)."""
+        job.state, job.finished_at, job.placement, job.reason = JobState.CANCELLED, now, [], None
+        self.state.changes.emit(now, JobState.CANCELLED.value, job)
+        return job
+
+    def drain_changes(self) -> tuple[list[Job], list[Event]]:
+        """Jobs changed and events since the last drain (finished jobs leave memory here)."""
+        jobs, events = self.state.changes.drain()
+        for job in jobs:
+            if job.state.finished:
+                self.jobs.pop(job.id, None)
+        return jobs, events
+
+    # ------------------------------------------------------------ views
+    def snapshot(self) -> dict[str, Any]:
+        """Per node: GPU model, cordon, per-device used milli and health, CPU/memory use, jobs; and totals."""
+        return status.snapshot(self)
+
+    def queue_status(self) -> list[dict[str, Any]]:
+        """Per queue: quota, cohort, GPUs used and borrowed, fair share, pending and running jobs."""
+        return status.queue_status(self)
+
+    # ------------------------------------------------------------ pods
+    def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
+        c = self.cluster
+        job.placement = [(str(c.names[node]), devices) for _, node, devices in placed]
+        job.quota_model = str(c.models[c.model_id[placed[0][1]]]) if job.spec.gpu_request else ""
+        for _, node, _ in placed:
+            self.quota.charge(job.spec.team, str(c.models[c.model_id[node]]), job.spec.gpu_request)
+        job.state, job.started_at, job.reason = JobState.RUNNING, now, None
+        job.solver = f"policy:{self.options.policy}"
+        self.room.done(job.id)
+        self.position.pop(job.id, None)
+        self.life.arm(job)
+        self.state.changes.emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
+
+    # ------------------------------------------------------------ time
+    def next_timer(self) -> float | None:
+        """Time of the earliest pending timer (a completion, a time limit or a grace-period end), None if none."""
+        return self.state.timers.next_at
+
+    def _fire(self, now: float) -> None:
+        """Fire every timer due at or before ``now`` (one that no longer applies to its job does nothing)."""
+        for timer in self.state.timers.due(now):
+            job = self.jobs.get(timer.job_id)
+            if job is not None:
+                self._on_timer[timer.kind](job, timer.at)
+
+    # ------------------------------------------------------------ the cycle
+    def cycle(self, now: float) -> None:
+        """Expire assumed placements, fire due timers, then schedule if anything changed; repeat while preemptions
+        free room now."""
+        self.expire(now)
+        for _ in range(8):
+            self._fire(now)
+            if not self.state.dirty:
+                break
+            self.state.dirty = False
+            self._pass(now)
+        self.views.sample(now)
+
+    def _order(self, only: set[int] | None = None) -> list[Job]:
+        """Pending jobs (those in ``only``, if given) in the order of the module docstring."""
+        pending = sorted((j for j in self.jobs.values() if j.state == JobState.PENDING
+                          and (only is None or j.id in only)), key=lambda j: j.seq)
+        if self.options.order == "fifo":
+            return pending
+        weight: dict[int, float] = {}
+        alpha, seen = self.options.decay_alpha, Counter[tuple[str, str]]()
+        for job in pending:
+            key = (job.spec.user, job.spec.app)
+            weight[job.id] = alpha ** seen[key] if alpha is not None else 1.0
+            seen[key] += 1
+        by_queue: dict[str, deque[Job]] = {}
+        for job in sorted(pending, key=lambda j: (-j.priority, -weight[j.id], j.seq)):
+            by_queue.setdefault(job.spec.team, deque()).append(job)
+        share = {q: self.quota.share(q) for q in by_queue}
+        heads = [(-q[0].priority, share[name], -weight[q[0].id], q[0].seq, name) for name, q in by_queue.items()]
+        heapq.heapify(heads)
+        order: list[Job] = []
+        gpus = Counter[str]()
+        while heads:
+            *_, name = heapq.heappop(heads)
+            job = by_queue[name].popleft()
+            order.append(job)
+            gpus[name] += job.gpu_total  # the share the queue would have if it got the job
+            if by_queue[name]:
+                nxt = by_queue[name][0]
+                spec = self.quota.queues[name]
+                nominal = sum(spec.quota.values()) * 1000 or self.quota.capacity_milli or 1
+                heapq.heappush(heads, (-nxt.priority, share[name] + gpus[name] / nominal / spec.weight,
+                                       -weight[nxt.id], nxt.seq, name))
+        return order
+
+    def _pass(self, now: float) -> None:
+        """Try the pending jobs in order: all of them if capacity or quota grew since the last pass,
+        else only the jobs that arrived since (the others failed then and the state only got fuller)."""
+        st = self.state
+        full = bool(len(self.cluster.take_grown())) or st.full
+        fresh, st.fresh, st.full = st.fresh, set(), False
+        order = self._order(None if full else fresh)
+        if not order:
+            self._number([], full)
+            return
+        order = self.room.nominated_first(order)
+        if full:  # what each queue's pending jobs want (a fresh pass adds the newcomers; placed ones count
+            self.quota.pending = dict(_pending_gpus(order))  # until the next full pass: lenders err on keeping)
+        else:
+            self.quota.pending = dict(Counter(self.quota.pending) + _pending_gpus(order))
+        if self.options.batch_solver:
+            order = self._batch(order, now)
+        first = {job.id: self._first_pod(job) for job in order}
+        fits = FitRows(self.cluster, self.state.classes, [p for p in first.values() if p is not None])
+        charged: set[str] = set()
+        blocked: list[Job] = []
+        for job in order:
+            pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
+            if pod is None:
+                self.state.set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
+                continue
+            if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
+                placed = self._place_gang(job, pod.gpu_model)
+                if placed:
+                    self._bind(job, now, placed, "started")
+                    fits.refresh(sorted({node for _, node, _ in placed}))
+                    charged.add(self._quota_group(job))
+                    continue
+            if not self.room.awaiting_victims(job):
+                self.state.set_reason(job, fits.reason(pod, job.spec.pods, lambda: capacity_reason(self.cluster, job, pod)))
+            blocked.append(job)
+        if self.options.preemption:
+            self.room.preempt(blocked, now)
+        if self.options.defrag_per_hour > 0:
+            for job in blocked:
+                if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
+                    self.room.defragment_for(job, now)
+        self._number([job.id for job in order], full)
+
+    def _number(self, tried: list[int], full: bool) -> None:
+        """Queue positions 1, 2, ... of the pending jobs: those this pass tried in its order, after the earlier
+        ones when it tried only newcomers."""
+        seen = set(tried)
+        earlier = [] if full else sorted((i for i in self.position if i not in seen), key=self.position.__getitem__)
+        pending = [i for i in earlier + tried if i in self.jobs and self.jobs[i].state == JobState.PENDING]
+        self.position.clear()
+        self.position.update((job_id, k) for k, job_id in enumerate(pending, 1))
+
+    def _batch(self, order: list[Job], now: float) -> list[Job]:
+        """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""
+        batch: list[tuple[Job, Pod]] = []
+        for job in order:
+            pod = self._first_pod(job) if job.spec.pods == 1 else None
+            if pod is not None:
+                batch.append((job, pod))
+            if len(batch) == self.options.batch_size:
+                break
+        if not batch:
+            return order
+        outcome = solve_batch(self.cluster, [p for _, p in batch], self.options.batch_solver or "milp")
+        c, done = self.cluster, set()
+        for (job, pod), node in zip(batch, outcome.nodes):
+            if node < 0 or not self.quota.admits(job.spec.team, str(c.models[c.model_id[node]]), job.gpu_total):
+                continue
+            devices = bind_on(c, self.scheduler.policy, pod, node)
+            if devices is not None:
+                self._bind(job, now, [(pod, node, devices)], "started")
+                job.solver, job.gap = f"{outcome.solver} ({outcome.status})", outcome.gap
+                done.add(job.id)
+        return [j for j in order if j.id not in done]
+
+    def _quota_group(self, job: Job) -> str:
+        """Jobs whose admission a placement of ``job`` can change: its cohort (or its queue alone)."""
+        return self.quota.queues[job.spec.team].cohort or "queue:" + job.spec.team
+
+    def _first_pod(self, job: Job) -> Pod | None:
+        """The job's first pod, restricted to the GPU models its quota admits now (None: none admits it)."""
+        models = self.state.admissible(job)
+        return None if models == [] else self.state.pod(job.spec, job.id, 0, models)
+
+    def _place_gang(self, job: Job, gpu_model: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
+        placed: list[tuple[Pod, int, tuple[int, ...]]] = []
+        for k in range(job.spec.pods):
+            pod = replace(self.state.pod(job.spec, job.id, k), gpu_model=gpu_model)
+            decision = self.scheduler.schedule(pod)
+            if not decision.placed:
+                for p, _, _ in placed:
+                    self.cluster.remove(p)
+                return []
+            placed.append((pod, decision.node, decision.devices))
+        return placed
+
+
+def _pending_gpus(jobs: list[Job]) -> Counter[str]:
+    """Milli-GPU wanted per queue by ``jobs``."""
+    wanted = Counter[str]()
+    for job in jobs:
+        wanted[job.spec.team] += job.gpu_total
+    return wanted

@@ -1,0 +1,1 @@
+"""Durable state: the SQLAlchemy store (SQLite or PostgreSQL, Alembic migrations) and the leader lease that fences it."""
