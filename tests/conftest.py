@@ -12,6 +12,7 @@ with the reason and the variable to set when the folder is absent. The PostgreSQ
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,10 @@ from pg import PostgresServer
 from quasched.model import NodeSpec, Workload
 from quasched.traces import load_openb_nodes, load_openb_pods
 from quasched.traces.catalog import OPENB_ALL_NODES, OPENB_DIR, OPENB_NODES
+
+#: the tests' folders mirror the package's rooms; each is importable by module name, as the root is, for the tests
+#: that share fixtures and data with a test of another room (every test module's name is unique)
+sys.path[1:1] = [str(d) for d in sorted(Path(__file__).parent.rglob("*")) if d.is_dir() and any(d.glob("test_*.py"))]
 
 TRACES = Path(os.environ.get("QUASCHED_DATA") or Path(__file__).parents[2] / "shared" / "traces")
 SHARED = TRACES.parent

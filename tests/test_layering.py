@@ -127,3 +127,13 @@ def test_imports_sees_lazy_relative_and_type_checking_imports(tmp_path):
 def test_every_module_is_in_a_listed_room():
     """A new room (or a module left at the service's top beside its rooms) must be placed in :data:`ALLOWED`."""
     assert {room(m) for m in MODULES} <= set(ALLOWED), sorted({room(m) for m in MODULES} - set(ALLOWED))
+
+
+def test_test_folders_mirror_the_package_and_names_are_unique():
+    """Each test folder is a room of the package (or the suite's root), and no two test modules share a name (the
+    folders are importable by module name: tests/conftest.py)."""
+    tests = ROOT.parent / "tests"
+    modules = sorted(tests.rglob("test_*.py"))
+    assert len({p.name for p in modules}) == len(modules)
+    folders = {p.parent.relative_to(tests) for p in modules} - {Path(".")}
+    assert all((ROOT / folder).is_dir() for folder in folders), sorted(f for f in folders if not (ROOT / f).is_dir())

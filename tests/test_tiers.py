@@ -29,5 +29,5 @@ def test_the_fast_tier_collects_without_the_extras(core_only):
     assert "ERROR" not in done.stdout and "Interrupted" not in done.stdout
     assert re.search(r"\d+/\d+ tests collected \(\d+ deselected\)", done.stdout), done.stdout[-2000:]
     skips = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert any("pip install 'quasched[quantum]'" in line for line in skips), skips  # tests/test_optimize_qubo.py
+    assert any("pip install 'quasched[quantum]'" in line for line in skips), skips  # tests/optimize/test_optimize_qubo.py
     assert all("pip install 'quasched[" in line for line in skips), skips

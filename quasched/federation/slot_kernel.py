@@ -2,7 +2,7 @@
 instead of one NumPy temporary per operation.
 
 Each kernel does the float operations of the NumPy expression it replaces, in the same order, so it returns the same
-values (``tests/test_federation_slot_kernel.py`` and ``tests/test_federation_plan_kernel.py`` hold them equal under
+values (``tests/federation/test_federation_slot_kernel.py`` and ``tests/federation/test_federation_plan_kernel.py`` hold them equal under
 hypothesis). Powers stay in NumPy: its ``np.power`` (SIMD) and the C library's ``pow`` differ in the last bit; so do
 SciPy's Poisson odds and the dot products NumPy hands to BLAS. ``cache=True`` keeps the compiled code in
 ``__pycache__``.

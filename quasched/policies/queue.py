@@ -15,7 +15,7 @@ therefore tests classes × grown nodes in one vectorised step, walks the class
 heads in FIFO order, runs a cycle only for a head whose class still fits a
 grown node, and after each placement refreshes the column of the node that
 took the pod. This yields exactly the placements (and random draws) of
-retrying every queued pod one by one (``tests/test_replay_properties.py``).
+retrying every queued pod one by one (``tests/sim/test_replay_properties.py``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ Queue and retry rule
     After the departures of a timestamp, the queue is retried once, front to
     back (with the queue's fit-class guard, which gives exactly the
     placements of retrying pod by pod; checked against such a naive replay in
-    ``tests/test_replay_properties.py``).
+    ``tests/sim/test_replay_properties.py``).
 
 Recorded after every event: one row of :class:`~quasched.sim.records.EventRecords`
 (fragmentation with typical pods from the whole workload by default; modelled power

@@ -31,7 +31,7 @@ Composition
 
 With ``order="fifo"``, no quotas, no preemption and a fixed set of typical
 pods, the loop places exactly as :func:`quasched.sim.replay.replay`
-(:mod:`.virtual`, ``tests/test_service_virtual.py``).
+(:mod:`.virtual`, ``tests/service/loop/test_service_virtual.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ ones until the end of the trace. At equal timestamps completions come
 before submissions and are followed by one cycle, as in
 :func:`quasched.sim.replay.replay` with ``departure="duration"``; with FIFO
 order, no quotas and no preemption, the placements are the replay's
-(``tests/test_service_virtual.py``).
+(``tests/service/loop/test_service_virtual.py``).
 """
 
 from __future__ import annotations

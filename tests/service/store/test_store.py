@@ -7,7 +7,6 @@ import threading
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from alembic import command
@@ -16,6 +15,8 @@ from alembic.migration import MigrationContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import inspect, text
+
+from repo import REPO
 
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
 from quasched.service.store.database import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
@@ -309,7 +310,7 @@ def test_any_job_round_trips(store: Store, spec_, priority, state, at, started, 
 
 def test_migrations_are_package_data():
     """Every migration file ships in the wheel (pyproject's package-data globs match it)."""
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["quasched.service.store"]
     files = [p.relative_to(MIGRATIONS.parent) for p in MIGRATIONS.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts]

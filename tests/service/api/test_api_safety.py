@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from api_support import Clock, bearer, job_body, make_app
+from repo import REPO
 
 API = "/api/v1"
 
@@ -51,7 +51,7 @@ def test_quota_on_an_unknown_model_is_422_and_an_unnamed_model_is_not_admissible
 
 
 def test_the_documented_quota_example_works_on_the_built_in_cluster(tmp_path):
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "service.md").read_text()
+    doc = (REPO / "docs" / "service.md").read_text()
     line = next(li for li in doc.splitlines() if li.startswith("quasched queue ") and "--quota" in li)
     quota = {m: float(n) for m, n in re.findall(r"--quota ['\"]?([^=\s'\"]+)=(\d+)", line)}
     assert quota, line

@@ -1,6 +1,6 @@
 """quasched's device plugin: which pod an Allocate is for, the environment it gets, and the gRPC service
 against a stand-in kubelet on a unix socket (registration, re-registration after a kubelet restart,
-ListAndWatch with health, Allocate and its refusal). The real kubelet runs it in tests/test_kube_kubelet.py."""
+ListAndWatch with health, Allocate and its refusal). The real kubelet runs it in tests/kube/test_kube_kubelet.py."""
 
 from __future__ import annotations
 

@@ -17,13 +17,15 @@ import pytest
 from typer.testing import CliRunner
 
 from api_support import live_server, make_app
+from repo import REPO
+
 from quasched.cli import app
 from quasched.cli.client import coarse_duration
 from quasched.model.nodes import NodeSpec
 from quasched.report.tables import _count
 from quasched.report.wording import counted, quota_text
 
-FORMAT_JS = Path(__file__).resolve().parents[1] / "quasched" / "service" / "api" / "dashboard" / "format.js"
+FORMAT_JS = REPO / "quasched" / "service" / "api" / "dashboard" / "format.js"
 
 
 def test_counted_agrees_and_drops_whole_decimals():

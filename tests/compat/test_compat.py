@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from repo import REPO
+
 from quasched.model.gorand import COOKED_FILE, load_cooked
 
-PACKAGE = Path(__file__).parents[1] / "quasched"
+PACKAGE = REPO / "quasched"
 
 
 def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):

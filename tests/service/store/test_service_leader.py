@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 from contextlib import ExitStack
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +22,8 @@ from serve_process import ServeProcess, wait_for
 from test_api_stream import next_item, read_events
 from sqlalchemy import Engine, event, select
 from typer.testing import CliRunner
+
+from repo import REPO
 
 from quasched.cli import app as cli
 from quasched.service.api.app import create_app
@@ -363,7 +364,7 @@ def test_kill_9_and_a_stall_of_the_leader_between_two_servers(postgres_url, tmp_
 def test_the_two_replica_manifest_routes_to_the_leader_only():
     import yaml
 
-    docs = {d["kind"]: d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/service-ha.yaml").read_text())}
+    docs = {d["kind"]: d for d in yaml.safe_load_all((REPO / "deploy/service-ha.yaml").read_text())}
     deployment, service = docs["Deployment"], docs["Service"]
     assert deployment["spec"]["replicas"] == 2
     [container] = deployment["spec"]["template"]["spec"]["containers"]

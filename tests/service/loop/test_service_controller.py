@@ -153,7 +153,7 @@ def test_priority_preemption_takes_lowest_priority_latest_started():
 def test_preemption_search_puts_back_a_gang_victim_on_a_node_cordoned_since_it_started():
     # the gang holds both nodes' GPUs (one pod each); n0 is cordoned after it started (its pod keeps running).
     # The search on n1 removes every pod of the victim, n0's too, and must put it back there although n0 is
-    # cordoned (found by tests/test_service_properties.py: the search raised PlacementError)
+    # cordoned (found by tests/service/loop/test_service_properties.py: the search raised PlacementError)
     ctl = make(cluster((2, A), (2, A)), grace_s=30)
     gang = submit(ctl, 1, job("a", 2, pods=2, priority_class="low"))
     assert gang.state == JobState.RUNNING and sorted(n for n, _ in gang.placement) == ["n0", "n1"]

@@ -32,12 +32,14 @@ api_module = pytest.importorskip("quasched.service.api.app")
 from live_server import LiveServer  # noqa: E402
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
+from repo import REPO
+
 from quasched.model import NodeSpec  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = Path(__file__).resolve().parents[1] / "results" / "browser"
+SHOTS = REPO / "results" / "browser"
 VIEWPORT = {"width": 1440, "height": 900}
 #: Chromium logs every 4xx reply; the field-error test provokes 422s on purpose
 EXPECTED_CONSOLE = re.compile(r"Failed to load resource: the server responded with a status of 4\d\d")

@@ -14,12 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from repo import REPO
+
 from quasched.cli import app
 from quasched.model.resources import UNLIMITED
 from quasched.traces import TraceError, load_cluster_file, load_inputs, load_workload_file
 from quasched.traces.units import parse_cpu, parse_gpu, parse_memory
 
-EXAMPLES = Path(__file__).parents[1] / "examples"
+EXAMPLES = REPO / "examples"
 CLUSTER = """\
 name: lab
 pools:

@@ -10,9 +10,11 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from repo import REPO
+
 from quasched.kube.extender import PREFIX
 
-DEPLOY = Path(__file__).parents[1] / "deploy"
+DEPLOY = REPO / "deploy"
 CONFIGS = [("scheduler-config-v1.yaml", "v1"), ("scheduler-config-v1beta1.yaml", "v1beta1")]
 
 

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from api_support import bearer, make_app
+from repo import TESTS
 from test_kube_extender import API_PODS, FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
 
 from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec, mebibytes, milli, node_record,
@@ -24,7 +25,7 @@ from quasched.kube.sync import Sync, bound_pod, node_changes, pod_changes
 from quasched.service.loop.controller import nodes_of
 from quasched.service.domain import Job, JobState, NodeRecord
 
-FIXTURES = Path(__file__).parent / "fixtures" / "kube"
+FIXTURES = TESTS / "fixtures" / "kube"
 
 
 def fixture(name: str) -> dict[str, Any]:

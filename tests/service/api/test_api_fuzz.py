@@ -42,7 +42,7 @@ def _cleanup():
           suppress_health_check=list(HealthCheck))
 def test_no_server_errors(case):
     if case.path.endswith("/stream"):
-        pytest.skip("an endless response; covered by tests/test_api_stream.py")
+        pytest.skip("an endless response; covered by tests/service/api/test_api_stream.py")
     if case.method == "POST" and case.path == "/api/v1/jobs" and isinstance(case.body, dict) \
             and isinstance(case.body.get("team"), str):
         case.body["team"] = "default"  # the one queue that exists: reach the controller, not only validation

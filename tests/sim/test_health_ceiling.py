@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from builders import nodes
+from repo import REPO
+
 from quasched import cli
 from quasched.policies.registry import make_policy
 from quasched.sim.failures import DeviceFailure, FailureConfig
@@ -19,7 +20,7 @@ from quasched.sim.replay import replay
 from quasched.sim.replay_result import ReplayConfig
 from test_replay import TYPICAL, workload
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 import health as bench  # noqa: E402 (benchmarks/ is not a package)
 
 DAY = 86400.0

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import pytest
 from fastapi.testclient import TestClient
 from api_support import Clock, bearer, make_app
+from repo import TESTS
 
 from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION, DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
@@ -27,7 +28,7 @@ from quasched.kube.verdicts import (BINDING, INVALID, MODEL_MISMATCH, NO_GPU, OV
                                     UNKNOWN_QUEUE, verdicts)
 from quasched.service.loop.state import job_pod
 
-FIXTURES = Path(__file__).parent / "fixtures" / "kube"
+FIXTURES = TESTS / "fixtures" / "kube"
 ALL = ["a0", "a1", "t0", "c0"]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
+
+from repo import REPO
 
 from quasched.cli import app
 from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
@@ -202,7 +203,7 @@ def test_scenario_validation_names_the_field():
         one_gpu_member("a", zone("A", 1), pue=0.9)
     with pytest.raises(ValueError, match="unknown dispatcher"):
         make_dispatcher("nope")
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "federation.md").read_text()  # --help refers there
+    docs = (REPO / "docs" / "federation.md").read_text()  # --help refers there
     assert [name for name in REGISTRY if f"`{name}`" not in docs] == []
     assert DEFAULT_DISPATCHERS == REGISTRY.names() and DEFAULT_DISPATCHERS[-1] == RECOMMENDED  # ours last
 
