@@ -160,8 +160,7 @@ class Sync:
                     self._remove_node(ctl, name, now)
                 for record in changes.add:
                     ctl.add_node(record, now)
-                    service.store.put_node(record)
-                    service.records[record.name] = record
+                    service.keep_node(record)
                 for record in changes.update:
                     self._update(ctl, record, now)
 
@@ -186,8 +185,7 @@ class Sync:
             ctl.cordon(record.name, now)
         elif old.cordoned and not record.cordoned:
             ctl.uncordon(record.name, now)
-        service.store.put_node(record)
-        service.records[record.name] = record
+        service.keep_node(record)
 
     def _end_pods_on(self, node: str) -> None:
         for uid, job in self.bridge.pod_jobs().items():
@@ -249,8 +247,7 @@ class Sync:
         service = self.bridge.service
         self._end_pods_on(name)
         ctl.remove_node(name, now)
-        service.store.delete_node(name)
-        del service.records[name]
+        service.drop_node(name)
 
     # ------------------------------------------------------------ run
     def resync(self) -> None:

@@ -108,6 +108,10 @@ def add_job_routes(app: FastAPI, service: Service) -> None:
                 service.ctl.validate_queue(spec)
             except SpecError as err:
                 raise field_error(err.field, err.message) from None
-            service.store.put_queue(spec)
-            service.mutate(lambda ctl, now: ctl.put_queue(spec))
+
+            def change(ctl: Controller, now: float) -> None:
+                ctl.put_queue(spec)
+                service.keep_queue(spec)
+
+            service.mutate(change)
             return next(QueueOut(**q) for q in service.ctl.queue_status() if q["name"] == name)

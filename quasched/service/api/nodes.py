@@ -100,8 +100,7 @@ def add_node_routes(app: FastAPI, service: Service) -> None:
                 elif body.drain:
                     ctl.drain(name, now)
                 if body.cordoned is not None:
-                    service.records[name] = updated = replace(record, cordoned=body.cordoned)
-                    service.store.put_node(updated)
+                    service.keep_node(replace(record, cordoned=body.cordoned))
 
             service.mutate(change)
             return service.nodes_out({name})[0]
@@ -125,8 +124,7 @@ def add_node_routes(app: FastAPI, service: Service) -> None:
 
             def remove(ctl: Controller, now: float) -> None:
                 ctl.remove_node(name, now)
-                service.store.delete_node(name)
-                del service.records[name]
+                service.drop_node(name)
 
             service.mutate(remove)
         return Response(status_code=204)

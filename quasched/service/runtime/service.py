@@ -1,7 +1,9 @@
 """The running service behind the HTTP API: one :class:`Service` holds the
 :class:`~quasched.service.store.database.Store`, the :class:`~quasched.service.loop.controller.Controller` and one lock. Every mutation runs,
-under the lock: change → scheduling cycle → ``store.save(*ctl.drain_changes())``; the events are
-then published to the live stream. Submissions queued while a group runs are stored in
+under the lock: change → scheduling cycle → one transaction (:meth:`Service._persist`, the one path to the store:
+the jobs and events the loop changed with the node records and queues the change wrote, :meth:`Service.keep_node`;
+fenced, the server steps down; refused, memory is rebuilt from the store); the events are then published to the
+live stream. Submissions queued while a group runs are stored in
 one transaction and scheduled in one cycle (:attr:`Service.submit`, :mod:`.combiner`); each is
 answered after that commit. A background thread fires the controller's timers (completions by
 duration, grace-period ends) at :meth:`Controller.next_timer` or every half second, and every
@@ -115,6 +117,9 @@ class Service:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._teams: dict[int, str] = {}
+        #: the node records and queues the change under way wrote (:meth:`keep_node`), stored with its jobs and events
+        self._nodes: dict[str, NodeRecord | None] = {}
+        self._queues: list[QueueSpec] = []
         #: submissions, in groups: one insert transaction and one cycle for every submission waiting
         self.submit: Combiner[JobSpec, tuple[JobOut, bool]] = Combiner(self.lock, self._submit_group)
         with self.lock:
@@ -169,13 +174,10 @@ class Service:
     def _restore(self, cluster: NodeSpec | None) -> tuple[dict[str, NodeRecord], Controller]:
         """Controller rebuilt from the store; on a fresh store register ``cluster`` and a default queue."""
         records, queues, jobs = self.store.load()
-        if not records:
-            records = records_of(cluster if cluster is not None else default_cluster())
-            for record in records:
-                self.store.put_node(record)
-        if not queues:
-            queues = [QueueSpec(DEFAULT_QUEUE)]
-            self.store.put_queue(queues[0])
+        if not records or not queues:  # a fresh store: the cluster and the default queue, in one transaction
+            records = records or records_of(cluster if cluster is not None else default_cluster())
+            queues = queues or [QueueSpec(DEFAULT_QUEUE)]
+            self.store.save((), (), {r.name: r for r in records}, queues)
         self.options = self._resolved(records)
         ctl = Controller.rebuilt(records, queues, jobs, self.options)
         warm_up(records, self.options)
@@ -349,11 +351,28 @@ class Service:
         return TICK_S if nxt is None else min(TICK_S, max(0.001, nxt - now))
 
     # ------------------------------------------------------------ mutations
+    def keep_node(self, record: NodeRecord) -> None:
+        """(In a change, under the lock.) ``record`` describes its node from now on: here, and in the store with the
+        change's jobs and events, in one transaction (refused: memory is rebuilt from the store)."""
+        self.records[record.name] = self._nodes[record.name] = record
+
+    def drop_node(self, name: str) -> None:
+        """(In a change, under the lock.) Forget node ``name``, here and in the store with the change."""
+        del self.records[name]
+        self._nodes[name] = None
+
+    def keep_queue(self, queue: QueueSpec) -> None:
+        """(In a change, under the lock.) Store ``queue`` with the change."""
+        self._queues.append(queue)
+
     def _persist(self, ctl: Controller) -> list[Event]:
+        """The one path from a change to the store: what the loop changed, with the node records and queues the
+        change wrote, in one transaction; fenced, this server steps down; refused, memory is rebuilt."""
         jobs, events = ctl.drain_changes()
-        if jobs or events:
+        nodes, queues, self._nodes, self._queues = self._nodes, self._queues, {}, []
+        if jobs or events or nodes or queues:
             try:
-                self.store.save(jobs, events)
+                self.store.save(jobs, events, nodes, queues)
             except Fenced as err:
                 self.step_down(str(err))
                 raise self.refusal() from err
@@ -366,6 +385,7 @@ class Service:
         """The database refused a change memory already has: forget it, rebuild the loop from what is stored; the
         503 to answer."""
         records, queues, unfinished = self.store.load()
+        self.records = {r.name: r for r in records}
         self._ctl = Controller.rebuilt(records, queues, unfinished, self.options)
         return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                              f"the database refused the change, nothing was applied: {err}")
@@ -502,8 +522,7 @@ class Service:
             record = self.records[name]
             ctl.set_device_health(name, device, healthy, now)
             unhealthy = set(record.unhealthy) - {device} | (set() if healthy else {device})
-            self.records[name] = updated = replace(record, unhealthy=tuple(sorted(unhealthy)))
-            self.store.put_node(updated)
+            self.keep_node(replace(record, unhealthy=tuple(sorted(unhealthy))))
 
         self.mutate(change)
 

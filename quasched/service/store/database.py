@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, cast
 from urllib.parse import unquote
@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (JSON, Boolean, ColumnElement, Connection, Double, Engine, Integer, MetaData, String, Table,
-                        bindparam, create_engine, event, extract, func, insert, make_url, select, update)
+                        bindparam, create_engine, delete, event, extract, func, insert, make_url, select, update)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -170,6 +170,9 @@ class QueueRow(Base):
     cohort: Mapped[str] = mapped_column(String(128))
     borrowing_limit: Mapped[float | None] = mapped_column(Double)
     weight: Mapped[float] = mapped_column(Double)
+
+
+QUEUES = cast(Table, QueueRow.__table__)
 
 
 class TokenRow(Base):
@@ -486,13 +489,24 @@ class Store:
             conn.execute(update(JOBS).where(JOBS.c.id.in_(ids)).values(seq=JOBS.c.id))
         return out
 
-    def save(self, jobs: Iterable[Job], events: Iterable[Event]) -> None:
-        """Update ``jobs`` (made by :meth:`insert_job`) and append ``events``, in one transaction.
+    def save(self, jobs: Iterable[Job], events: Iterable[Event], nodes: Mapping[str, NodeRecord | None] | None = None,
+             queues: Iterable[QueueSpec] = ()) -> None:
+        """Update ``jobs`` (made by :meth:`insert_job`), append ``events``, register or update ``nodes`` by name
+        (``None``: forget it) and create or replace ``queues``, in one transaction.
 
         Each event gets its stored ``id``.
         """
         with self.engine.begin() as conn:  # Core statements: the hot path of every API mutation
             self.fence(conn)
+            for name, node in (nodes or {}).items():
+                if node is None:
+                    conn.execute(delete(NODES).where(NODES.c.name == name))
+                elif not conn.execute(update(NODES).where(NODES.c.name == name).values(node_values(node))).rowcount:
+                    conn.execute(insert(NODES).values(node_values(node)))  # a new one: last in registration order
+            for queue in queues:
+                if not conn.execute(update(QUEUES).where(QUEUES.c.name == queue.name)
+                                    .values(queue_values(queue))).rowcount:
+                    conn.execute(insert(QUEUES).values(queue_values(queue)))
             self._save(conn, jobs, events)
 
     def _save(self, conn: Connection, jobs: Iterable[Job], events: Iterable[Event]) -> None:
@@ -574,28 +588,15 @@ class Store:
 
     def put_node(self, node: NodeRecord) -> None:
         """Register ``node``, or update it in place (keeping its registration order)."""
-        with self._session.begin() as session:
-            self.fence(session.connection())
-            row = session.scalar(select(NodeRow).where(NodeRow.name == node.name))
-            if row is None:
-                session.add(NodeRow(**node_values(node)))
-            else:
-                for column, value in node_values(node).items():
-                    setattr(row, column, value)
+        self.save((), (), {node.name: node})
 
     def delete_node(self, name: str) -> None:
         """Forget node ``name`` (no-op if it is not stored)."""
-        with self._session.begin() as session:
-            self.fence(session.connection())
-            row = session.scalar(select(NodeRow).where(NodeRow.name == name))
-            if row is not None:
-                session.delete(row)
+        self.save((), (), {name: None})
 
     def put_queue(self, queue: QueueSpec) -> None:
         """Create or replace a queue's row."""
-        with self._session.begin() as session:
-            self.fence(session.connection())
-            session.merge(QueueRow(**queue_values(queue)))
+        self.save((), (), queues=[queue])
 
     # tokens
 
