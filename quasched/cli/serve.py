@@ -13,10 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 import typer
 
 from quasched.cli.client import TOKEN_FILE
-from quasched.cli.common import (
-    Rng, console, fail, finite_number, load_inputs,
-    native_seed,
-)
+from quasched.cli.common import Rng, console, fail, finite_number, load_inputs, native_seed
 from quasched.report.wording import counted
 from quasched.service.domain import DEFAULT_POLICY
 
@@ -74,8 +71,8 @@ def this_machine(name: str) -> NodeSpec | None:
     """This machine as a one-node cluster when NVML sees its GPUs (named ``name`` or the host name), else None."""
     import socket
 
-    from quasched.service.loop.controller import nodes_of
     from quasched.service.executor.localnode import nvml_record
+    from quasched.service.loop.controller import nodes_of
 
     record = nvml_record(name or socket.gethostname().split(".")[0])
     return None if record is None else nodes_of([record])
@@ -210,8 +207,8 @@ def serve(
 
     listener = listen(host, port)  # a port in use fails here, before anything is printed or stored
     from quasched.service.api.app import create_app, sqlite_file
-    from quasched.service.store.database import shown_url, without_password
     from quasched.service.loop.state import LoopOptions
+    from quasched.service.store.database import shown_url, without_password
 
     kube = verbs_tls = verbs_listener = None
     extensions = []
@@ -290,9 +287,9 @@ def serve(
     from quasched.service.api.startup import Starting
 
     if verbs_tls is not None and verbs_listener is not None:
-        from quasched.kube.tls import run
-
         from rich.markup import escape
+
+        from quasched.kube.tls import run
 
         def stop_both() -> None:  # the verbs' server beside: a signal stops both
             console.print(f"[bold red]error:[/] cannot start the service on {shown_url(url)}: "

@@ -44,12 +44,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from quasched.service.domain import Job
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
 from quasched.kube.convention import PodError, bind_annotations, devices_of, pod_key
 from quasched.kube.reservations import Hold, PodJobs
 from quasched.kube.verdicts import BINDING, verdicts
+from quasched.service.domain import Job
 
 if TYPE_CHECKING:
     from quasched.service.runtime.service import Service

@@ -16,17 +16,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-
 from fastapi import HTTPException
 
-from quasched.model.workload import Pod
-from quasched.policies.framework import Decision
-from quasched.service.loop.assumed import Assumption
-from quasched.service.loop.controller import Controller
-from quasched.service.domain import Event, Job, JobSpec, JobState
-from quasched.service.loop.state import job_pod
 from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
 from quasched.kube.verdicts import UNKNOWN_NODE, verdicts
+from quasched.model.workload import Pod
+from quasched.policies.framework import Decision
+from quasched.service.domain import Event, Job, JobSpec, JobState
+from quasched.service.loop.assumed import Assumption
+from quasched.service.loop.controller import Controller
+from quasched.service.loop.state import job_pod
 
 if TYPE_CHECKING:
     from quasched.service.runtime.service import Service

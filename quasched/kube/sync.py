@@ -21,11 +21,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from quasched.service.loop.controller import Controller
-from quasched.service.domain import Job, JobState, NodeRecord
-from quasched.kube.extender import Bridge, KubeClient, log
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
-
+from quasched.kube.extender import Bridge, KubeClient, log
+from quasched.service.domain import Job, JobState, NodeRecord
+from quasched.service.loop.controller import Controller
 
 #: seconds between re-lists when watches end at once
 MIN_WATCH_S = 1.0

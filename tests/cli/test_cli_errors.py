@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from quasched.cli import app
-from quasched.cli.common import parse_seeds
 from quasched.cli.batch import parse_machines
+from quasched.cli.common import parse_seeds
 from quasched.traces.datadir import cache_dir, search_dirs
 from quasched.traces.errors import TraceError
 

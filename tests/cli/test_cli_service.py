@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from api_support import live_server, make_app
 from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.service.api.startup import Lifespan, Starting
-from api_support import live_server, make_app
 
 pytestmark = pytest.mark.slow  # a real quasched serve process
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
 from api_support import live_server, make_app
 from repo import REPO
+from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.cli.client import coarse_duration

@@ -10,7 +10,6 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-
 from repo import REPO
 
 from quasched.model.gorand import COOKED_FILE, load_cooked

@@ -7,16 +7,14 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from typer.testing import CliRunner
-
+from builders import nodes
+from hypothesis import given, settings, strategies as st
 from repo import REPO
+from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.federation.carbon_aware import CarbonAware, candidate_starts, occupancy
 from quasched.federation.engine import make_view, run_federation
-from quasched.optimize.provenance import highs_version
 from quasched.federation.evaluate import evaluate
 from quasched.federation.forecast import HISTORY_H, Forecast
 from quasched.federation.metrics import job_carbon_kg, late_gpu_hours, missed, summarize
@@ -24,9 +22,9 @@ from quasched.federation.oracle import DERATE, OraclePlan, at_most, replay_plans
 from quasched.federation.registry import DEFAULT_DISPATCHERS, RECOMMENDED, REGISTRY, make_dispatcher
 from quasched.federation.scenario import Member, Scenario, assign_slack, jobs_of, repeat_workload, split_nodes
 from quasched.model.workload import Workload
+from quasched.optimize.provenance import highs_version
 from quasched.traces.carbon import ATTRIBUTION, CarbonIntensity
 from quasched.traces.carbon_synthetic import IntensityShape, shape_of, synthetic_intensity
-from builders import nodes
 
 T0 = np.datetime64("2023-01-01T00", "h")
 H = 3600.0

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builders import nodes, pod
 from hypothesis import given, settings
+from test_federation import small_scenarios
 
 from quasched.federation.carbon_aware import CarbonAware, add_run
 from quasched.federation.carbon_defer import CarbonDefer
@@ -13,8 +15,6 @@ from quasched.federation.dispatch import SLOT_S, Decision, View
 from quasched.federation.engine import run_federation
 from quasched.federation.forecast import HISTORY_H
 from quasched.model import Cluster
-from builders import nodes, pod
-from test_federation import small_scenarios
 
 H = 3600.0
 JOB = 0

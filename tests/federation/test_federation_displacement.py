@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from test_federation import H, small_scenarios
 
-from quasched.federation.dispatch import View
 from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.carbon_defer import CarbonDefer
+from quasched.federation.dispatch import View
 from quasched.federation.displacement import LEAD_SLOTS
 from quasched.federation.engine import make_view
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
-from test_federation import H, small_scenarios
 
 
 def hand_view(kw_new: float) -> View:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
 from quasched.federation.protection import charge
-from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, crowded, displaced_each,
-                                             least_after, leads, loads_at, over_limit, plan, protection_charge,
+from quasched.federation.slot_kernel import (add_run, boundaries, busy_slots, cheapest, crowded, displaced_each, leads,
+                                             least_after, loads_at, over_limit, plan, protection_charge,
                                              protection_terms, with_displaced)
 from quasched.metrics.power import SECONDS_PER_HOUR as HOUR
 from quasched.model.odds import at_least

@@ -4,15 +4,14 @@ every run, bit for bit, whatever the runs asked before (longer runs, another hou
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from test_federation import H, small_scenarios
 
 from quasched.federation.carbon_aware import CarbonAware
 from quasched.federation.dispatch import SLOTS_PER_HOUR, View
 from quasched.federation.engine import make_view
 from quasched.federation.forecast import HISTORY_H
 from quasched.federation.scenario import Scenario
-from test_federation import H, small_scenarios
 
 
 def fresh(d: CarbonAware, now: float, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

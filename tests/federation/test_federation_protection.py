@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builders import nodes, pod
 from scipy.stats import poisson
+from test_federation import H
 
 from quasched.federation.carbon_defer import CarbonDefer
 from quasched.federation.dispatch import View
@@ -13,8 +15,6 @@ from quasched.federation.forecast import HISTORY_H
 from quasched.federation.registry import make_dispatcher
 from quasched.model import Cluster
 from quasched.model.odds import at_least
-from builders import nodes, pod
-from test_federation import H
 
 
 def protect(tau_h: float, cpu_jobs: int = 0, on: bool = True) -> CarbonDefer:

@@ -4,8 +4,7 @@ dispatcher's decisions unchanged); and a hand case for each."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from quasched.federation.carbon_aware import SLOT_S, occupancy
 from quasched.federation.slot_kernel import displaced_each, least_after, load_share, loads_at, over_limit

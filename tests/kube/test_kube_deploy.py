@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-
 from repo import REPO
 
 from quasched.kube.extender import PREFIX

@@ -16,8 +16,8 @@ grpc = needs("grpc", "kube")
 needs("google.protobuf", "kube")
 
 from quasched.kube.convention import bind_annotations  # noqa: E402
-from quasched.kube.deviceplugin import api_pb2 as api  # noqa: E402
 from quasched.kube.deviceplugin import api_pb2_grpc  # noqa: E402
+from quasched.kube.deviceplugin import api_pb2 as api  # noqa: E402
 from quasched.kube.deviceplugin.allocate import AllocateError, container_env, resolve  # noqa: E402
 from quasched.kube.deviceplugin.gpus import fake_gpus  # noqa: E402
 from quasched.kube.deviceplugin.plugin import KUBELET_SOCKET, SOCKET, SharesPlugin, serve  # noqa: E402

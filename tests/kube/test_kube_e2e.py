@@ -19,10 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 import httpx
-
+import pytest
 from kube_cluster import (DEVICES, EXTENDER_PREFIX, GPU, SHARES, KubeCluster, Pairs, Quasched, StubExtender, missing,
                           openb_nodes, pod_manifest, replicas_missing, tail, wait_for)
 

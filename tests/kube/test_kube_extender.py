@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
-from fastapi.testclient import TestClient
 from api_support import Clock, bearer, make_app
+from fastapi.testclient import TestClient
 from repo import TESTS
 
 from quasched.kube.convention import ASSIGNED_ANNOTATION, ASSUME_TIME_ANNOTATION, DEVICES_ANNOTATION
@@ -201,10 +201,10 @@ def test_filter_sees_the_pod_the_loop_would_place(env, monkeypatch):
     its uid and name."""
     from dataclasses import replace
 
+    from builders import nodes
+
     import quasched.kube.verdicts as verdicts_module
     from quasched.kube.convention import job_spec
-
-    from builders import nodes
     from quasched.service.loop.state import NO_COMMAND_NODE, LoopState
 
     _, _, _, app = env

@@ -15,10 +15,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 import kube_cluster
 import kube_node
+import pytest
 from kube_cluster import DEVICES, GPU, KubeCluster, Quasched, pod_manifest, wait_for
 
 MODE = os.environ.get("QUASCHED_K8S_E2E", "auto")

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
+from api_support import bearer, make_app
 from extra import requires
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from api_support import bearer, make_app
+from hypothesis import HealthCheck, given, settings, strategies as st
 from repo import TESTS
 from test_kube_extender import API_PODS, FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401
 
@@ -22,8 +21,8 @@ from quasched.kube.convention import (PodError, devices_of, is_managed, job_spec
                                       pod_gpu, quantity, token_uid)
 from quasched.kube.extender import KubeOptions
 from quasched.kube.sync import Sync, bound_pod, node_changes, pod_changes
-from quasched.service.loop.controller import nodes_of
 from quasched.service.domain import Job, JobState, NodeRecord
+from quasched.service.loop.controller import nodes_of
 
 FIXTURES = TESTS / "fixtures" / "kube"
 

@@ -13,11 +13,10 @@ from extra import needs
 needs("gymnasium", "learn")
 needs("cma", "learn")
 
-from gymnasium.utils.env_checker import check_env
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import assert_consistent, nodes
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings, strategies as st
+
 from quasched.learn.env import ArrivalEnv, candidate_block, linear_action
 from quasched.learn.es import START, train, weights_of
 from quasched.metrics.typical import TypicalPods

@@ -8,10 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import pod
+from hypothesis import given, settings, strategies as st
+
 from quasched.metrics import frag_aot, frag_kernel
 from quasched.metrics.frag_categories import Q2, Q3
 from quasched.metrics.fragmentation import FragmentationModel, frag_amount, jit_forced, kernels

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-
 from builders import nodes, pod
+from test_policy_headroom import scores
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.policies import Policy, make_policy
 from quasched.policies.home_headroom import HomeHeadroomScore
-from test_policy_headroom import scores
 
 ONE, HALF, EIGHT = (12000, 1000, 1, ""), (2000, 500, 1, ""), (120000, 1000, 8, "")
 

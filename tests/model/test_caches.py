@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import change_node, nodes, pod
+from hypothesis import given, settings, strategies as st
+
 from quasched.metrics.fragmentation import NodeStates, StateTable
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster

@@ -14,11 +14,10 @@ import copy
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from builders import assert_consistent, nodes, pod
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from builders import assert_consistent, nodes, pod
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, PlacementError, Workload
 from quasched.model.fit import APP_DENSITY, GPU_MODEL, UNSCHEDULABLE, fit_mask

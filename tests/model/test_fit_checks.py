@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 import pytest
-
 from builders import assert_consistent, nodes, pod
+
 from quasched.model import Cluster, PlacementError, Pod
 from quasched.model.fit import APP_DENSITY, GPU_DEVICES, GPU_MODEL, UNSCHEDULABLE, fit_mask, fit_reasons
 from quasched.policies.devices import best_fit

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import assert_consistent, nodes
+from hypothesis import given, settings, strategies as st
+
 from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model import Cluster, NodeSpec, PlacementError, Workload
 from quasched.model.random import NumpyStream

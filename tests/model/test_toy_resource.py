@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from builders import assert_consistent
+
 from quasched.metrics.allocation import allocation_summary
 from quasched.model import Cluster, PlacementError
 from quasched.model.fit import fit_mask, fit_reasons

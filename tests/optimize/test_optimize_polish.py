@@ -1,8 +1,7 @@
 """The classical polish of pricing samples: hand-computed moves and invariants."""
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from quasched.optimize.colgen import Shapes
 from quasched.optimize.polish import moves, polish, repair

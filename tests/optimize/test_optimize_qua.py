@@ -2,13 +2,7 @@
 
 import pytest
 
-from quasched.optimize.instances import (
-    QUA_MACHINES,
-    QUA_PUBLISHED_APPS,
-    QUA_PUBLISHED_JOBS,
-    qua_jobs,
-    qua_problem,
-)
+from quasched.optimize.instances import QUA_MACHINES, QUA_PUBLISHED_APPS, QUA_PUBLISHED_JOBS, qua_jobs, qua_problem
 from quasched.optimize.solvers import solve
 from quasched.traces.dlrm import load_dlrm
 

@@ -9,19 +9,11 @@ from extra import needs
 for _module in ("dimod", "dwave.samplers", "qiskit", "qiskit_aer"):
     needs(_module, "quantum")
 
-from quasched.optimize import HeavyRule, verify
-from quasched.optimize import highs
+from quasched.optimize import HeavyRule, highs, verify
 from quasched.optimize.anneal import _direct, annealer
 from quasched.optimize.problem import small_problem
 from quasched.optimize.qaoa import energies, qaoa
-from quasched.optimize.qubo import (
-    _slack_coefficients,
-    build_qubo,
-    decode_placement,
-    dense,
-    pattern_qubo,
-    slack_unit,
-)
+from quasched.optimize.qubo import _slack_coefficients, build_qubo, decode_placement, dense, pattern_qubo, slack_unit
 from quasched.optimize.solvers import solve
 
 CAP = [[4000, 2000, 8192]]

@@ -1,8 +1,7 @@
 """Property tests: the verifier rejects every assignment mutated into infeasibility."""
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from quasched.optimize import HeavyRule, verify
 from quasched.optimize.greedy import greedy_priority

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from builders import cluster_with_free, nodes, pod
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
-from quasched.policies import REGISTRY, CycleState, Policy, Scheduler, make_policy, parse_spec, parse_specs, policy_names
-from quasched.policies import devices
+from quasched.policies import (REGISTRY, CycleState, Policy, Scheduler, devices, make_policy, parse_spec, parse_specs,
+                               policy_names)
 from quasched.policies.best_fit import BestFit
 from quasched.policies.dot_product import DotProduct
 from quasched.policies.filter import feasible_nodes

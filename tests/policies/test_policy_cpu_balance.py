@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import nodes, pod
+from hypothesis import given, settings, strategies as st
+from test_policy_headroom import scores
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, Pod
 from quasched.policies import Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
 from quasched.policies.device_balance import DeviceBalanceScore
-from test_policy_headroom import scores
 
 #: 3 × (8 cores, 1 GPU), 1 × (48 cores, 4 GPUs), CPU-only ignored: ρ = (3·8000 + 48000) / (3·1000 + 4000) = 72/7
 MIX = TypicalPods(shapes=((8000, 1000, 1, ""), (48000, 1000, 4, ""), (64000, 0, 0, "")), counts=(3, 1, 9),

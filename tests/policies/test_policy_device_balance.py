@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-
 from builders import nodes, pod
+from hypothesis import given, settings
+from test_policy_cpu_balance import LOADED, MIX, loaded
+from test_policy_headroom import scores
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, Policy
 from quasched.policies.cpu_balance import CpuBalanceScore
 from quasched.policies.device_balance import DeviceBalanceScore
-from test_policy_cpu_balance import LOADED, MIX, loaded
-from test_policy_headroom import scores
 
 #: 3 × 810 m at 3152 CPU, 1 × 160 m at 4000 CPU: ρ(f ≥ 810) = (3·3152 + 4000) / (3·810 + 160), ρ(160..809) = 25
 SHARE = TypicalPods(shapes=((3152, 810, 1, ""), (4000, 160, 1, ""), (2000, 0, 0, "")), counts=(3, 1, 5),

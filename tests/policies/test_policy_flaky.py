@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from builders import nodes, pod
+from hypothesis import given, settings, strategies as st
+from test_replay import TYPICAL, workload
+
 from quasched.model import Cluster
 from quasched.model.health import ErrorPrior
 from quasched.policies.base import CycleState
@@ -15,7 +16,6 @@ from quasched.policies.registry import make_policy
 from quasched.sim.failures import DeviceFailure, FailureConfig, device_rates, failure_stream
 from quasched.sim.replay import replay
 from quasched.sim.replay_result import ReplayConfig
-from test_replay import TYPICAL, workload
 
 HOUR = 3600.0
 PRIOR = ErrorPrior(share=0.05, factor=20.0, rate=1e-5 / HOUR)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-
 from builders import nodes, pod
+from test_policy_headroom import scores
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import Policy
 from quasched.policies.headroom import HeadroomScore
 from quasched.policies.home_headroom import HomeHeadroomScore
-from test_policy_headroom import scores
 
 #: 4 × (12 cores, 1 GPU), 1 × (120 cores, 8 GPUs): N = 5
 MIX = TypicalPods(shapes=((12000, 1000, 1, ""), (120000, 1000, 8, "")), counts=(4, 1), freq=np.array([0.8, 0.2]))

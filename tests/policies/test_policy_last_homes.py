@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
-from hypothesis import strategies as st
-from scipy.stats import poisson
-
 from builders import nodes, pod
-from quasched.metrics.typical import TypicalPods
-from quasched.model import Cluster
-from quasched.policies import CycleState, Policy, Scheduler
-from quasched.model.odds import at_least
-from quasched.policies.last_homes import LastHomesScore
-from quasched.model.random import NumpyStream
+from hypothesis import event, given, settings, strategies as st
+from scipy.stats import poisson
 from test_cluster_dynamic import NODE_ROWS, OPS, PROBES, make_pod, presized, workload_of
 from test_policy_headroom import scores
 from test_policy_home_headroom import MIX, TWO
+
+from quasched.metrics.typical import TypicalPods
+from quasched.model import Cluster
+from quasched.model.odds import at_least
+from quasched.model.random import NumpyStream
+from quasched.policies import CycleState, Policy, Scheduler
+from quasched.policies.last_homes import LastHomesScore
 
 
 def tail(r: int, lam: float) -> float:

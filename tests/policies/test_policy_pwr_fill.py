@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import pod
+from hypothesis import given, settings, strategies as st
+from test_policy_pwr_scarce import EVERY, MIX, THREE
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster
 from quasched.model.random import NumpyStream
 from quasched.policies import CycleState, make_policy
 from quasched.policies.pwr_fill import FillPower
 from quasched.policies.pwr_scarce import ScarcePower
-from test_policy_pwr_scarce import EVERY, MIX, THREE
 
 #: whole GPUs 4,000 of 6,900 milli of demand (D = 0.58): below pwr_scarce's switch on THREE at horizon 50 %
 FEW = TypicalPods(shapes=MIX.shapes, counts=(3, 1, 4, 2), freq=MIX.freq)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builders import nodes, pod
 from hypothesis import given, settings, strategies as st
 
-from builders import nodes, pod
 from quasched.metrics.power import cluster_power_w
 from quasched.model import Cluster
 from quasched.model.resources import CPU

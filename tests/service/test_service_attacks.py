@@ -16,16 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from accounts import ROOT, job_python, os_users
 from api_support import bearer, job_body, live_server, make_app
 from serve_process import wait_for
-from quasched.service.runtime import broker
-from quasched.service.executor import cgroups, commands as executor, joblog
-from quasched.service.loop import controller
-from quasched.service.executor.runas import Account, write_private
 from test_service_runas import box_server, two_teams  # noqa: F401  (a fixture)
 from test_service_runs import log, wait
+
+from quasched.service.executor import cgroups, commands as executor, joblog
+from quasched.service.executor.runas import Account, write_private
+from quasched.service.loop import controller
+from quasched.service.runtime import broker
 
 as_root = pytest.mark.skipif(not ROOT, reason="switching users needs root (useradd, setuid)")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from builders import assert_consistent, nodes
 from hypothesis import HealthCheck, given, settings, strategies as st
-
+from test_replay import TYPICAL, rows, workload
 from typer.testing import CliRunner
 
-from builders import assert_consistent, nodes
 from quasched.cli import app
 from quasched.model import Cluster
 from quasched.policies.base import CycleState
@@ -20,7 +20,6 @@ from quasched.sim.records import DEPART, DOWN, KILL, MIGRATE, QUEUE, START, UP
 from quasched.sim.replay import replay
 from quasched.sim.replay_result import DONE, ReplayConfig
 from quasched.sim.work_ledger import Kill
-from test_replay import TYPICAL, rows, workload
 
 runner = CliRunner()
 HOUR = 3600.0

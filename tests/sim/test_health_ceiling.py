@@ -8,17 +8,16 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
 from builders import nodes
 from repo import REPO
+from test_replay import TYPICAL, workload
+from typer.testing import CliRunner
 
 from quasched import cli
 from quasched.policies.registry import make_policy
 from quasched.sim.failures import DeviceFailure, FailureConfig
 from quasched.sim.replay import replay
 from quasched.sim.replay_result import ReplayConfig
-from test_replay import TYPICAL, workload
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import health as bench  # noqa: E402 (benchmarks/ is not a package)

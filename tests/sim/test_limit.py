@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from builders import nodes
 from hypothesis import given, settings, strategies as st
 
-from builders import nodes
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, NodeSpec
 from quasched.model.random import NumpyStream

@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from builders import nodes
 from hypothesis import HealthCheck, given, settings, strategies as st
+from test_failures import HOUR, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
+from test_remediation import warning
+from test_replay import rows, workload
 from typer.testing import CliRunner
 
-from builders import nodes
 from quasched.cli import app
 from quasched.sim.failures import DeviceFailure, FailureConfig, plan_migration
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
 from quasched.sim.work_ledger import Migration, WorkLedger, stay_kills
-from test_failures import HOUR, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
-from test_remediation import warning
-from test_replay import rows, workload
 
 runner = CliRunner()
 MIN = 60.0

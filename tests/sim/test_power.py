@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from builders import nodes, pod
 from hypothesis import given, settings, strategies as st
 
-from builders import nodes, pod
 from quasched.metrics.power import (CPU_PROFILES, PWR_MODEL, PowerMeter, carbon_kg, cluster_power_w, cpu_power_w,
                                     energy_kwh, gpu_power_w, hourly_energy_kwh, node_power_w)
 from quasched.metrics.typical import TypicalPods

@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from builders import nodes
 from hypothesis import HealthCheck, given, settings, strategies as st
+from test_failures import HOUR, JOB, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
+from test_replay import rows, workload
 from typer.testing import CliRunner
 
-from builders import nodes
 from quasched.cli import app
 from quasched.model.health import ErrorLog
 from quasched.sim.failures import DeviceFailure, FailureConfig, failure_stream
 from quasched.sim.records import ARRIVE, DEPART, DOWN, KILL, MIGRATE, START, UP
 from quasched.sim.replay_result import DONE
 from quasched.sim.work_ledger import WorkLedger
-from test_failures import HOUR, JOB, assert_work_adds_up, monkeypatch_record, run  # noqa: F401 (a fixture)
-from test_replay import rows, workload
 
 runner = CliRunner()
 

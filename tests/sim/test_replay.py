@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from builders import nodes
+
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, Workload
 from quasched.report.replay import summary_rows

@@ -14,10 +14,9 @@ import heapq
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import nodes
+from hypothesis import given, settings, strategies as st
+
 from quasched.metrics.fragmentation import cluster_fragmentation, state_table
 from quasched.metrics.typical import TypicalPods
 from quasched.model import Cluster, NodeSpec, Workload

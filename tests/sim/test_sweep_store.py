@@ -9,13 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from quasched.extras import MissingExtra
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from quasched.cli import app
+from quasched.extras import MissingExtra
 from quasched.metrics.curves import CURVES, Curves, arrival_curves
 from quasched.sim.arrival import ExperimentConfig
 from quasched.sim.backends import LocalBackend, RayBackend, make_backend

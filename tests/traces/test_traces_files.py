@@ -10,11 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from typer.testing import CliRunner
-
+from hypothesis import HealthCheck, given, settings, strategies as st
 from repo import REPO
+from typer.testing import CliRunner
 
 from quasched.cli import app
 from quasched.model.resources import UNLIMITED

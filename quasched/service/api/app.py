@@ -21,20 +21,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from quasched.model.nodes import NodeSpec
-from quasched.service.api.docs import add_docs
-from quasched.service.runtime.auth import Reader, reader
-from quasched.service.store.leadership import LEASE_TTL_S, Elector, Fenced, identity
-from quasched.service.loop.state import LoopOptions
-from quasched.service.runtime.metrics import RequestTimer
-from quasched.service.api.jobs import add_job_routes
-from quasched.service.api.tokens import add_token_routes
-from quasched.service.api.nodes import add_node_routes
-from quasched.service.api.runs import add_run_routes
-from quasched.service.api.routing import API, validation_error
-from quasched.service.executor.runas import RunAs, private_database
-from quasched.service.runtime.service import Service
-from quasched.service.runtime.schemas import WhoAmI
 from quasched.service.api.cluster import add_cluster_routes
+from quasched.service.api.docs import add_docs
+from quasched.service.api.jobs import add_job_routes
+from quasched.service.api.nodes import add_node_routes
+from quasched.service.api.routing import API, validation_error
+from quasched.service.api.runs import add_run_routes
+from quasched.service.api.tokens import add_token_routes
+from quasched.service.executor.runas import RunAs, private_database
+from quasched.service.loop.state import LoopOptions
+from quasched.service.runtime.auth import Reader, reader
+from quasched.service.runtime.metrics import RequestTimer
+from quasched.service.runtime.schemas import WhoAmI
+from quasched.service.runtime.service import Service
+from quasched.service.store.leadership import LEASE_TTL_S, Elector, Fenced, identity
 
 DASHBOARD = Path(__file__).parent / "dashboard"
 #: what the dashboard's pages may load and do: only this origin's scripts, no framing, no type sniffing

@@ -12,11 +12,11 @@ from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from quasched.service.runtime.auth import Principal, Reader, StreamReader
-from quasched.service.runtime.broker import STREAM_BACKLOG
+from quasched.service.api.routing import API
 from quasched.service.domain import Event
 from quasched.service.rules.reasons import RUN_DETAILS
-from quasched.service.api.routing import API
+from quasched.service.runtime.auth import Principal, Reader, StreamReader
+from quasched.service.runtime.broker import STREAM_BACKLOG
 from quasched.service.runtime.schemas import MAX_ID, EventOut, SampleOut, SnapshotOut
 
 if TYPE_CHECKING:

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 from fastapi import Body, FastAPI, HTTPException, Path as PathParam, Query, Response, status
 
-from quasched.service.runtime.auth import Admin, Reader, TeamOrAdmin
-from quasched.service.loop.controller import Controller
-from quasched.service.domain import Job, JobState
-from quasched.service.loop.state import MAX_UNFINISHED_PER_TEAM, SpecError
 from quasched.service.api.routing import API, JobId, field_error, not_found
+from quasched.service.domain import Job, JobState
+from quasched.service.loop.controller import Controller
+from quasched.service.loop.state import MAX_UNFINISHED_PER_TEAM, SpecError
+from quasched.service.runtime.auth import Admin, Reader, TeamOrAdmin
 from quasched.service.runtime.schemas import (MAX_ID, TEAM_PATTERN, EventOut, JobComplete, JobDetail, JobOut, JobSubmit,
-                                      QueueOut, QueuePut)
+                                              QueueOut, QueuePut)
 
 if TYPE_CHECKING:
     from quasched.service.runtime.service import Service

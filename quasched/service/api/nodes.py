@@ -14,10 +14,10 @@ import yaml
 from fastapi import FastAPI, HTTPException, Path as PathParam, Response, status
 
 from quasched.model.cluster import PlacementError
-from quasched.service.runtime.auth import Admin, Reader
-from quasched.service.loop.controller import Controller, nodes_of, records_of
-from quasched.service.domain import Event, NodeRecord
 from quasched.service.api.routing import API, NodeName, field_error, not_found
+from quasched.service.domain import Event, NodeRecord
+from quasched.service.loop.controller import Controller, nodes_of, records_of
+from quasched.service.runtime.auth import Admin, Reader
 from quasched.service.runtime.schemas import ClusterYaml, DeviceHealth, NodeIn, NodeOut, NodePatch
 
 if TYPE_CHECKING:

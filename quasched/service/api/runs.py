@@ -11,9 +11,9 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from quasched.service.api.routing import API, JobId, not_found
 from quasched.service.executor import joblog
 from quasched.service.runtime.auth import Reader
-from quasched.service.api.routing import API, JobId, not_found
 from quasched.service.runtime.schemas import UsageOut
 from quasched.service.store.database import TeamUsage
 

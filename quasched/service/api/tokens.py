@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import FastAPI, HTTPException, Path as PathParam, Response, status
 
-from quasched.service.runtime.auth import Admin
 from quasched.service.api.routing import API, field_error, not_found
+from quasched.service.runtime.auth import Admin
 from quasched.service.runtime.schemas import TEAM_PATTERN, TokenCreate, TokenInfoOut, TokenOut, parse_duration
 
 if TYPE_CHECKING:

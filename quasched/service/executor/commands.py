@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from quasched.service.domain import Job, JobState
 from quasched.service.executor import cgroups, joblog
 from quasched.service.executor.cgroups import Hierarchy, start_ticks
-from quasched.service.domain import Job, JobState
 from quasched.service.executor.runas import RunAs, job_dir, jobs_root, login_env, private, unreachable, write_private
 from quasched.traces.units import parse_memory
 

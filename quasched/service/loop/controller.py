@@ -46,20 +46,20 @@ import numpy as np
 from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec, spec_models
 from quasched.model.workload import FULL_GPU_MILLI, Pod
-from quasched.service.loop.assumed import Assumption
-from quasched.service.rules.batch import bind_on, solve_batch
-from quasched.service.loop import status
 from quasched.service.domain import (ANY_MODEL, MAX_GANG, Event, Job, JobSpec, JobState, NodeRecord, PendingReason,
                                      QueueSpec, Reason)
-from quasched.service.rules.feasibility import accessible_models, most_pods, never_admitted, never_fits
+from quasched.service.loop import status
+from quasched.service.loop.assumed import Assumption
 from quasched.service.loop.lifecycle import Lifecycle
 from quasched.service.loop.nodes import NodeChanges
 from quasched.service.loop.room import RoomMaker
 from quasched.service.loop.runs import Runs
 from quasched.service.loop.state import MAX_UNFINISHED_PER_TEAM, LoopOptions, LoopState, SpecError
-from quasched.service.loop.views import Views
-from quasched.service.rules.reasons import FitRows, capacity_reason, quota_reason
 from quasched.service.loop.timers import TimerKind
+from quasched.service.loop.views import Views
+from quasched.service.rules.batch import bind_on, solve_batch
+from quasched.service.rules.feasibility import accessible_models, most_pods, never_admitted, never_fits
+from quasched.service.rules.reasons import FitRows, capacity_reason, quota_reason
 
 
 def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:

@@ -30,12 +30,12 @@ import numpy as np
 
 from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
-from quasched.service.rules.defrag import try_moves
 from quasched.policies.devices import best_fit
 from quasched.service.domain import MAX_GANG, Job, JobState, PendingReason, Reason
 from quasched.service.loop.state import LoopState, utc
-from quasched.service.rules.preemption import cheapest_node, first_fit, put_back, victim_order
 from quasched.service.loop.timers import TimerKind
+from quasched.service.rules.defrag import try_moves
+from quasched.service.rules.preemption import cheapest_node, first_fit, put_back, victim_order
 
 HOUR = 3600.0
 

@@ -7,9 +7,9 @@ collaborators on it."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from dataclasses import dataclass, field
 from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, Mapping, Sequence
 
 from quasched.metrics.typical import TypicalPods, TypicalWindow
@@ -17,16 +17,15 @@ from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec, accessible
 from quasched.model.workload import FULL_GPU_MILLI, Pod
 from quasched.policies import Scheduler, make_policy
-from quasched.policies.registry import PolicySpec, parse_spec
 from quasched.policies.queue import FitClasses
-from quasched.service.loop.assumed import Assumptions
-from quasched.service.loop.changes import Changes
+from quasched.policies.registry import PolicySpec, parse_spec
 from quasched.service.domain import (DEFAULT_POLICY, LOG_CAP, MAX_GANG, PRIORITY_CLASSES, TEAM_LOG_CAP, Job, JobSpec,
                                      PendingReason, QueueSpec)
-from quasched.service.rules.quota import QuotaBook
+from quasched.service.loop.assumed import Assumptions
+from quasched.service.loop.changes import Changes
 from quasched.service.loop.timers import Timers
+from quasched.service.rules.quota import QuotaBook
 from quasched.sim.engine import RngKind, make_stream, node_ranks
-
 
 #: the node a command job is bound to on a server that runs no commands (no node has this name: it never runs)
 NO_COMMAND_NODE = "none: this server runs no commands"

@@ -10,8 +10,8 @@ from quasched.metrics.fragmentation import FragReport
 from quasched.model.cluster import Cluster
 from quasched.model.resources import CPU, MEMORY
 from quasched.model.workload import FULL_GPU_MILLI
-from quasched.service.loop.assumed import Assumptions
 from quasched.service.domain import MAX_GANG, Job, JobState
+from quasched.service.loop.assumed import Assumptions
 from quasched.service.rules.quota import QuotaBook
 
 

@@ -21,8 +21,8 @@ from quasched.metrics.typical import TypicalPods
 from quasched.model.nodes import NodeSpec
 from quasched.model.workload import Workload
 from quasched.policies.registry import parse_spec
-from quasched.service.loop.controller import Controller
 from quasched.service.domain import JobSpec, QueueSpec
+from quasched.service.loop.controller import Controller
 from quasched.service.loop.state import LoopOptions
 from quasched.sim.engine import RngKind
 from quasched.sim.events import build_timeline

@@ -39,9 +39,7 @@ class BatchOutcome:
 
 def solve_batch(cluster: Cluster, pods: list[Pod], solver: str, **options) -> BatchOutcome:
     """Solve and verify the batch problem of ``pods`` on the free capacity of the schedulable nodes."""
-    from quasched.optimize.problem import (
-        small_problem,  # the solvers' libraries load in batch mode only
-    )
+    from quasched.optimize.problem import small_problem  # the solvers' libraries load in batch mode only
     from quasched.optimize.solvers import solve
 
     nodes = np.flatnonzero(cluster.schedulable)

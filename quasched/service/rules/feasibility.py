@@ -15,7 +15,6 @@ from quasched.model.workload import FULL_GPU_MILLI, NO_LIMIT, Pod
 from quasched.service.domain import Job, PendingReason, Reason
 from quasched.service.rules.quota import QuotaBook
 
-
 #: pod shapes :func:`most_pods` remembers per cluster (all forgotten when more are asked)
 MAX_SHAPES = 1024
 

@@ -31,20 +31,20 @@ from typing import Any, Callable, TypeVar
 from fastapi import HTTPException, status
 
 from quasched.model.nodes import NodeSpec
-from quasched.service.runtime.auth import TokenCache, masked
-from quasched.service.loop.controller import Controller, records_of
+from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.executor.commands import Executor
 from quasched.service.executor.joblog import Caps
-from quasched.service.store.leadership import Elector, Fenced, Holder, identity
 from quasched.service.executor.localnode import HealthWatch, local_gpus, this_node
-from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
-from quasched.service.loop.state import LoopOptions, SpecError
-from quasched.service.runtime.metrics import ServiceMetrics
 from quasched.service.executor.runas import RunAs
-from quasched.service.store.database import Store, TokenInfo
-from quasched.service.runtime.schemas import JobOut, NodeOut
+from quasched.service.loop.controller import Controller, records_of
+from quasched.service.loop.state import LoopOptions, SpecError
+from quasched.service.runtime.auth import TokenCache, masked
 from quasched.service.runtime.broker import Broker
 from quasched.service.runtime.combiner import Combiner
+from quasched.service.runtime.metrics import ServiceMetrics
+from quasched.service.runtime.schemas import JobOut, NodeOut
+from quasched.service.store.database import Store, TokenInfo
+from quasched.service.store.leadership import Elector, Fenced, Holder, identity
 
 #: longest wait of the timer thread between ticks
 TICK_S = 0.5

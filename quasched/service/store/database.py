@@ -26,6 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from quasched.extras import require
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
+
 from .leadership import Fenced, FileLock, Holder
 
 MIGRATIONS = Path(__file__).parent / "migrations"

@@ -17,6 +17,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from api_support import Clock, bearer, db_url, job_body, make_app, small_cluster
+
 from quasched.policies.registry import parse_spec
 from quasched.service.loop.state import LoopOptions
 

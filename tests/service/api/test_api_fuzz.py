@@ -17,9 +17,8 @@ pytestmark = pytest.mark.slow  # every operation of the schema, fuzzed
 
 schemathesis = needs("schemathesis", "dev")
 
-from hypothesis import HealthCheck, settings
-
 from api_support import bearer, make_app
+from hypothesis import HealthCheck, settings
 
 # the schema is loaded at collection time, so the app is too (on its own temporary database)
 TMP = Path(tempfile.mkdtemp(prefix="quasched-fuzz-"))

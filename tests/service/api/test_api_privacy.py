@@ -11,11 +11,10 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import warnings
 
 import httpx
 import numpy as np
@@ -28,14 +27,15 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from quasched.cli import app as cli_app
-from quasched.model.nodes import NodeSpec
-from quasched.policies.registry import parse_spec
-from quasched.service.loop.state import LoopOptions
 from accounts import command_accounts, job_python, shared_dir
 from api_support import bearer, job_body, live_server, make_app
 from pg import free_port
 from serve_process import QUASCHED, ServeProcess
+
+from quasched.cli import app as cli_app
+from quasched.model.nodes import NodeSpec
+from quasched.policies.registry import parse_spec
+from quasched.service.loop.state import LoopOptions
 
 API = "/api/v1"
 PY = job_python()

@@ -8,7 +8,6 @@ import threading
 import time
 
 import httpx
-
 from api_support import bearer, job_body, live_server, make_app
 
 API = "/api/v1"

@@ -31,7 +31,6 @@ api_module = pytest.importorskip("quasched.service.api.app")
 
 from live_server import LiveServer  # noqa: E402
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
-
 from repo import REPO
 
 from quasched.model import NodeSpec  # noqa: E402
@@ -484,6 +483,7 @@ def test_job_log_follows_and_usage_per_team(page: Page, tmp_path: Path) -> None:
     """A job's command runs on this machine's node (v100-0): its drawer follows the log as it is written; the
     Teams view sums usage per team."""
     from accounts import command_accounts, job_python, shared_dir
+
     from quasched.service.loop.state import LoopOptions
 
     options = LoopOptions(local_node="v100-0", grace_s=1.0)

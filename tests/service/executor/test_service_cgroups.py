@@ -17,15 +17,15 @@ from typing import Iterator
 
 import httpx
 import pytest
+from accounts import command_accounts, shared_dir
+from api_support import bearer, job_body, live_server, make_app
+from test_service_runs import HTTP_S, PY, assert_no_process_left, box_cluster, log, submit, wait, wait_log
 
+from quasched.policies.registry import parse_spec
 from quasched.service.executor import cgroups
 from quasched.service.executor.cgroups import Hierarchy
 from quasched.service.executor.commands import Executor
-from quasched.policies.registry import parse_spec
 from quasched.service.loop.state import LoopOptions
-from accounts import command_accounts, shared_dir
-from api_support import bearer, job_body, live_server, make_app
-from test_service_runs import PY, HTTP_S, assert_no_process_left, box_cluster, log, submit, wait, wait_log
 
 ROOT = os.geteuid() == 0
 FOUND = cgroups.detect()

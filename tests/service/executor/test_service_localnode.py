@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from quasched.service.executor import localnode
 from quasched.service.domain import Job, JobSpec, JobState
+from quasched.service.executor import localnode
 from quasched.service.executor.commands import LocalGpus, job_env
 from quasched.service.executor.localnode import HealthWatch, model_name, nvml_record, this_node
 

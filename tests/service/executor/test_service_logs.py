@@ -10,14 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from quasched.service.executor import joblog
-from quasched.service.executor.joblog import Caps, Writer
-from quasched.policies.registry import parse_spec
-from quasched.service.loop.state import LoopOptions
 from accounts import command_accounts, shared_dir
 from api_support import bearer, live_server, make_app
 from test_service_runs import HTTP_S, assert_no_process_left, box_cluster, log, submit, wait
+
+from quasched.policies.registry import parse_spec
+from quasched.service.executor import joblog
+from quasched.service.executor.joblog import Caps, Writer
+from quasched.service.loop.state import LoopOptions
 
 LETTERS = b"abcdefghijklmnopqrstu"  # 21 bytes
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from accounts import command_accounts, job_python, serve_options, shared_dir
-from quasched.service.executor.commands import start_ticks
 from test_service_runs import wait
+
+from quasched.service.executor.commands import start_ticks
 
 pytestmark = pytest.mark.slow  # kill -9 of a real quasched serve
 
@@ -141,8 +141,8 @@ class Ends:
 def died_starting(tmp_path: Path, monkeypatch, where: str) -> int | str:
     """Kill the service (``Died``) ``where`` in starting a job's run, restart it on the same state, release the
     command: how the restarted service reports the run's end."""
-    from quasched.service.executor import commands as module
     from quasched.service.domain import Job, JobSpec, JobState
+    from quasched.service.executor import commands as module
 
     shared = shared_dir()
     release = shared / "release"

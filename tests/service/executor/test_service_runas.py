@@ -16,18 +16,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
-
 from accounts import ROOT, job_python, os_users, shared_dir
 from api_support import bearer, job_body, live_server, make_app
-from quasched.cli import app as cli_app
-from quasched.service.loop.controller import Controller
-from quasched.service.domain import JobSpec, QueueSpec
-from quasched.policies.registry import parse_spec
-from quasched.service.loop.state import LoopOptions
-from quasched.service.executor.runas import DEFAULT_PATH, Account, RunAs, run_as
-from quasched.service.runtime.service import default_cluster
 from test_service_runs import box_cluster, log, wait
+from typer.testing import CliRunner
+
+from quasched.cli import app as cli_app
+from quasched.policies.registry import parse_spec
+from quasched.service.domain import JobSpec, QueueSpec
+from quasched.service.executor.runas import DEFAULT_PATH, Account, RunAs, run_as
+from quasched.service.loop.controller import Controller
+from quasched.service.loop.state import LoopOptions
+from quasched.service.runtime.service import default_cluster
 
 pytestmark = pytest.mark.slow  # real processes as throw-away users
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from accounts import command_accounts, job_python, shared_dir
+from api_support import bearer, job_body, live_server, make_app
 from typer.testing import CliRunner
 
 from quasched.cli import app as cli_app
 from quasched.model.nodes import NodeSpec
-from quasched.service.executor.commands import start_ticks
 from quasched.policies.registry import parse_spec
+from quasched.service.executor.commands import start_ticks
 from quasched.service.loop.state import LoopOptions
-from accounts import command_accounts, job_python, shared_dir
-from api_support import bearer, job_body, live_server, make_app
 
 pytestmark = pytest.mark.slow  # real jobs under a real server
 

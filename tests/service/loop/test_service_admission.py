@@ -4,10 +4,10 @@ evictions under way, CPU-only placement, queue positions and preemption reasons 
 from __future__ import annotations
 
 import pytest
+from test_service_controller import A, B, cluster, job, make, submit
 
 from quasched.service.domain import JobState, NodeRecord, QueueSpec, Reason
 from quasched.service.loop.state import SpecError
-from test_service_controller import A, B, cluster, job, make, submit
 
 
 def test_reclaim_counts_the_evictions_under_way():

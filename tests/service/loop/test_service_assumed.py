@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from quasched.model.workload import Pod
-from quasched.service.loop.controller import Controller, nodes_of
-from quasched.service.domain import Job, JobSpec, JobState, NodeRecord, QueueSpec, Reason
 from quasched.policies.registry import parse_spec
+from quasched.service.domain import Job, JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.service.loop.controller import Controller, nodes_of
 from quasched.service.loop.state import LoopOptions
 
 A = "A100"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from extra import requires
 
-from quasched.service.loop.controller import Controller, nodes_of
-from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
 from quasched.policies.registry import parse_spec
+from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec, Reason
+from quasched.service.loop.controller import Controller, nodes_of
 from quasched.service.loop.state import LoopOptions, SpecError
 
 A, B = "A100", "V100"

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from quasched.service.loop.changes import Changes
-from quasched.service.loop.controller import nodes_of
+from quasched.policies.registry import parse_spec
 from quasched.service.domain import (PRIORITY_CLASSES, Event, Job, JobSpec, JobState, NodeRecord, PendingReason,
                                      QueueSpec, Reason)
+from quasched.service.loop.changes import Changes
+from quasched.service.loop.controller import nodes_of
 from quasched.service.loop.lifecycle import Lifecycle
 from quasched.service.loop.nodes import NodeChanges
 from quasched.service.loop.room import RoomMaker
 from quasched.service.loop.runs import Runs
-from quasched.policies.registry import parse_spec
 from quasched.service.loop.state import JobTable, LoopOptions, LoopState
-from quasched.service.loop.views import Views
 from quasched.service.loop.timers import Timer, TimerKind, Timers
+from quasched.service.loop.views import Views
 
 A = "A100"
 

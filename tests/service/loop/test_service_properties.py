@@ -11,10 +11,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from quasched.model.cluster import Cluster
 from quasched.model.workload import NO_LIMIT, Pod
-from quasched.service.loop.controller import Controller, nodes_of
-from quasched.service.rules.feasibility import most_pods, pods_when_empty
-from quasched.service.loop.state import LoopOptions, SpecError
 from quasched.service.domain import MAX_GANG, JobSpec, JobState, NodeRecord, QueueSpec
+from quasched.service.loop.controller import Controller, nodes_of
+from quasched.service.loop.state import LoopOptions, SpecError
+from quasched.service.rules.feasibility import most_pods, pods_when_empty
 
 NODES = [NodeRecord("n0", 16_000, 64_000, 2, "A100"), NodeRecord("n1", 16_000, 64_000, 4, "A100"),
          NodeRecord("n2", 8_000, 32_000, 1, "T4"), NodeRecord("n3", 32_000, 128_000, 0, "")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quasched.sim.replay import run_replay
 from quasched.service.loop.virtual import run_virtual
+from quasched.sim.replay import run_replay
 
 
 @pytest.mark.slow  # replays of real traces

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from serve_process import ServeProcess, wait_for
 
 from quasched.service.api import nodes as routes_nodes
-from quasched.service.store.leadership import LeaderHeld
 from quasched.service.store.database import Store
+from quasched.service.store.leadership import LeaderHeld
 
 API = "/api/v1"
 BOX = "pools:\n  - {name: box, count: 2, cpu: 64, memory: 256Gi, gpu: {model: A100, count: 8}}\n"

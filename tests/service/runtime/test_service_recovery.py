@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from quasched.service.api.app import create_app
-from quasched.service.loop.controller import nodes_of
 from quasched.service.domain import NodeRecord
+from quasched.service.loop.controller import nodes_of
 
 
 def test_failed_save_rebuilds_memory_from_the_store(tmp_path):

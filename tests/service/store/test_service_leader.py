@@ -18,19 +18,18 @@ import pytest
 from alembic.script import ScriptDirectory
 from api_support import Clock, bearer, db_url, job_body, live_server, make_app, small_cluster
 from fastapi.testclient import TestClient
-from serve_process import ServeProcess, wait_for
-from test_api_stream import next_item, read_events
-from sqlalchemy import Engine, event, select
-from typer.testing import CliRunner
-
 from repo import REPO
+from serve_process import ServeProcess, wait_for
+from sqlalchemy import Engine, event, select
+from test_api_stream import next_item, read_events
+from typer.testing import CliRunner
 
 from quasched.cli import app as cli
 from quasched.service.api.app import create_app
 from quasched.service.domain import QueueSpec
-from quasched.service.store.leadership import Fenced, LeaderHeld
 from quasched.service.runtime.service import TICK_S
 from quasched.service.store.database import EVENTS, MIGRATIONS, Store
+from quasched.service.store.leadership import Fenced, LeaderHeld
 
 pytestmark = pytest.mark.slow  # real servers, PostgreSQL, kill -9
 

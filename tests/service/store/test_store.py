@@ -12,11 +12,9 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from sqlalchemy import inspect, text
-
+from hypothesis import HealthCheck, given, settings, strategies as st
 from repo import REPO
+from sqlalchemy import inspect, text
 
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, PendingReason, QueueSpec, Reason
 from quasched.service.store.database import MIGRATIONS, Base, Store, TokenInfo, alembic_config, migrate
