@@ -22,12 +22,13 @@ Placements assumed on decisions not yet durable (:meth:`Controller.assume`, :mod
 devices, are never jobs, and end forgotten, confirmed by a stored job, expired or lost with their node.
 
 Composition
-    The :class:`Controller` owns the cycle (order, pass, bind, timers fired) and composes, on one
-    explicit :class:`~.state.LoopState` (jobs, quota, cluster, scheduler, change log, timers):
-    the room-maker (preemption and job swapping, :mod:`.room`), the lifecycle (ending,
-    requeueing, arming a job, :mod:`.lifecycle`), node changes and recovery (:mod:`.nodes`), the
-    runs of commands (:mod:`.runs`) and the views (:mod:`.views`). Each owns its part; the
-    controller's public methods are theirs or its own.
+    The :class:`Controller` owns the cycle (assumptions expired, timers fired, a pass while anything
+    changed) and composes, on one explicit :class:`~.state.LoopState` (jobs, quota, cluster, scheduler,
+    change log, timers): queueing (the order and positions, :mod:`.queueing`), placing (the pass,
+    gangs, batch mode, :mod:`.placing`), the room-maker (preemption and job swapping, :mod:`.room`),
+    the lifecycle (ending, requeueing, arming a job, :mod:`.lifecycle`), node changes and recovery
+    (:mod:`.nodes`), the runs of commands (:mod:`.runs`) and the views (:mod:`.views`). Each owns its
+    part; the controller's public methods are theirs or its own.
 
 With ``order="fifo"``, no quotas, no preemption and a fixed set of typical
 pods, the loop places exactly as :func:`quasched.sim.replay.replay`
@@ -36,9 +37,6 @@ pods, the loop places exactly as :func:`quasched.sim.replay.replay`
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter, deque
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -52,14 +50,14 @@ from quasched.service.loop import status
 from quasched.service.loop.assumed import Assumption
 from quasched.service.loop.lifecycle import Lifecycle
 from quasched.service.loop.nodes import NodeChanges
+from quasched.service.loop.placing import Placer
+from quasched.service.loop.queueing import Queueing
 from quasched.service.loop.room import RoomMaker
 from quasched.service.loop.runs import Runs
 from quasched.service.loop.state import MAX_UNFINISHED_PER_TEAM, LoopOptions, LoopState, SpecError
 from quasched.service.loop.timers import TimerKind
 from quasched.service.loop.views import Views
-from quasched.service.rules.batch import bind_on, solve_batch
 from quasched.service.rules.feasibility import accessible_models, most_pods, never_admitted, never_fits
-from quasched.service.rules.reasons import FitRows, capacity_reason, quota_reason
 
 
 def nodes_of(records: Sequence[NodeRecord]) -> NodeSpec:
@@ -95,6 +93,8 @@ class Controller:
         self.runs = Runs(st, self.life)
         self.node_changes = NodeChanges(st, self.life)
         self.views = Views(st)
+        self.queueing = Queueing(st)
+        self.placer = Placer(st, self.queueing, self.room, self.life)
         # what callers read of the state
         self.options, self.cluster, self.scheduler = st.options, st.cluster, st.scheduler
         self.quota, self.assumptions, self.window = st.quota, st.assumptions, st.window
@@ -269,19 +269,6 @@ class Controller:
         return status.queue_status(self)
 
     # ------------------------------------------------------------ pods
-    def _bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
-        c = self.cluster
-        job.placement = [(str(c.names[node]), devices) for _, node, devices in placed]
-        job.quota_model = str(c.models[c.model_id[placed[0][1]]]) if job.spec.gpu_request else ""
-        for _, node, _ in placed:
-            self.quota.charge(job.spec.team, str(c.models[c.model_id[node]]), job.spec.gpu_request)
-        job.state, job.started_at, job.reason = JobState.RUNNING, now, None
-        job.solver = f"policy:{self.options.policy}"
-        self.room.done(job.id)
-        self.position.pop(job.id, None)
-        self.life.arm(job)
-        self.state.changes.emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
-
     # ------------------------------------------------------------ time
     def next_timer(self) -> float | None:
         """Time of the earliest pending timer (a completion, a time limit or a grace-period end), None if none."""
@@ -304,143 +291,7 @@ class Controller:
             if not self.state.dirty:
                 break
             self.state.dirty = False
-            self._pass(now)
+            self.placer.place_pending(now)
         self.views.sample(now)
 
-    def _order(self, only: set[int] | None = None) -> list[Job]:
-        """Pending jobs (those in ``only``, if given) in the order of the module docstring."""
-        pending = sorted((j for j in self.jobs.values() if j.state == JobState.PENDING
-                          and (only is None or j.id in only)), key=lambda j: j.seq)
-        if self.options.order == "fifo":
-            return pending
-        weight: dict[int, float] = {}
-        alpha, seen = self.options.decay_alpha, Counter[tuple[str, str]]()
-        for job in pending:
-            key = (job.spec.user, job.spec.app)
-            weight[job.id] = alpha ** seen[key] if alpha is not None else 1.0
-            seen[key] += 1
-        by_queue: dict[str, deque[Job]] = {}
-        for job in sorted(pending, key=lambda j: (-j.priority, -weight[j.id], j.seq)):
-            by_queue.setdefault(job.spec.team, deque()).append(job)
-        share = {q: self.quota.share(q) for q in by_queue}
-        heads = [(-q[0].priority, share[name], -weight[q[0].id], q[0].seq, name) for name, q in by_queue.items()]
-        heapq.heapify(heads)
-        order: list[Job] = []
-        gpus = Counter[str]()
-        while heads:
-            *_, name = heapq.heappop(heads)
-            job = by_queue[name].popleft()
-            order.append(job)
-            gpus[name] += job.gpu_total  # the share the queue would have if it got the job
-            if by_queue[name]:
-                nxt = by_queue[name][0]
-                spec = self.quota.queues[name]
-                nominal = sum(spec.quota.values()) * 1000 or self.quota.capacity_milli or 1
-                heapq.heappush(heads, (-nxt.priority, share[name] + gpus[name] / nominal / spec.weight,
-                                       -weight[nxt.id], nxt.seq, name))
-        return order
 
-    def _pass(self, now: float) -> None:
-        """Try the pending jobs in order: all of them if capacity or quota grew since the last pass,
-        else only the jobs that arrived since (the others failed then and the state only got fuller)."""
-        st = self.state
-        full = bool(len(self.cluster.take_grown())) or st.full
-        fresh, st.fresh, st.full = st.fresh, set(), False
-        order = self._order(None if full else fresh)
-        if not order:
-            self._number([], full)
-            return
-        order = self.room.nominated_first(order)
-        if full:  # what each queue's pending jobs want (a fresh pass adds the newcomers; placed ones count
-            self.quota.pending = dict(_pending_gpus(order))  # until the next full pass: lenders err on keeping)
-        else:
-            self.quota.pending = dict(Counter(self.quota.pending) + _pending_gpus(order))
-        if self.options.batch_solver:
-            order = self._batch(order, now)
-        first = {job.id: self._first_pod(job) for job in order}
-        fits = FitRows(self.cluster, self.state.classes, [p for p in first.values() if p is not None])
-        charged: set[str] = set()
-        blocked: list[Job] = []
-        for job in order:
-            pod = self._first_pod(job) if self._quota_group(job) in charged else first[job.id]
-            if pod is None:
-                self.state.set_reason(job, quota_reason(self.quota, job, accessible_models(self.cluster, job.spec.gpu_model)))
-                continue
-            if job.id in fresh or fits.any(pod):  # a first attempt is a full cycle, as in kube-scheduler
-                placed = self._place_gang(job, pod.gpu_model)
-                if placed:
-                    self._bind(job, now, placed, "started")
-                    fits.refresh(sorted({node for _, node, _ in placed}))
-                    charged.add(self._quota_group(job))
-                    continue
-            if not self.room.awaiting_victims(job):
-                self.state.set_reason(job, fits.reason(pod, job.spec.pods, lambda: capacity_reason(self.cluster, job, pod)))
-            blocked.append(job)
-        if self.options.preemption:
-            self.room.preempt(blocked, now)
-        if self.options.defrag_per_hour > 0:
-            for job in blocked:
-                if job.state == JobState.PENDING and job.reason is not None and job.reason.code == Reason.FRAGMENTED:
-                    self.room.defragment_for(job, now)
-        self._number([job.id for job in order], full)
-
-    def _number(self, tried: list[int], full: bool) -> None:
-        """Queue positions 1, 2, ... of the pending jobs: those this pass tried in its order, after the earlier
-        ones when it tried only newcomers."""
-        seen = set(tried)
-        earlier = [] if full else sorted((i for i in self.position if i not in seen), key=self.position.__getitem__)
-        pending = [i for i in earlier + tried if i in self.jobs and self.jobs[i].state == JobState.PENDING]
-        self.position.clear()
-        self.position.update((job_id, k) for k, job_id in enumerate(pending, 1))
-
-    def _batch(self, order: list[Job], now: float) -> list[Job]:
-        """Bind what the batch optimiser assigns among the first admissible one-pod jobs; the rest, in order."""
-        batch: list[tuple[Job, Pod]] = []
-        for job in order:
-            pod = self._first_pod(job) if job.spec.pods == 1 else None
-            if pod is not None:
-                batch.append((job, pod))
-            if len(batch) == self.options.batch_size:
-                break
-        if not batch:
-            return order
-        outcome = solve_batch(self.cluster, [p for _, p in batch], self.options.batch_solver or "milp")
-        c, done = self.cluster, set()
-        for (job, pod), node in zip(batch, outcome.nodes):
-            if node < 0 or not self.quota.admits(job.spec.team, str(c.models[c.model_id[node]]), job.gpu_total):
-                continue
-            devices = bind_on(c, self.scheduler.policy, pod, node)
-            if devices is not None:
-                self._bind(job, now, [(pod, node, devices)], "started")
-                job.solver, job.gap = f"{outcome.solver} ({outcome.status})", outcome.gap
-                done.add(job.id)
-        return [j for j in order if j.id not in done]
-
-    def _quota_group(self, job: Job) -> str:
-        """Jobs whose admission a placement of ``job`` can change: its cohort (or its queue alone)."""
-        return self.quota.queues[job.spec.team].cohort or "queue:" + job.spec.team
-
-    def _first_pod(self, job: Job) -> Pod | None:
-        """The job's first pod, restricted to the GPU models its quota admits now (None: none admits it)."""
-        models = self.state.admissible(job)
-        return None if models == [] else self.state.pod(job.spec, job.id, 0, models)
-
-    def _place_gang(self, job: Job, gpu_model: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
-        placed: list[tuple[Pod, int, tuple[int, ...]]] = []
-        for k in range(job.spec.pods):
-            pod = replace(self.state.pod(job.spec, job.id, k), gpu_model=gpu_model)
-            decision = self.scheduler.schedule(pod)
-            if not decision.placed:
-                for p, _, _ in placed:
-                    self.cluster.remove(p)
-                return []
-            placed.append((pod, decision.node, decision.devices))
-        return placed
-
-
-def _pending_gpus(jobs: list[Job]) -> Counter[str]:
-    """Milli-GPU wanted per queue by ``jobs``."""
-    wanted = Counter[str]()
-    for job in jobs:
-        wanted[job.spec.team] += job.gpu_total
-    return wanted

@@ -177,7 +177,7 @@ def test_decay_orders_repeated_submissions_after_others():
     submit(ctl, 1, job("a", 1, user="u"))
     for i, user in ((2, "u"), (3, "u"), (4, "v")):
         submit(ctl, i, job("a", 1, user=user), now=i)
-    assert [j.id for j in ctl._order()] == [2, 4, 3]  # u's 2nd pending weighs 0.6 < v's 1st
+    assert [j.id for j in ctl.queueing.order()] == [2, 4, 3]  # u's 2nd pending weighs 0.6 < v's 1st
     ctl.finish(1, 10)
     ctl.cycle(10)
     assert ctl.jobs[2].state == JobState.RUNNING
@@ -189,7 +189,7 @@ def test_fair_share_serves_the_queue_with_lower_share_first():
     submit(ctl, 2, job("a", 1))  # borrows
     submit(ctl, 3, job("a", 1), now=1)
     submit(ctl, 4, job("b", 1), now=2)
-    assert [j.id for j in ctl._order()][0] == 4
+    assert [j.id for j in ctl.queueing.order()][0] == 4
 
 
 def test_unhealthy_device_requeues_its_job_and_is_never_used():
