@@ -78,17 +78,19 @@ def solve_patterns(groups: NodeGroups, shapes: Shapes, initial: Sequence[Pattern
         master = _master(list(columns.values()), shapes, size, integer=False)
         solution = master[0].solve(time_limit=60.0)
         pi, mu = master[1](solution.row_dual)
-        lagrangian, entering = float(pi @ shapes.count), []
+        lagrangian, entering, proven = float(pi @ shapes.count), [], True
         for g in np.flatnonzero(size * groups.cap[:, 2] > 0).tolist():
-            pattern, price = _price(groups, shapes, g, np.where(fits[:, g], value - pi, 0.0), price_seconds)
+            pattern, price, optimal = _price(groups, shapes, g, np.where(fits[:, g], value - pi, 0.0), price_seconds)
             lagrangian += size[g] * max(0.0, price)
-            if pattern is not None and price - mu[g] > TOLERANCE * max(1.0, price):
-                entering.append(pattern)
+            if price - mu[g] > TOLERANCE * max(1.0, price):
+                proven &= optimal  # a pricing stopped by its time limit proves nothing about better columns
+                if pattern is not None:
+                    entering.append(pattern)
         bound = min(bound, lagrangian)
         entering = [p for p in entering if p.key() not in columns]  # (one already there: round-off in the duals)
-        converged = not entering
+        converged = not entering and proven
         columns.update((p.key(), p) for p in entering)
-        if time.perf_counter() > deadline:
+        if not entering or time.perf_counter() > deadline:
             break
     patterns = list(columns.values())
     model, _ = _master(patterns, shapes, size, integer=True)
@@ -124,13 +126,15 @@ def _master(patterns: list[Pattern], shapes: Shapes, size: np.ndarray, integer: 
     return lm, duals
 
 
-def _price(groups: NodeGroups, shapes: Shapes, g: int, reduced: np.ndarray, seconds: float) -> tuple[Pattern | None, float]:
-    """The best pattern of group ``g`` for reduced values ``reduced`` (S,) and the MILP's upper bound on its value."""
+def _price(groups: NodeGroups, shapes: Shapes, g: int, reduced: np.ndarray,
+           seconds: float) -> tuple[Pattern | None, float, bool]:
+    """The best pattern of group ``g`` for reduced values ``reduced`` (S,), the MILP's upper bound on its value, and
+    whether the MILP proved it (else it stopped at its time limit)."""
     cpu, mem, devices = groups.cap[g].tolist()
     pick = np.flatnonzero(reduced > TOLERANCE)
     whole, share = pick[shapes.m[pick] >= FULL_GPU_MILLI], pick[shapes.m[pick] < FULL_GPU_MILLI]
     if not len(pick):
-        return None, 0.0
+        return None, 0.0, True
     count = shapes.count
     lm = LinearModel()
     x = lm.add_vars(len(whole), ub=np.minimum(count[whole], devices // shapes.k[whole]).astype(float),
@@ -151,9 +155,10 @@ def _price(groups: NodeGroups, shapes: Shapes, g: int, reduced: np.ndarray, seco
     for i, s in enumerate(share.tolist()):
         lm.add_row(y[i], 1.0, hi=float(count[s]))
     solution = lm.solve(time_limit=seconds, rel_gap=1e-9)
+    optimal = solution.status == "optimal"
     if solution.x is None:
-        return None, solution.bound
-    return _pattern(g, whole, share, shapes.k, np.rint(solution.x).astype(np.int64), x, y), solution.bound
+        return None, solution.bound, optimal
+    return _pattern(g, whole, share, shapes.k, np.rint(solution.x).astype(np.int64), x, y), solution.bound, optimal
 
 
 def _pattern(g: int, whole: np.ndarray, share: np.ndarray, k: np.ndarray, v: np.ndarray, x: np.ndarray,
