@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import httpx
 
 from quasched.extras import require
+from quasched.kube.gangs import GROUP_LABEL, PODGROUP_APIS, GroupRef
 
 if TYPE_CHECKING:
     import urllib3
@@ -134,6 +135,22 @@ class KubernetesClient:
                                              "/binding", body=json.dumps(body).encode(),
                                       headers=self._headers("application/json"), retries=False)
         _decoded(reply.status, reply.data, reply.reason)
+
+    def get_pod_group(self, ref: GroupRef) -> dict[str, Any]:
+        """The group's PodGroup object (:class:`LookupError` naming it when the API server has none)."""
+        try:
+            return _checked(self.http.get(ref.path, headers=self._headers()))
+        except ApiError as err:
+            if err.status == 404:
+                raise LookupError(f"no PodGroup {ref.key} ({PODGROUP_APIS[ref.convention]})") from None
+            raise
+
+    def group_pods(self, ref: GroupRef) -> list[dict[str, Any]]:
+        """The pods of the group (its namespace's pods carrying its label or annotation)."""
+        params = {"labelSelector": f"{GROUP_LABEL}={ref.name}"} if ref.convention == "coscheduling" else {}
+        reply = _checked(self.http.get(f"/api/v1/namespaces/{ref.namespace}/pods", params=params,
+                                       headers=self._headers()))
+        return [pod for pod in reply.get("items") or [] if ref.member(pod)]
 
     def node_pods(self, node: str) -> list[dict[str, Any]]:
         """The pods bound to ``node`` (the device plugin's view)."""

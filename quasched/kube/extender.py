@@ -46,8 +46,10 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
-from quasched.kube.convention import PodError, bind_annotations, devices_of, pod_key
+from quasched.kube.convention import PodError, bind_annotations, devices_of, is_managed, pod_key
+from quasched.kube.gangs import GroupRef, group_of
 from quasched.kube.reservations import Hold, PodJobs
+from quasched.kube.together import Together
 from quasched.kube.verdicts import BINDING, verdicts
 from quasched.service.domain import Job
 
@@ -68,6 +70,12 @@ class KubeClient(Protocol):
                  annotations: Mapping[str, str] | None = None) -> None: ...
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
+    def get_pod_group(self, ref: GroupRef) -> dict[str, Any]: ...
+
+    def group_pods(self, ref: GroupRef) -> list[dict[str, Any]]: ...
 
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]: ...
 
@@ -121,6 +129,8 @@ class Bridge(PodJobs):
         self._activation = threading.Lock()
         #: pod uid → its binds under way (:meth:`binds_under_way`; kept when a rebuilt controller drops the holds)
         self._binding: dict[str, int] = {}
+        #: the pod groups held together (:mod:`.together`)
+        self.together = Together(self)
 
     # ------------------------------------------------------------ pods seen
     def remember(self, pod: dict[str, Any]) -> bool:
@@ -175,6 +185,10 @@ class Bridge(PodJobs):
         if activate and not self.active:
             self.standby()  # our kube-scheduler calls: it may just have become the leader
         uid = pod_key(pod)[2]
+        group = group_of(pod) if is_managed(pod) else None
+        answer = None if group is None else self.together.filter(pod, group, names)
+        if answer is not None:
+            return self._filtered(*answer, items)
         with self.service.lock:
             self.expire_holds()
             held = self.holds.get(uid)
@@ -192,6 +206,11 @@ class Bridge(PodJobs):
                     self.hold(pod, qpod, passed[0], decision.devices)
                 else:
                     passed = []
+        return self._filtered(passed, failed, items)
+
+    @staticmethod
+    def _filtered(passed: list[str], failed: dict[str, str], items: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """filter's answer in the wire format: the nodes passed (as names, and as objects when given so)."""
         keep = set(passed)
         nodes = None if items is None else {"metadata": {}, "items": [
             n for n in items if (n.get("metadata") or {}).get("name") in keep]}
@@ -202,9 +221,10 @@ class Bridge(PodJobs):
         """:meth:`filter` on the caller's thread (the event loop: no hop to a worker thread and back, a third of
         filter's time over HTTP) when this replica is active, its service leads and the service lock is free; None
         otherwise, for a worker thread to wait on the lock, the Lease or a standby's reads instead of the event loop."""
+        pod = wire.object_of(args, "Pod")
         if (self.options.lease is not None and not self.active) or not self.service.leading or \
-                not self.service.lock.acquire(blocking=False):
-            return None
+                (pod is not None and group_of(pod) is not None) or not self.service.lock.acquire(blocking=False):
+            return None  # (a pod group's member: its group is read from the API server, off the event loop)
         try:
             return self.filter(args, activate=False)
         finally:
@@ -224,6 +244,9 @@ class Bridge(PodJobs):
         standby = self.standby()
         if standby:
             return {"Error": standby}
+        together = self.together.bind(uid, namespace, name, node)
+        if together is not None:
+            return together
         with self.service.lock:
             held = self.holds.get(uid)
             if held is not None and held.binding:
@@ -235,7 +258,7 @@ class Bridge(PodJobs):
             else:
                 self.drop_hold(uid)  # another node, or the hold's devices were taken back: the checked path books it
                 held = None
-            self._binding[uid] = self._binding.get(uid, 0) + 1
+            self.binding_starts(uid)
         try:
             if held is not None:
                 reply = self._bind_held(held, namespace, name, uid, node)
@@ -244,9 +267,17 @@ class Bridge(PodJobs):
             return self._bind_checked(namespace, name, uid, node)
         finally:
             with self.service.lock:
-                self._binding[uid] -= 1
-                if not self._binding[uid]:
-                    del self._binding[uid]
+                self.binding_ends(uid)
+
+    def binding_starts(self, uid: str) -> None:
+        """A bind of pod ``uid`` may post its Binding from now on (under the lock)."""
+        self._binding[uid] = self._binding.get(uid, 0) + 1
+
+    def binding_ends(self, uid: str) -> None:
+        """A bind of pod ``uid`` ended (under the lock)."""
+        self._binding[uid] -= 1
+        if not self._binding[uid]:
+            del self._binding[uid]
 
     def binds_under_way(self) -> frozenset[str]:
         """The pods whose bind may be posting its Binding now (call under the service lock)."""
@@ -284,6 +315,10 @@ class Bridge(PodJobs):
             if (pod.get("spec") or {}).get("nodeName") == node:  # a repeated bind that took effect: book it, once
                 self.reserve(pod, node, devices_of(pod), adopt=True)
                 return {"Error": ""}
+            group = group_of(pod)
+            if group is not None:  # a member binds with its group only, on the node filter held for it
+                return {"Error": f"{refused}: a member of pod group {group.key} binds only on the node quasched "
+                                 "holds for it; kube-scheduler tries it again"}
             job, devices = self.reserve(pod, node)
         except PodError as err:
             return {"Error": str(err)}

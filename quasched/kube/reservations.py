@@ -122,12 +122,12 @@ class PodJobs:
         self._assume(pod, qpod, spec, node, devices)
 
     def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str,
-                devices: tuple[int, ...]) -> Hold | None:
-        """Assume the pod's ``devices`` on ``node`` in the loop and hold them; None (nothing held) if the node is
-        unknown or they do not fit (under the lock)."""
+                devices: tuple[int, ...], ttl_s: float = ASSUME_TTL_S) -> Hold | None:
+        """Assume the pod's ``devices`` on ``node`` in the loop for ``ttl_s`` and hold them; None (nothing held) if
+        the node is unknown or they do not fit (under the lock)."""
         ctl, uid = self.service.ctl, pod_key(pod)[2]
         self.drop_hold(uid)
-        if not ctl.assume(uid, qpod, node, tuple(devices), ASSUME_TTL_S, self.service.clock(), self._lost):
+        if not ctl.assume(uid, qpod, node, tuple(devices), ttl_s, self.service.clock(), self._lost):
             return None
         assumption = ctl.assumed(uid)
         assert assumption is not None

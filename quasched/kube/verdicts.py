@@ -42,18 +42,11 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
     A pod quasched does not manage (no GPU request) fits every node (pod None)."""
     if not is_managed(pod):
         return {}, None, []
-    try:
-        spec = job_spec(pod)
-    except PodError as err:  # the same text on every node: it aggregates into one line of the event
-        return dict.fromkeys(names, f"{INVALID}: {err}"), None, []
-    if spec.team not in ctl.quota.queues:
-        return {n: UNKNOWN_QUEUE for n in names}, None, []
+    got = pod_of(ctl, pod)
+    if isinstance(got, str):  # the same text on every node: it aggregates into one line of the event
+        return dict.fromkeys(names, got), None, []
+    spec, qpod = got
     c = ctl.cluster
-    models = [m for m in c.models if m and accessible(m, spec.gpu_model)]
-    admitted = [m for m in models if ctl.quota.admits(spec.team, m, spec.gpu_request)]
-    qpod = job_pod(spec, local_node=ctl.options.local_node)
-    if len(admitted) != len(models):
-        qpod = replace(qpod, gpu_model="|".join(admitted) or "\0none")
     found = c.slots_of(names)
     failed = {name: UNKNOWN_NODE for name, slot in zip(names, found) if slot is None}
     slots = [slot for slot in found if slot is not None]
@@ -71,6 +64,23 @@ def verdicts(ctl: Controller, pod: Mapping[str, Any], names: Sequence[str]) -> t
                 failed[wanted[i]] = reason(c, check, qpod, spec, int(idx[i])) if per_node else text
         pending &= ok[0]
     return failed, qpod, idx[pending].tolist()
+
+
+def pod_of(ctl: Controller, pod: Mapping[str, Any]) -> tuple[JobSpec, Pod] | str:
+    """The job standing for a managed ``pod`` and the pod quasched places, restricted to the GPU models its queue
+    admits now; or the stable reason it cannot be placed (an invalid request, an unknown queue)."""
+    try:
+        spec = job_spec(pod)
+    except PodError as err:
+        return f"{INVALID}: {err}"
+    if spec.team not in ctl.quota.queues:
+        return UNKNOWN_QUEUE
+    models = [m for m in ctl.cluster.models if m and accessible(m, spec.gpu_model)]
+    admitted = [m for m in models if ctl.quota.admits(spec.team, m, spec.gpu_request)]
+    qpod = job_pod(spec, local_node=ctl.options.local_node)
+    if len(admitted) != len(models):
+        qpod = replace(qpod, gpu_model="|".join(admitted) or "\0none")
+    return spec, qpod
 
 
 def reason(c: Cluster, check: str, qpod: Pod, spec: JobSpec, slot: int) -> str:

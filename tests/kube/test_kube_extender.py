@@ -992,6 +992,11 @@ def test_odd_pods_never_500(env):
            {"metadata": {"annotations": {"gpu-fraction": None}}, "spec": {"containers": [
                {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}},
            {"metadata": {"annotations": "x"}, "spec": {"nodeSelector": "y", "containers": [
+               {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}},
+           {"metadata": {"labels": ["scheduling.x-k8s.io/pod-group"], "annotations": {
+               "scheduling.k8s.io/group-name": 7}}, "spec": {"containers": [
+               {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}},
+           {"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "no-such-group"}}, "spec": {"containers": [
                {"resources": {"limits": {"quasched.io/gpu-shares": 1}}}]}}]
     for pod in odd:
         r = client.post(f"{PREFIX}/filter", json=args(pod))

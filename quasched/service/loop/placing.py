@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from typing import Sequence
 
 from quasched.model.workload import Pod
+from quasched.policies.framework import Scheduler
 from quasched.service.domain import Job, JobState, Reason
 from quasched.service.loop.lifecycle import Lifecycle
 from quasched.service.loop.queueing import Queueing
@@ -103,16 +105,8 @@ class Placer:
         return None if models == [] else self.state.pod(job.spec, job.id, 0, models)
 
     def _place_gang(self, job: Job, gpu_model: str) -> list[tuple[Pod, int, tuple[int, ...]]]:
-        placed: list[tuple[Pod, int, tuple[int, ...]]] = []
-        for k in range(job.spec.pods):
-            pod = replace(self.state.pod(job.spec, job.id, k), gpu_model=gpu_model)
-            decision = self.scheduler.schedule(pod)
-            if not decision.placed:
-                for p, _, _ in placed:
-                    self.cluster.remove(p)
-                return []
-            placed.append((pod, decision.node, decision.devices))
-        return placed
+        pods = [replace(self.state.pod(job.spec, job.id, k), gpu_model=gpu_model) for k in range(job.spec.pods)]
+        return place_together(self.scheduler, pods)
 
     def bind(self, job: Job, now: float, placed: list[tuple[Pod, int, tuple[int, ...]]], kind: str) -> None:
         """``job`` runs from ``now`` where ``placed`` put its pods: charged to its queue, timers armed, ``kind`` emitted."""
@@ -127,6 +121,23 @@ class Placer:
         self.position.pop(job.id, None)
         self.life.arm(job)
         self.state.changes.emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
+
+
+def place_together(scheduler: Scheduler, pods: Sequence[Pod], *,
+                   counted: bool = True) -> list[tuple[Pod, int, tuple[int, ...]]]:
+    """A gang's pods placed in order, one scheduling cycle each, or none: when one does not place, those before it
+    are removed exactly. The one rule of all-or-nothing placement, for the loop's gangs and Kubernetes pod groups
+    alike; ``counted``: the cycles are the loop's (:meth:`Scheduler.decide`)."""
+    placed: list[tuple[Pod, int, tuple[int, ...]]] = []
+    for pod in pods:
+        decision = scheduler.decide(pod, counted=counted)
+        if not decision.placed:
+            for p, _, _ in placed:
+                scheduler.cluster.remove(p)
+            return []
+        scheduler.cluster.place(pod, decision.node, decision.devices, filtered_at=decision.version)
+        placed.append((pod, decision.node, decision.devices))
+    return placed
 
 
 def _pending_gpus(jobs: list[Job]) -> Counter[str]:
