@@ -96,7 +96,8 @@ def test_rbac_narrowed_and_network_policy():
     rules = {(group, resource, verb) for rule in kinds["ClusterRole/quasched-extender"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     assert rules == {("", "nodes", v) for v in ("get", "list", "watch")} | {
-        ("", "pods", v) for v in ("get", "list", "watch")} | {("", "pods/binding", "create")}
+        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")} | {
+        (g, "podgroups", v) for g in ("scheduling.x-k8s.io", "scheduling.volcano.sh") for v in ("get", "list", "watch")}
     lease_rules = kinds["Role/quasched-scheduler-leases"]["rules"]
     assert kinds["Role/quasched-scheduler-leases"]["metadata"]["namespace"] == "quasched"
     assert [r["resources"] for r in lease_rules] == [["leases"]]
@@ -137,3 +138,15 @@ def test_device_plugin_daemonset():
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
     [rule] = docs["ClusterRole"]["rules"]
     assert rule["resources"] == ["pods"] and sorted(rule["verbs"]) == ["get", "list", "patch"]
+
+
+def test_podgroup_crd_serves_what_quasched_reads():
+    """deploy/podgroup-crd.yaml defines the coscheduling PodGroup with the fields :mod:`quasched.kube.gangs` reads."""
+    from quasched.kube.gangs import GROUP_LABEL, PODGROUP_APIS
+
+    crd = yaml.safe_load((DEPLOY / "podgroup-crd.yaml").read_text())
+    group, version = PODGROUP_APIS["coscheduling"].split("/")
+    assert crd["spec"]["group"] == group == GROUP_LABEL.split("/")[0] and crd["spec"]["names"]["plural"] == "podgroups"
+    [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    fields = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert {"minMember", "scheduleTimeoutSeconds"} <= set(fields) and served["served"]
