@@ -150,3 +150,19 @@ def test_podgroup_crd_serves_what_quasched_reads():
     [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
     fields = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert {"minMember", "scheduleTimeoutSeconds"} <= set(fields) and served["served"]
+
+
+def test_pytorchjob_example_is_one_gang_quasched_reads():
+    """examples/pytorchjob-gang.yaml: its pods join its PodGroup, ask quasched for 8 GPUs each, and as many pods as
+    minMember (master + workers) make the group."""
+    from quasched.kube.convention import job_spec
+    from quasched.kube.gangs import group_of, group_spec
+
+    podgroup, job = yaml.safe_load_all((REPO / "examples" / "pytorchjob-gang.yaml").read_text())
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    pods = [{**r["template"], "metadata": {**r["template"]["metadata"], "namespace": "ml", "name": f"{kind}-{i}"}}
+            for kind, r in replicas.items() for i in range(r["replicas"])]
+    refs = {group_of(p) for p in pods}
+    assert len(refs) == 1 and next(iter(refs)).name == podgroup["metadata"]["name"]
+    assert group_spec(podgroup, next(iter(refs))).min_member == len(pods) == 4
+    assert all(p["spec"]["schedulerName"] == "quasched" and job_spec(p).num_gpu == 8 for p in pods)
