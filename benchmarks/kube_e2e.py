@@ -3,6 +3,7 @@
     python benchmarks/kube_e2e.py [--nodes 200] [--pods 1000] [--data-dir ../shared/traces] [--json out.json]
     python benchmarks/kube_e2e.py --failover [--rate 40] [--kill-after 300] [--json out.json]
     python benchmarks/kube_e2e.py --in-process [--nodes 1000] [--pods 1000] [--policy guard]
+    python benchmarks/kube_e2e.py --nodes 1000 --pods 3000 --gangs 200 [--gang-size 4] [--alone]
 
 ``--in-process`` needs no binaries: it calls filter (the decision) and bind on the extender's Bridge directly
 (node names only, as with ``nodeCacheCapable``) and reports p50/p99/mean per verb.
@@ -23,6 +24,12 @@ election on the Lease), the pods streamed at ``--rate`` per second, ``kill -9`` 
 ``--kill-after`` pods are bound; reports how long binding stopped (kill -> first bind by the survivor), the
 Lease hand-over, pods bound, devices over-committed, the survivor's books against the bindings, and the
 FailedScheduling events (from a watch of the pods, times to the millisecond).
+
+With ``--gangs G``: ``G`` pod groups of ``--gang-size`` pods (2 GPUs each; the PodGroup CRD of
+deploy/podgroup-crd.yaml, minMember = the size) spread evenly through the trace's pods; reports the groups bound
+whole, partly (all or nothing: must be 0) and not at all, and the single pods' rate, instead of step 4. With
+``--alone`` as well: the same nodes and single pods through kube-scheduler alone (no extender; it counts the shares
+as an extended resource), the rate to compare in the same harness.
 
 4. placement quality: the same pod sequence through quasched's own loop
    (:class:`quasched.service.loop.controller.Controller`, the service's policy and seed, FIFO, one cycle per
@@ -49,8 +56,8 @@ from quasched.extras import require_or_exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kube_cluster import (DEVICES, GPU, SHARES, KubeCluster, Pairs, Quasched, missing,  # noqa: E402
-                          openb_nodes, pod_manifest, replicas_missing, wait_for)
+from kube_cluster import (DEVICES, GPU, SHARES, KubeCluster, Pairs, Quasched, missing, openb_nodes,  # noqa: E402
+                          pod_manifest, replicas_missing, wait_for)
 
 VERBS = ("filter", "bind")
 
@@ -75,6 +82,78 @@ def trace_pods(count: int, data_dir: str | None) -> list[dict[str, Any]]:
         if len(out) == count:
             break
     return out
+
+
+#: where the benchmark's PodGroups live (deploy/podgroup-crd.yaml)
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def with_gangs(singles: list[dict[str, Any]], gangs: int, size: int) -> list[dict[str, Any]]:
+    """``singles`` with ``gangs`` groups of ``size`` 2-GPU pods spread evenly among them, priorities renumbered so
+    kube-scheduler's queue takes them in this order."""
+    out: list[dict[str, Any]] = []
+    every = max(1, len(singles) // (gangs + 1))
+    for i, single in enumerate(singles):
+        out.append(single)
+        g = (i + 1) // every - 1
+        if (i + 1) % every == 0 and 0 <= g < gangs:
+            for k in range(size):
+                m = pod_manifest(f"g-{g:03d}-{k}", gpus=2, cpu_milli=4000, memory_mib=16 * 1024)
+                m["metadata"]["labels"] = {GROUP_LABEL: f"g-{g:03d}"}
+                out.append(m)
+    for i, m in enumerate(out):
+        m["spec"]["priority"] = len(out) - i
+    return out
+
+
+def create_groups(kc: KubeCluster, gangs: int, size: int) -> None:
+    """The PodGroup CRD and ``gangs`` PodGroups of minMember ``size``."""
+    import yaml
+
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "podgroup-crd.yaml").read_text())
+    kc.check(kc.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd))
+    wait_for("the PodGroup CRD is served", lambda: kc.api.get(PODGROUPS).status_code == 200, 60)
+    for g in range(gangs):
+        kc.check(kc.api.post(PODGROUPS, json={"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                              "metadata": {"name": f"g-{g:03d}"},
+                                              "spec": {"minMember": size, "scheduleTimeoutSeconds": 120}}))
+
+
+def gang_outcome(pods: dict[str, dict[str, Any]], gangs: int, size: int) -> dict[str, int]:
+    """Groups bound whole, partly and not at all."""
+    counts = collections.Counter[str]()
+    for g in range(gangs):
+        bound = sum(1 for k in range(size) if (pods.get(f"g-{g:03d}-{k}", {}).get("spec") or {}).get("nodeName"))
+        counts["whole" if bound == size else "none" if bound == 0 else "partly"] += 1
+    return {key: counts[key] for key in ("whole", "partly", "none")}
+
+
+def run_alone(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """The same nodes and single pods through kube-scheduler alone (no extender), timed as :func:`run_kube` does."""
+    shapes = openb_nodes(args.nodes, args.data_dir)
+    manifests = trace_pods(args.pods, args.data_dir)
+    with KubeCluster(base / "alone", None, disable_admission=("Priority",)) as kc:
+        kc.add_gpu_nodes(shapes)
+        kc.stop_scheduler()
+        for m in manifests:
+            kc.create_pod(m)
+        bound_at: dict[str, float] = {}
+        stop = threading.Event()
+        threading.Thread(target=watch_bindings, args=(kc, bound_at, stop), daemon=True).start()
+        time.sleep(1.0)
+        kc.start_scheduler()
+        t_ready = time.monotonic()
+
+        def settled() -> bool:
+            queues = scheduler_queues(kc)
+            return len(bound_at) == len(manifests) or (queues.get("active", 1) == 0 and queues.get(
+                "backoff", 1) == 0 and time.monotonic() - max(bound_at.values(), default=t_ready) > 3)
+        wait_for("all pods tried", settled, args.timeout, interval_s=0.5)
+        stop.set()
+        last = max(bound_at.values(), default=t_ready)
+        return {"bound": len(bound_at), "of": len(manifests),
+                "pods_per_s": round(len(bound_at) / max(1e-9, last - t_ready), 1)}
 
 
 def gpus_asked(pod: dict[str, Any]) -> float:
@@ -149,7 +228,7 @@ def scheduler_queues(kc: KubeCluster) -> dict[str, float]:
 
 def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     shapes = openb_nodes(args.nodes, args.data_dir)
-    manifests = trace_pods(args.pods, args.data_dir)
+    manifests = with_gangs(trace_pods(args.pods, args.data_dir), args.gangs, args.gang_size)
     q = Quasched(base / "quasched", None, policy=args.policy)
     result: dict[str, Any] = {"nodes": args.nodes, "pods": len(manifests), "policy": args.policy,
                               "gpus": sum(s.gpus for s in shapes),
@@ -163,6 +242,8 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             q.ensure_queue("default")
             wait_for("quasched sees the nodes", lambda: len(
                 [n for n in q.nodes() if n["name"].startswith("gpu-node-")]) == args.nodes, 60, q.proc, q.log)
+            if args.gangs:
+                create_groups(kc, args.gangs, args.gang_size)
             kc.stop_scheduler()
             t = time.monotonic()
             for m in manifests:
@@ -223,6 +304,12 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                                                       (0.5, 0.99)),
             }
             pods = kc.pods()
+            if args.gangs:
+                singles = [n for n in names if n.startswith("p-")]
+                result["gangs"] = gang_outcome(pods, args.gangs, args.gang_size)
+                result["singles_bound"] = sum(1 for n in singles if n in bound_at)
+                result["singles_per_s"] = round(result["singles_bound"] / max(1e-9, last - t_ready), 1)
+                result["over_commits"] = over_commits(list(pods.values()))
             placed = {}
             for n in names:
                 node = (pods[n].get("spec") or {}).get("nodeName")
@@ -247,8 +334,8 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 def run_own_loop(kube: dict[str, Any], policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The same pods, in the same order, through quasched's own loop on the same nodes."""
     from quasched.kube.convention import node_record
-    from quasched.service.loop.controller import Controller
     from quasched.service.domain import QueueSpec
+    from quasched.service.loop.controller import Controller
 
     records = {r.name: r for r in map(node_record, kube["_nodes"])}
     # the extender's cluster: empty at start, nodes added as its sync listed them (their order is the tie-break rank)
@@ -439,8 +526,8 @@ def run_in_process(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     from quasched.model.nodes import NodeSpec
     from quasched.policies import parse_spec
     from quasched.service.api.app import create_app
-    from quasched.service.loop.controller import Controller
     from quasched.service.domain import QueueSpec
+    from quasched.service.loop.controller import Controller
     from quasched.service.loop.state import LoopOptions
 
     shapes = openb_nodes(args.nodes, args.data_dir)
@@ -499,6 +586,10 @@ def main() -> int:
     ap.add_argument("--failover", action="store_true", help="two replicas; kill -9 the leader pair mid-stream")
     ap.add_argument("--rate", type=float, default=40.0, help="with --failover: pods created per second")
     ap.add_argument("--kill-after", type=int, default=300, help="with --failover: kill once this many are bound")
+    ap.add_argument("--gangs", type=int, default=0, help="pod groups spread among the pods (all or nothing)")
+    ap.add_argument("--gang-size", type=int, default=4, help="pods per group (minMember), 2 GPUs each")
+    ap.add_argument("--alone", action="store_true",
+                    help="with --gangs: also the single pods through kube-scheduler alone, in the same harness")
     args = ap.parse_args()
     if not args.in_process:  # the extender's Kubernetes client
         require_or_exit("kube", "kubernetes")
@@ -514,8 +605,11 @@ def main() -> int:
         out = run_failover(args, Path(tmp)) if args.failover else run_in_process(args, Path(tmp))
     else:
         kube = run_kube(args, Path(tmp))
-        kube["placement_quality"] = compare(kube, run_own_loop(kube, args.policy))
+        if not args.gangs:  # (the own loop places no pod groups of Kubernetes)
+            kube["placement_quality"] = compare(kube, run_own_loop(kube, args.policy))
         out = {k: v for k, v in kube.items() if not k.startswith("_")}
+        if args.alone:
+            out["kube_scheduler_alone"] = run_alone(args, Path(tmp))
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:
