@@ -40,7 +40,9 @@ def device_plugin(
     from quasched.kube.client import KubernetesClient
     from quasched.kube.deviceplugin.gpus import discover
     from quasched.kube.deviceplugin.plugin import SharesPlugin, serve
-    from quasched.service.executor.localnode import HealthWatch
+    from quasched.kube.deviceplugin.livestate import Publisher
+    from quasched.service.executor.gpustate import Sampler
+    from quasched.service.executor.localnode import HealthWatch, local_nvml
 
     try:
         gpus = discover(node_name, fake_gpus, gpu_model, gpu_memory_mib)
@@ -56,6 +58,10 @@ def device_plugin(
     health = HealthWatch(plugin.set_health)
     if not fake_gpus and not health.start():
         _log("NVML health watch unavailable: every GPU reported healthy")
+    nvml = None if fake_gpus else local_nvml()
+    sampler = None if nvml is None else Sampler(nvml, Publisher(client, node_name, log=_log))
+    if sampler is not None:  # the GPUs' live state, for quasched's placement, dashboard and /metrics
+        sampler.start()
 
     def stop(*_: Any) -> None:
         plugin.stopped.set()
@@ -67,3 +73,5 @@ def device_plugin(
         serve(plugin, plugin_dir)
     finally:
         health.stop()
+        if sampler is not None:
+            sampler.stop()

@@ -119,9 +119,15 @@ class KubernetesClient:
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Merge ``annotations`` into the pod (the device plugin's ``assigned`` mark)."""
+        self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", annotations)
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str]) -> None:
+        """Merge ``annotations`` into the node (the device plugin's GPU state)."""
+        self._annotate(f"/api/v1/nodes/{name}", annotations)
+
+    def _annotate(self, path: str, annotations: Mapping[str, str]) -> None:
         body = json.dumps({"metadata": {"annotations": dict(annotations)}})
-        _checked(self.http.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", content=body,
-                                 headers=self._headers("application/merge-patch+json")))
+        _checked(self.http.patch(path, content=body, headers=self._headers("application/merge-patch+json")))
 
     def bind_pod(self, namespace: str, name: str, uid: str, node: str,
                  annotations: Mapping[str, str] | None = None) -> None:
@@ -138,8 +144,8 @@ class KubernetesClient:
 
     def get_pod_group(self, ref: GroupRef) -> dict[str, Any]:
         """The group's PodGroup object (:class:`LookupError` naming it when the API server has none)."""
-        try:
-            return _checked(self.http.get(ref.path, headers=self._headers()))
+        try:  # resourceVersion=0: from the API server's watch cache, no read of etcd (filter asks often)
+            return _checked(self.http.get(ref.path, params={"resourceVersion": "0"}, headers=self._headers()))
         except ApiError as err:
             if err.status == 404:
                 raise LookupError(f"no PodGroup {ref.key} ({PODGROUP_APIS[ref.convention]})") from None
@@ -147,7 +153,8 @@ class KubernetesClient:
 
     def group_pods(self, ref: GroupRef) -> list[dict[str, Any]]:
         """The pods of the group (its namespace's pods carrying its label or annotation)."""
-        params = {"labelSelector": f"{GROUP_LABEL}={ref.name}"} if ref.convention == "coscheduling" else {}
+        params = {"resourceVersion": "0"} | (  # (from the watch cache, as above)
+            {"labelSelector": f"{GROUP_LABEL}={ref.name}"} if ref.convention == "coscheduling" else {})
         reply = _checked(self.http.get(f"/api/v1/namespaces/{ref.namespace}/pods", params=params,
                                        headers=self._headers()))
         return [pod for pod in reply.get("items") or [] if ref.member(pod)]

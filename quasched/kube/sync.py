@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
+from quasched.kube.deviceplugin.livestate import STATE_ANNOTATION, decode
 from quasched.kube.extender import Bridge, KubeClient, log
 from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.service.loop.controller import Controller
@@ -144,27 +145,52 @@ class Sync:
         self._threads: list[threading.Thread] = []
         self.node_version = ""
         self.pod_version = ""
+        #: node name -> the last GPU-state annotation handed to the service
+        self._gpu_state_seen: dict[str, str] = {}
 
     # ------------------------------------------------------------ apply
     def apply_nodes(self, nodes: Iterable[Mapping[str, Any]], complete: bool = True) -> NodeChanges:
         """Mirror the API server's nodes into the service (add, update, cordon); with ``complete`` remove the nodes not listed."""
-        service = self.bridge.service
+        service, nodes = self.bridge.service, list(nodes)
         with service.lock:
             changes = node_changes(nodes, service.records, complete)
-            if not (changes.add or changes.update or changes.remove):
-                return changes
-
-            def apply(ctl: Controller, now: float) -> None:
-                for name in changes.remove:
-                    self._remove_node(ctl, name, now)
-                for record in changes.add:
-                    ctl.add_node(record, now)
-                    service.keep_node(record)
-                for record in changes.update:
-                    self._update(ctl, record, now)
-
-            service.mutate(apply)
+            if changes.add or changes.update or changes.remove:
+                self._apply_nodes(changes)
+            self._gpu_states(nodes)
         return changes
+
+    def _apply_nodes(self, changes: NodeChanges) -> None:
+        """(Under the lock.) The nodes' changes in one mutation."""
+        service = self.bridge.service
+
+        def apply(ctl: Controller, now: float) -> None:
+            for name in changes.remove:
+                self._remove_node(ctl, name, now)
+            for record in changes.add:
+                ctl.add_node(record, now)
+                service.keep_node(record)
+            for record in changes.update:
+                self._update(ctl, record, now)
+
+        service.mutate(apply)
+
+    def _gpu_states(self, nodes: list[Mapping[str, Any]]) -> None:
+        """Hand the service each node's GPU readings (its device plugin's annotation) when they changed; a bad
+        annotation is said once and changes nothing."""
+        for node in nodes:
+            meta = node.get("metadata") if isinstance(node, Mapping) else None
+            annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+            text = annotations.get(STATE_ANNOTATION) if isinstance(annotations, Mapping) else None
+            name = meta.get("name") if isinstance(meta, Mapping) else None
+            if not isinstance(name, str) or text is None or self._gpu_state_seen.get(name) == text:
+                continue
+            self._gpu_state_seen[name] = text
+            try:
+                readings = decode(text)
+            except ValueError as err:
+                log(f"node {name}: {err}; its GPUs' live state is ignored")
+                continue
+            self.bridge.service.gpu_state(name, readings)
 
     def _update(self, ctl: Controller, record: NodeRecord, now: float) -> None:
         service = self.bridge.service

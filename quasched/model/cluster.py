@@ -107,6 +107,7 @@ class Cluster:
         self.free = np.zeros((n, r), dtype=np.int64, order="F")  # contiguous columns for the fit rule
         self.gpu_alloc = np.zeros((n, d), dtype=np.int64)
         self.gpu_healthy = np.zeros((n, d), dtype=bool)
+        self.gpu_cordoned = np.zeros((n, d), dtype=bool)
         self.gpu_free = np.zeros((n, d), dtype=np.int64)
         self.gpu_free_max = np.zeros(n, dtype=np.int64)
         self.present = np.zeros(n, dtype=bool)
@@ -125,10 +126,10 @@ class Cluster:
         self.gpus_on_used_nodes = 0
         self._total_gpus = 0
 
-    _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy",
+    _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy", "gpu_cordoned",
                     "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
                     "version", "labels", "in_use")
-    _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_free")
+    _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_cordoned", "gpu_free")
 
     def _grow(self, n: int, d: int) -> None:
         """Resize node and device axes to at least ``n`` slots and ``d`` devices (padding is absent)."""
@@ -193,6 +194,7 @@ class Cluster:
         self.capacity_total += capacity.sum(axis=0)
         self.gpu_alloc[slots] = 0
         self.gpu_healthy[slots] = np.arange(self.max_devices)[None, :] < nodes.num_gpus[:, None]
+        self.gpu_cordoned[slots] = False
         self.labels[slots] = [dict(x or {}) for x in (nodes.labels if nodes.labels is not None else [None] * len(nodes))]
         self.present[slots] = True
         self.cordoned[slots] = False
@@ -215,7 +217,7 @@ class Cluster:
         self.free[node] = 0
         self._total_gpus -= int(self.num_gpus[node])
         self.num_gpus[node] = 0
-        self.gpu_healthy[node] = False
+        self.gpu_healthy[node] = self.gpu_cordoned[node] = False
         self.names[node] = ""
         self._spec_masks.clear()
         self.inventory += 1
@@ -260,6 +262,17 @@ class Cluster:
         index = self._node_index
         return [index.get(name) for name in names]
 
+    def cordon_device(self, node: int | str, device: int, cordoned: bool = True) -> None:
+        """Stop (or resume) placing pods on one GPU device, e.g. while it runs hot; pods on it stay, and it still
+        counts for what the node could host when empty (a cordon is temporary, a failure is not)."""
+        node = self.node(node)
+        if not 0 <= device < self.num_gpus[node]:
+            raise PlacementError(f"node {self.names[node]!r} has no GPU device {device}")
+        self.gpu_cordoned[node, device] = cordoned
+        self._refresh(node)
+        if not cordoned:
+            self._grown.add(node)
+
     def _refresh(self, node: int) -> None:
         """Recompute the derived per-node arrays after any change of ``node``."""
         self.schedulable[node] = self.present[node] and not self.cordoned[node]
@@ -267,7 +280,8 @@ class Cluster:
         self._refresh_use(node)
 
     def _refresh_devices(self, node: int) -> None:
-        self.gpu_free[node] = free = np.where(self.gpu_healthy[node], FULL_GPU_MILLI - self.gpu_alloc[node], 0)
+        usable = self.gpu_healthy[node] & ~self.gpu_cordoned[node]
+        self.gpu_free[node] = free = np.where(usable, FULL_GPU_MILLI - self.gpu_alloc[node], 0)
         self.gpu_free_max[node] = free.max()
 
     def _refresh_use(self, node: int) -> None:

@@ -124,8 +124,8 @@ def test_certificate_script(tmp_path):
 
 
 def test_device_plugin_daemonset():
-    """The node part: the kubelet's socket directory, the node's name from the downward API, and only the pod
-    verbs Allocate needs."""
+    """The node part: the kubelet's socket directory, the node's name from the downward API, only the pod verbs
+    Allocate needs and the node patch that publishes the GPUs' live state."""
     docs = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "device-plugin.yaml").read_text()) if d}
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -136,8 +136,9 @@ def test_device_plugin_daemonset():
     assert volume["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
     assert container["volumeMounts"][0]["mountPath"] == volume["hostPath"]["path"]
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
-    [rule] = docs["ClusterRole"]["rules"]
-    assert rule["resources"] == ["pods"] and sorted(rule["verbs"]) == ["get", "list", "patch"]
+    pods, nodes = docs["ClusterRole"]["rules"]
+    assert pods["resources"] == ["pods"] and sorted(pods["verbs"]) == ["get", "list", "patch"]
+    assert nodes["resources"] == ["nodes"] and nodes["verbs"] == ["patch"]
 
 
 def test_podgroup_crd_serves_what_quasched_reads():

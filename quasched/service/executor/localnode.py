@@ -48,7 +48,7 @@ def this_node(names: Sequence[str], wanted: str | None) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
-def _nvml() -> Any | None:
+def local_nvml() -> Any | None:
     """The initialised ``pynvml`` module, or None without the package, the library or a device."""
     try:
         nvml = import_module("pynvml")
@@ -70,7 +70,7 @@ def model_name(nvml_name: str | bytes) -> str:
 
 def nvml_devices() -> NvmlDevices | None:
     """This machine's GPUs from NVML (None without NVML)."""
-    nvml = _nvml()
+    nvml = local_nvml()
     if nvml is None:
         return None
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
@@ -116,7 +116,7 @@ class HealthWatch:
 
     def start(self) -> bool:
         """Start watching; False without NVML."""
-        nvml = _nvml()
+        nvml = local_nvml()
         if nvml is None:
             return False
         self._thread = threading.Thread(target=self._run, args=(nvml,), name="quasched-gpu-health", daemon=True)

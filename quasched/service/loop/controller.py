@@ -105,6 +105,7 @@ class Controller:
         self.add_node, self.add_nodes, self.remove_node = nc.add_node, nc.add_nodes, nc.remove_node
         self.cordon, self.uncordon, self.drain = nc.cordon, nc.uncordon, nc.drain
         self.set_device_health, self.put_queue, self.restore = nc.set_device_health, nc.put_queue, nc.restore
+        self.avoid_devices = nc.avoid_devices
         self.runs_here, self.exited, self.lost = self.runs.runs_here, self.runs.exited, self.runs.lost
         self.gpu_allocation, self.fragmentation = self.views.gpu_allocation, self.views.fragmentation
         self.fragmentation_report = self.views.fragmentation_report

@@ -46,9 +46,11 @@ class NodeChanges:
         self.state.dirty = True
 
     def remove_node(self, name: str, now: float) -> None:
-        """Drain node ``name`` (its jobs are requeued) and remove it; the GPU quota capacity follows."""
+        """Drain node ``name`` (its jobs are requeued) and remove it (and what its devices' live state avoided); the
+        GPU quota capacity follows."""
         self.drain(name, now)
         self.state.cluster.remove_node(name)
+        self.state.avoided.pop(name, None)
         self._capacity_follows()
         self.state.changes.note(Event(now, "node-removed", node=name))
 
@@ -83,6 +85,22 @@ class NodeChanges:
             st.assumptions.lose_on(node, device)
             for job in st.jobs_on(node, device):
                 self.life.requeue(job, now, "evicted", node=name, device=device)
+        st.dirty = True
+
+    def avoid_devices(self, name: str, avoided: dict[int, str], now: float) -> None:
+        """From now on new pods avoid exactly the devices ``avoided`` of node ``name`` (device -> why, from their
+        live state: cordoned in the cluster model); the pods on them keep running."""
+        st, c = self.state, self.state.cluster
+        node, before = c.node(name), st.avoided.get(name, {})
+        avoided = {d: why for d, why in avoided.items() if 0 <= d < c.num_gpus[node]}
+        for device in sorted(set(before) | set(avoided)):
+            if (device in before) != (device in avoided):
+                c.cordon_device(node, device, device in avoided)
+                if device in avoided:
+                    st.assumptions.lose_on(node, device)
+                st.changes.note(Event(now, "device-avoided" if device in avoided else "device-trusted", node=name,
+                                      data={"device": device} | ({"why": avoided[device]} if device in avoided else {})))
+        st.avoided[name] = avoided
         st.dirty = True
 
     def put_queue(self, spec: QueueSpec) -> None:

@@ -123,6 +123,9 @@ class LoopState:
         self.classes = FitClasses()
         self.changes = Changes()
         self.timers = Timers()
+        #: node name -> device -> why new pods avoid it (its live state: hot, throttling, erroring, lost; the device
+        #: cordoned in the cluster model); the pods on it keep running
+        self.avoided: dict[str, dict[int, str]] = {}
         self.dirty = False
         self.fresh: set[int] = set()
         self.full = True

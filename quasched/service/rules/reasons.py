@@ -73,13 +73,17 @@ def capacity_reason(cluster: Cluster, job: Job, pod: Pod) -> PendingReason:
     if pod.is_gpu:
         free = int(c.gpu_free[usable].sum())
         evidence.update(free_gpus=free / 1000, needed_gpus=job.gpu_total / 1000)
+        held = c.gpu_cordoned[usable] & c.gpu_healthy[usable]
+        held_back = f"; {int(held.sum())} held back for their live state (heat, throttling, errors)" if held.any() else ""
+        if held.any():
+            evidence["gpus_held_back"] = int(held.sum())
         what = (f"{pod.num_gpu} whole GPU{'s' * (pod.num_gpu != 1)}" if pod.gpu_milli == FULL_GPU_MILLI
                 else f"{pod.gpu_milli} milli-GPU on one device")
         if free >= job.gpu_total:
             return PendingReason(Reason.FRAGMENTED, f"{free / 1000:g} GPU{'s' * (free != 1000)} free in total but no "
-                                 f"node has {what} free" + gang, evidence)
+                                 f"node has {what} free" + gang + held_back, evidence)
         return PendingReason(Reason.INSUFFICIENT, f"needs {job.gpu_total / 1000:g} GPU{'s' * (job.gpu_total != 1000)}; "
-                             f"{free / 1000:g} free on nodes it may use", evidence)
+                             f"{free / 1000:g} free on nodes it may use" + held_back, evidence)
     free_cpu = int(c.free[usable, CPU].sum())
     evidence.update(free_cpu_milli=free_cpu, needed_cpu_milli=pod.cpu_milli * job.spec.pods)
     code = Reason.FRAGMENTED if free_cpu >= pod.cpu_milli * job.spec.pods else Reason.INSUFFICIENT

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from quasched.service.domain import Event, JobState, Reason
+from quasched.service.executor.gpustate import THROTTLE_BITS, GpuReading
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,10 +49,35 @@ class ServiceMetrics:
                                registry=r)
         self.finished = Counter("quasched_jobs_finished", "Jobs finished, by final state", ["state"], registry=r)
         self.preempted = Counter("quasched_jobs_preempted", "Jobs stopped by preemption", registry=r)
+        # the GPUs' live state, named as NVIDIA's DCGM exporter names its fields
+        labels = ["gpu", "Hostname", "modelName"]
+        self.gpu_state = {key: Gauge(name, text, labels, registry=r) for key, name, text in (
+            ("temperature_c", "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (C)"),
+            ("power_w", "DCGM_FI_DEV_POWER_USAGE", "Power draw (W)"),
+            ("power_limit_w", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "Enforced power limit (W)"),
+            ("utilization_pct", "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (%)"),
+            ("memory_used_mib", "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (MiB)"),
+            ("ecc_uncorrected", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Uncorrected (double-bit) ECC errors, volatile"))}
+        self.gpu_throttle = Gauge("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Clock-throttle reasons (NVML's bit mask)",
+                                  labels, registry=r)
+        self.gpu_avoided = Gauge("quasched_gpu_avoided", "1 while new pods avoid the device for its live state",
+                                 labels, registry=r)
         for reason in Reason:
             self.pending.labels(reason.value)
         for state in sorted(FINISHED):
             self.finished.labels(state)
+
+    def gpus_read(self, node: str, model: str, readings: Iterable[GpuReading], avoided: Iterable[int]) -> None:
+        """Export one node's latest GPU readings (a field a device does not report is left out)."""
+        avoided = set(avoided)
+        for reading in readings:
+            labels = (str(reading.device), node, model)
+            for key, gauge in self.gpu_state.items():
+                value = getattr(reading, key)
+                if value is not None:
+                    gauge.labels(*labels).set(value)
+            self.gpu_throttle.labels(*labels).set(sum(THROTTLE_BITS[t] for t in reading.throttle))
+            self.gpu_avoided.labels(*labels).set(reading.device in avoided)
 
     def count(self, events: Iterable[Event], teams: dict[int, str]) -> None:
         """Advance the counters by persisted events (``teams``: job id → team)."""

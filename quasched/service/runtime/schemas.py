@@ -492,6 +492,27 @@ class UsageOut(BaseModel):
     gpu_hours: float
 
 
+class GpuLiveOut(BaseModel):
+    """A GPU's last reading (NVML, on its node): heat, power, use, throttling; whether new pods avoid it, and why."""
+    device: int
+    at: float = Field(description="wall time of the reading (s since the epoch)")
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    throttle: list[str] = []
+    ecc_uncorrected: int | None = None
+    lost: bool = False
+    avoided: str | None = Field(None, description="why new pods avoid the device now (None: they may use it)")
+    stale: bool = Field(False, description="older than the staleness limit: not trusted, changes nothing")
+
+    @classmethod
+    def of(cls, reading: Any, avoided: str | None, stale: bool) -> GpuLiveOut:
+        return cls(**{**reading.to_json(), "avoided": avoided, "stale": stale})
+
+
 class NodeOut(BaseModel):
     """A node: GPU model, per-device use and health, CPU and memory in use, cordon, jobs."""
     name: str
@@ -507,6 +528,7 @@ class NodeOut(BaseModel):
     jobs: list[int]
     frag_milli: float = Field(0.0, description="Fragmented milli-GPU of the node (FGD's measure, current typical pods)")
     labels: dict[str, str] = {}
+    gpus_live: list[GpuLiveOut] = Field([], description="each GPU's last reading, when its node reports them")
 
 
 class SnapshotOut(BaseModel):

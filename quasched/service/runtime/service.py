@@ -34,7 +34,8 @@ from quasched.model.nodes import NodeSpec
 from quasched.service.domain import Event, Job, JobSpec, JobState, NodeRecord, QueueSpec
 from quasched.service.executor.commands import Executor
 from quasched.service.executor.joblog import Caps
-from quasched.service.executor.localnode import HealthWatch, local_gpus, this_node
+from quasched.service.executor.gpustate import GpuReading, Judge, Limits, Sampler
+from quasched.service.executor.localnode import HealthWatch, local_gpus, local_nvml, this_node
 from quasched.service.executor.runas import RunAs
 from quasched.service.loop.controller import Controller, records_of
 from quasched.service.loop.state import LoopOptions, SpecError
@@ -42,7 +43,7 @@ from quasched.service.runtime.auth import TokenCache, masked
 from quasched.service.runtime.broker import Broker
 from quasched.service.runtime.combiner import Combiner
 from quasched.service.runtime.metrics import ServiceMetrics
-from quasched.service.runtime.schemas import JobOut, NodeOut
+from quasched.service.runtime.schemas import GpuLiveOut, JobOut, NodeOut
 from quasched.service.store.database import Store, TokenInfo
 from quasched.service.store.leadership import Elector, Fenced, Holder, identity
 
@@ -93,7 +94,7 @@ class Service:
     def __init__(self, store: Store, cluster: NodeSpec | None, options: LoopOptions,
                  clock: Callable[[], float] = time.time, token_file: Path | None = None,
                  state_dir: Path = Path("quasched-state"), leading: bool = True, run_as: RunAs | None = None,
-                 jobs_dir: Path | None = None) -> None:
+                 jobs_dir: Path | None = None, gpu_limits: Limits = Limits()) -> None:
         self.store = store
         #: who runs each team's commands (default: nobody), and where jobs get their directories
         self.run_as, self.jobs_dir = run_as if run_as is not None else RunAs(), jobs_dir
@@ -108,6 +109,11 @@ class Service:
         self.options = options
         self.executor: Executor | None = None  # runs the commands of jobs on this machine's node, if any
         self.health: HealthWatch | None = None
+        self.sampler: Sampler | None = None
+        #: node name -> its GPUs' latest readings, and what judges them (:mod:`~quasched.service.executor.gpustate`)
+        self.gpu_live: dict[str, list[GpuReading]] = {}
+        self.gpu_judges: dict[str, Judge] = {}
+        self.gpu_limits = gpu_limits
         self.lock = threading.RLock()
         self.metrics = ServiceMetrics()
         self.broker = Broker()
@@ -157,6 +163,9 @@ class Service:
                                      Caps.of_total(self.options.log_cap), self.options.team_log_cap,
                                      run_as=self.run_as, jobs_dir=self.jobs_dir)
             self.health = HealthWatch(lambda device, ok: self.set_device_health(record.name, device, ok))
+            nvml = local_nvml()
+            if nvml is not None:
+                self.sampler = Sampler(nvml, lambda readings: self.gpu_state(record.name, readings))
 
     def _view(self) -> tuple[dict[str, NodeRecord], Controller]:
         """A standby's read-only view: the loop as the store describes it, without a cycle."""
@@ -264,8 +273,12 @@ class Service:
             self.executor.start()
             if self.health is not None:
                 self.health.start()
+            if self.sampler is not None:
+                self.sampler.start()
 
     def _stop_executor(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
         if self.health is not None:
             self.health.stop()
         if self.executor is not None:
@@ -526,6 +539,21 @@ class Service:
 
         self.mutate(change)
 
+    def gpu_state(self, name: str, readings: list[GpuReading]) -> None:
+        """Node ``name``'s GPU readings (this machine's sampler, or a node's device plugin through Kubernetes): kept
+        for the API and the dashboard, exported to ``/metrics``, and the devices they say to avoid avoided by new
+        pods from now on (a mutation, only when that changes)."""
+        with self.lock:
+            record = self.records.get(name)
+            if record is None:
+                return
+            self.gpu_live[name] = readings
+            judge = self.gpu_judges.setdefault(name, Judge(self.gpu_limits))
+            avoided = judge.judge(readings, time.time())
+            self.metrics.gpus_read(name, record.gpu_model, readings, avoided)
+            if self.leading and avoided != self.ctl.state.avoided.get(name, {}):
+                self.mutate(lambda ctl, now: ctl.avoid_devices(name, avoided, now))
+
     def _cycle(self, now: float) -> list[Event]:
         """A timed scheduling cycle and its persisted changes (caller holds the lock)."""
         start = time.perf_counter()
@@ -544,7 +572,11 @@ class Service:
     def node_out(self, raw: dict[str, Any]) -> NodeOut:
         """The API view of one node of the controller's snapshot."""
         record = self.records.get(raw["name"])
-        return NodeOut(num_gpus=len(raw["gpu_used_milli"]), labels=dict(record.labels) if record else {}, **raw)
+        avoided = self.ctl.state.avoided.get(raw["name"], {})
+        live = [GpuLiveOut.of(r, avoided.get(r.device), time.time() - r.at > self.gpu_limits.stale_s)
+                for r in self.gpu_live.get(raw["name"], [])]
+        return NodeOut(num_gpus=len(raw["gpu_used_milli"]), labels=dict(record.labels) if record else {},
+                       gpus_live=live, **raw)
 
     def nodes_out(self, names: set[str] | None = None) -> list[NodeOut]:
         """The API view of the nodes named in ``names`` (all when None)."""

@@ -181,11 +181,18 @@ function renderNodePanel() {
     return { id, j, devices };
   });
   const shown = sel.device == null ? onNode : onNode.filter((x) => x.devices.includes(sel.device));
+  const live = new Map((node.gpus_live || []).map((g) => [g.device, g]));
   const devices = node.gpu_used_milli.map((u, d) => {
     const bad = node.gpu_healthy[d] === false;
+    const g = live.get(d);
+    const heat = g && g.temperature_c != null ? `${fmtNum(g.temperature_c)} °C` : '';
+    const power = g && g.power_w != null ? `${fmtNum(g.power_w)}${g.power_limit_w ? ` / ${fmtNum(g.power_limit_w)}` : ''} W` : '';
+    const flag = bad ? '<span class="bad">unhealthy</span>'
+      : g && g.avoided ? `<span class="warn" title="${esc(g.avoided)}">avoided: ${esc(g.avoided)}</span>` : '';
     return `<tr class="${d === sel.device ? 'cur' : ''}"><td><a href="#" data-action="device" data-device="${d}">GPU ${d}</a></td>
       <td class="num">${u}m</td><td><span class="meter"><i style="width:${u / 10}%"></i></span></td>
-      <td>${bad ? '<span class="bad">unhealthy</span>' : ''}</td></tr>`;
+      <td class="num${g && g.stale ? ' muted" title="stale reading: not trusted' : ''}">${heat}</td>
+      <td class="num${g && g.stale ? ' muted' : ''}">${power}</td><td>${flag}</td></tr>`;
   }).join('');
   const jobs = shown.map(({ id, j, devices: ds }) => `<li><a href="#" data-action="open" data-id="${id}">#${id}
       ${j ? esc(j.name) : ''}</a>${j ? ` <span class="muted">${esc(j.team)} · ${fmtGpus(j.gpus)} GPU · GPU ${ds.join(', ')}</span>` : ''}</li>`).join('');
