@@ -28,6 +28,7 @@ from quasched.service.api.nodes import add_node_routes
 from quasched.service.api.routing import API, validation_error
 from quasched.service.api.runs import add_run_routes
 from quasched.service.api.tokens import add_token_routes
+from quasched.service.executor.gpustate import Limits
 from quasched.service.executor.runas import RunAs, private_database
 from quasched.service.loop.state import LoopOptions
 from quasched.service.runtime.auth import Reader, reader
@@ -122,7 +123,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
                clock: Callable[[], float] = time.time, store: Any = None,
                extensions: Sequence[Extension] = (), state_dir: Path | None = None,
                advertise_url: str = "", lease_ttl_s: float = LEASE_TTL_S, metrics_public: bool = False,
-               run_as: RunAs | None = None, jobs_dir: Path | None = None) -> FastAPI:
+               run_as: RunAs | None = None, jobs_dir: Path | None = None, gpu_limits: Limits = Limits()) -> FastAPI:
     """The service's FastAPI app on the database ``db_url``.
 
     ``cluster`` is registered when the database has no nodes (default: the
@@ -136,7 +137,8 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     records live under ``state_dir`` (default: ``quasched-state`` beside a SQLite database, else in the
     working directory); ``run_as`` says which account runs each team's commands (default: nobody's run) and
     ``jobs_dir`` where each job gets its working directory (:class:`~quasched.service.executor.commands.Executor`).
-    ``/metrics`` needs a token unless ``metrics_public``.
+    ``/metrics`` needs a token unless ``metrics_public``. ``gpu_limits``: when the GPUs' live state makes new pods
+    avoid a device (:mod:`quasched.service.executor.gpustate`).
     One server writes a database: on SQLite a second one raises :class:`~quasched.service.store.leadership.LeaderHeld` naming the
     holder; on PostgreSQL it starts as a standby and takes the lease (time-to-live ``lease_ttl_s``) over when
     the leader's expires. ``advertise_url`` is this server's URL as standbys name it.
@@ -155,7 +157,7 @@ def create_app(db_url: str = "sqlite:///quasched.db", cluster: NodeSpec | None =
     epoch = store.acquire_lease(identity(), advertise_url, lease_ttl_s)
     private_database(db_file)  # with the token file and the state directory: the service's alone
     service = Service(store, cluster, options or LoopOptions(), clock, token_file, state_dir,
-                      leading=epoch is not None, run_as=run_as, jobs_dir=jobs_dir)
+                      leading=epoch is not None, run_as=run_as, jobs_dir=jobs_dir, gpu_limits=gpu_limits)
     service.elector = Elector(store, service, advertise_url, lease_ttl_s, standby=store.file_lock is None)
 
     @asynccontextmanager
