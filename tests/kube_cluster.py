@@ -317,7 +317,21 @@ class KubeCluster(Started):
         wait_for("etcd", lambda: httpx.get(f"{client}/health", timeout=1).status_code == 200, 30, proc,
                  self.logs["etcd"])
 
-    def _start_apiserver(self) -> None:
+    def _start_apiserver(self, attempts: int = 3) -> None:
+        """kube-apiserver on a free port: a port found free may be taken by another process before the server binds
+        it (any outgoing connection picks from the same range), so a start refused with "address already in use"
+        is tried again on another port."""
+        for attempt in range(attempts):
+            try:
+                return self._spawn_apiserver()
+            except RuntimeError:
+                log = self.logs["kube-apiserver"].read_text(errors="replace")
+                if "address already in use" not in log or attempt == attempts - 1:
+                    raise
+                self.api_port, self._api = free_port(), None
+                self.server = f"https://127.0.0.1:{self.api_port}"
+
+    def _spawn_apiserver(self) -> None:
         proc = self._spawn("kube-apiserver", [
             str(BIN_DIR / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",

@@ -41,8 +41,10 @@ QUEUE_ANNOTATION = "quasched.io/queue"
 DEVICES_ANNOTATION = "quasched.io/gpu-devices"
 ASSUME_TIME_ANNOTATION = "quasched.io/assume-time"
 ASSIGNED_ANNOTATION = "quasched.io/assigned"
+#: written on the members held for a pod group, so kube-scheduler retries them at once (a pod update requeues it)
+GANG_HOLD_ANNOTATION = "quasched.io/gang-hold"
 KNOWN_ANNOTATIONS = frozenset({MODEL_ANNOTATION, QUEUE_ANNOTATION, DEVICES_ANNOTATION, ASSUME_TIME_ANNOTATION,
-                               ASSIGNED_ANNOTATION})
+                               ASSIGNED_ANNOTATION, GANG_HOLD_ANNOTATION})
 #: GPU requests of other conventions, refused with a reason rather than read as something else
 FOREIGN_RESOURCE = "nvidia.com/gpu"
 FOREIGN_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "nvidia.com/gpu-fraction")

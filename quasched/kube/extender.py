@@ -132,6 +132,11 @@ class Bridge(PodJobs):
         #: the pod groups held together (:mod:`.together`)
         self.together = Together(self)
 
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The ``schedulerName``s whose pods quasched binds."""
+        return self.options.scheduler_names
+
     # ------------------------------------------------------------ pods seen
     def remember(self, pod: dict[str, Any]) -> bool:
         """Note pod ``pod``'s uid; True the first time it is seen (its arrival, for quasched)."""

@@ -17,6 +17,7 @@ in the loop, until the group's timeout); the members bind together, by the bind 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -34,8 +35,8 @@ DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 3600.0
 #: the largest ``minMember`` (the service's largest gang)
 MAX_MEMBERS = 1024
-#: written on the members held for a group, so kube-scheduler retries them at once (a pod update requeues it)
-HOLD_ANNOTATION = "quasched.io/gang-hold"
+#: a PodGroup's name: a DNS subdomain (RFC 1123), as the API server requires of object names
+NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class GroupRef:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def valid(self) -> bool:
+        """Whether the name can be a PodGroup's (a Volcano annotation is free text: never put in a path unchecked)."""
+        return NAME.fullmatch(self.name) is not None
 
     @property
     def path(self) -> str:

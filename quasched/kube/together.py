@@ -6,7 +6,7 @@
   and nothing is held. Else the members are placed by the one all-or-nothing rule
   (:func:`~quasched.service.loop.placing.place_together`: this pod first, then the others by creation), every
   member's devices are assumed in the loop until the group's timeout, and this pod gets its node; the others are
-  annotated (:data:`~.gangs.HOLD_ANNOTATION`) so kube-scheduler tries them at once, and their filter answers the
+  annotated (:data:`~.convention.GANG_HOLD_ANNOTATION`) so kube-scheduler tries them at once, and their filter answers the
   node held for them.
 - **Bind** of a held member waits (at most :data:`BARRIER_S`, inside the extender's HTTP timeout) for the bind of
   every member; the last to arrive binds them all (their jobs stored, one Binding each). A member whose wait ran
@@ -21,9 +21,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
-from quasched.kube.convention import PodError, is_managed, pod_key
-from quasched.kube.gangs import (HOLD_ANNOTATION, Gang, GroupRef, GroupSpec, arrival, group_spec, placed_member,
-                                 waiting_member)
+import numpy as np
+
+from quasched.kube.admission import bind_refusal
+from quasched.kube.convention import GANG_HOLD_ANNOTATION, PodError, is_managed, pod_key
+from quasched.kube.gangs import Gang, GroupRef, GroupSpec, arrival, group_spec, placed_member, waiting_member
 from quasched.kube.reservations import Hold
 from quasched.kube.verdicts import pod_of
 from quasched.model.workload import Pod
@@ -56,12 +58,19 @@ class Members(Protocol):
     holds: dict[str, Hold]
 
     @property
+    def scheduler_names(self) -> tuple[str, ...]: ...
+
+    @property
     def client(self) -> Any: ...
 
     def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str, devices: tuple[int, ...],
                 ttl_s: float = ...) -> Hold | None: ...
 
     def drop_hold(self, uid: str) -> Hold | None: ...
+
+    def job_of(self, uid: str) -> Job | None: ...
+
+    def release(self, uid: str, outcome: str, why: str = "") -> Job | None: ...
 
     def start_binding(self, held: Hold) -> None: ...
 
@@ -91,41 +100,66 @@ class Together:
         bound already, the pod is placed alone."""
         service, uid = self.bridge.service, pod_key(pod)[2]
         with service.lock:
-            self.expire()
-            if uid in self.of_uid:
-                return self._held(uid, names)
+            early = self._known(uid, ref, names)
+        if early is not None:
+            return early
         read = self._read(ref)
         if isinstance(read, str):
             return [], dict.fromkeys(names, read)
         spec, pods = read
         with service.lock:
-            self.expire()
-            if uid in self.of_uid:  # held meanwhile, by another member's filter
-                return self._held(uid, names)
-            members = {pod_key(p)[2]: p for p in pods} | {uid: pod}
-            placed = sum(placed_member(p) for p in members.values())
-            others = sorted((p for u, p in members.items() if u != uid and u not in self.of_uid and waiting_member(p)),
-                            key=arrival)
+            early = self._known(uid, ref, names)  # (held meanwhile, by another member's filter)
+            if early is not None:
+                return early
+            bridge = self.bridge
+            members: dict[str, Mapping[str, Any]] = {pod_key(p)[2]: p for p in pods if self._ours(p)}
+            if placed_member(members.get(uid, {})):
+                return [], dict.fromkeys(names, f"quasched: pod {pod_key(pod)[1]} is bound already")
+            members[uid] = pod
+            # placed: bound as the API server says, or running as quasched's books say (a read may lag them)
+            placed = {u for u, p in members.items() if u != uid and (placed_member(p) or bridge.job_of(u) is not None)}
+            others = sorted((p for u, p in members.items() if u != uid and u not in placed and u not in bridge.holds
+                             and waiting_member(p)), key=arrival)
             free = [p for p in others if not is_managed(p)]  # no quasched resource: kube-scheduler places them
-            need = spec.min_member - placed - len(free)
+            need = spec.min_member - len(placed) - len(free)
             if need <= 0:
                 return None
             others = [p for p in others if is_managed(p)]
             if 1 + len(others) < need:
                 return [], dict.fromkeys(names, f"quasched: pod group {ref.key} waits for its members: "
-                                                f"{placed + len(free) + 1 + len(others)} of minMember "
+                                                f"{len(placed) + len(free) + 1 + len(others)} of minMember "
                                                 f"{spec.min_member} exist")
             chosen = [pod, *others[:need - 1]]
             answer = self._hold(ref, spec, chosen, names)
-        if not answer[1]:
-            self._requeue(chosen[1:])
+            if not answer[1]:
+                self._requeue(chosen[1:])
         return answer
+
+    def _known(self, uid: str, ref: GroupRef, names: Sequence[str]) -> tuple[list[str], dict[str, str]] | None:
+        """(Under the lock.) The answer when the group is held already: this member's node, or, for a member the
+        hold does not include, to wait until those bind (a group is held once at a time); None: not held."""
+        self.expire()
+        key = self.of_uid.get(uid)
+        if key is not None and key in self.gangs:
+            return self._held(uid, names)
+        if ref.key in self.gangs:
+            gang = self.gangs[ref.key]
+            return [], dict.fromkeys(names, f"quasched: pod group {ref.key} is held for {len(gang.uids)} of its "
+                                            "members; this one is placed once they are bound")
+        return None
+
+    def _ours(self, pod: Mapping[str, Any]) -> bool:
+        """Whether ``pod`` is scheduled by quasched's kube-scheduler (a member another scheduler places is none of
+        quasched's to hold or bind)."""
+        return (pod.get("spec") or {}).get("schedulerName") in self.bridge.scheduler_names
 
     def _read(self, ref: GroupRef) -> tuple[GroupSpec, list[dict[str, Any]]] | str:
         """The group's PodGroup and pods from the API server, or why they cannot be read."""
         client: GroupClient | None = self.bridge.client
         if client is None:
             return f"quasched: pod group {ref.key}: no Kubernetes API client to read it"
+        if not ref.valid:
+            return "quasched: invalid pod group name: an object name (lower-case letters, digits, '-' and '.')"
         try:
             return group_spec(client.get_pod_group(ref), ref), client.group_pods(ref)
         except PodError as err:
@@ -159,12 +193,13 @@ class Together:
             qpods.append(got[1])
         c = ctl.cluster
         trial = [replace(q, uid=TRIAL_UID - k) for k, q in enumerate(qpods)]
-        placed = place_together(ctl.scheduler, trial, counted=False)
+        first = np.asarray([slot for slot in c.slots_of(names) if slot is not None], dtype=np.int64)
+        placed = place_together(ctl.scheduler, trial, counted=False, first=first)
         for p, _, _ in placed:
             c.remove(p)
         gpus = sum(q.gpu_request for q in qpods) / 1000
         nodes = [str(c.names[node]) for _, node, _ in placed]
-        if not placed or nodes[0] not in names or not self._admitted(qpods, [node for _, node, _ in placed]):
+        if not placed or not self._admitted(qpods, [node for _, node, _ in placed]):
             return [], dict.fromkeys(names, f"quasched: pod group {ref.key} waits: its {len(chosen)} pods "
                                             f"({gpus:g} GPUs) do not fit together now")
         holds: list[Hold] = []
@@ -190,8 +225,8 @@ class Together:
         return all(ctl.quota.admits(team, model, milli) for (team, model), milli in wanted.items() if milli)
 
     def _requeue(self, members: Sequence[Mapping[str, Any]]) -> None:
-        """Annotate the members held for their group (in a thread: filter does not wait): a pod's update makes
-        kube-scheduler try it at once, instead of after its back-off."""
+        """(Under the lock.) Annotate the members held for their group (in a thread: filter does not wait): a pod's
+        update makes kube-scheduler try it at once, instead of after its back-off."""
         client: GroupClient | None = self.bridge.client
         if client is None or not members:
             return
@@ -200,7 +235,7 @@ class Together:
         def annotate() -> None:
             for (namespace, name), held in marks:
                 try:
-                    client.annotate_pod(namespace, name, {HOLD_ANNOTATION: held.node if held else ""})
+                    client.annotate_pod(namespace, name, {GANG_HOLD_ANNOTATION: held.node if held else ""})
                 except Exception:  # best effort: the member is tried after its back-off anyway
                     pass
 
@@ -215,11 +250,17 @@ class Together:
             key = self.of_uid.get(uid)
             if key is None:
                 return None
-            gang = self.gangs[key]
+            gang = self.gangs.get(key)
+            if gang is None:
+                del self.of_uid[uid]
+                return None
             held = bridge.holds.get(uid)
             if held is None or held.node != node or pod_key(held.pod)[:2] != (namespace, name):
                 where = held.node if held is not None else "nothing"
                 return {"Error": f"quasched: pod group {key} holds {where} for {namespace}/{name}, not {node}"}
+            refused = bind_refusal(held.pod, uid, node, bridge.scheduler_names)
+            if refused:
+                return {"Error": f"quasched: refused to bind {namespace}/{name}: {refused}"}
             gang.arrived.add(uid)
             lead = gang.complete and not gang.binding
             todo: list[Hold] = []
@@ -243,21 +284,27 @@ class Together:
                              "(this one stays held; bound when the last arrives)"}
 
     def _bind_all(self, gang: Gang, holds: list[Hold]) -> None:
-        """(Not under the lock.) Every member's job stored and its Binding created; the group then ends, bound."""
-        bridge = self.bridge
+        """(Not under the lock.) Every member's job stored first, then every member's Binding: a store that refuses
+        one member cancels them all, before any is bound; the group then ends."""
+        bridge, booked = self.bridge, []
         try:
             for held in holds:
+                booked.append((held, *bridge.confirm(held)))
+        except Exception as err:  # PodError, or the database: nothing is bound, every member stored is cancelled
+            gang.failed = f"quasched: pod group {gang.ref.key}: {err}; no member bound, tried again"
+            for held, _, _ in booked:
+                bridge.release(pod_key(held.pod)[2], "cancelled")
+            booked = []
+        try:
+            for held, job, devices in booked:
                 namespace, name, uid = pod_key(held.pod)
-                try:
-                    job, devices = bridge.confirm(held)
-                except PodError as err:
-                    gang.failed = f"quasched: pod group {gang.ref.key}: {err}"
-                    break
                 failed = bridge._create_binding(namespace, name, uid, held.node, job, devices)
-                if failed:
+                if failed:  # the API server refused one (e.g. the pod went): the ones before it are bound
                     gang.failed = f"quasched: pod group {gang.ref.key}: {failed}"
                     break
-                gang.bound.add(uid)
+                with bridge.service.lock:
+                    gang.bound.add(uid)
+                    self.changed.notify_all()
         finally:
             with bridge.service.lock:
                 for held in holds:
@@ -274,10 +321,13 @@ class Together:
         its node or a device under it), unless its binds are under way."""
         now = self.bridge.service.clock()
         for gang in list(self.gangs.values()):
-            if not gang.binding and (gang.deadline <= now or any(u not in self.bridge.holds for u in gang.uids)):
+            lost = [u for u in gang.uids if u not in self.bridge.holds]
+            if not gang.binding and (gang.deadline <= now or lost):
                 for uid in gang.uids:
                     self.bridge.drop_hold(uid)
-                gang.failed = f"quasched: pod group {gang.ref.key} was released: not every member bound in time"
+                gang.failed = f"quasched: pod group {gang.ref.key} was released: " + (
+                    "a member's hold ended (its pod, node or a device went)" if lost and gang.deadline > now
+                    else "not every member reached bind in time")
                 self._end(gang)
                 self.changed.notify_all()
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from api_support import Clock, bearer, make_app
 from fastapi.testclient import TestClient
-from test_kube_extender import API_PODS, FakeApi, args, bind_args, gpu_pod, post
+from test_kube_extender import API_PODS, FakeApi, args, bind_args, fresh_api_pods, gpu_pod, post  # noqa: F401 (autouse)
 
 from quasched.kube import together
-from quasched.kube.convention import DEVICES_ANNOTATION, PodError
+from quasched.kube.convention import DEVICES_ANNOTATION, GANG_HOLD_ANNOTATION, PodError
 from quasched.kube.extender import KubeOptions
-from quasched.kube.gangs import GROUP_LABEL, HOLD_ANNOTATION, VOLCANO_ANNOTATION, GroupRef, group_of, group_spec
+from quasched.kube.gangs import GROUP_LABEL, VOLCANO_ANNOTATION, GroupRef, group_of, group_spec
 from quasched.model.nodes import NodeSpec
 
 NODES = ["g0", "g1", "g2", "g3"]
@@ -41,7 +41,9 @@ class GroupApi(FakeApi):
         return [copy.deepcopy(p) for p in self.pods.values() if ref.member(p)]
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Merged into the stored pod, as the API server does (what kube-scheduler sends next carries them)."""
         self.calls.append(("annotate", namespace, name, dict(annotations)))
+        self.pods[namespace, name]["metadata"].setdefault("annotations", {}).update(annotations)
 
 
 def podgroup(api: GroupApi, name: str, min_member: Any, timeout: Any = None, namespace: str = "team-a",
@@ -100,8 +102,9 @@ def test_four_workers_of_eight_gpus_are_held_together_and_bound_by_the_last(env)
     assert sorted(held.values()) == NODES and held["w0"] == passed[0]
     for w in workers[1:]:  # the others were annotated, so kube-scheduler tries them at once
         name = w["metadata"]["name"]
-        wait_for(lambda: ("annotate", "team-a", name, {HOLD_ANNOTATION: held[name]}) in api.calls)
+        wait_for(lambda: ("annotate", "team-a", name, {GANG_HOLD_ANNOTATION: held[name]}) in api.calls)
     for w in workers[:3]:
+        w = api.pods["team-a", w["metadata"]["name"]]  # as kube-scheduler sends it now: annotated
         assert filtered(client, w) == ([held[w["metadata"]["name"]]], {})  # its held node, again
         reply = post(client, "bind", bind_args(w, held[w["metadata"]["name"]]))
         assert "binds its members together" in reply["Error"] and binds(api) == {}  # nobody bound yet
@@ -209,3 +212,90 @@ def wait_for(check: Any, timeout_s: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < end, "not reached"
         time.sleep(0.01)
+
+
+def stored(api: GroupApi, name: str) -> dict[str, Any]:
+    """The pod as the API server has it now (annotations and binding included), as kube-scheduler sends it next."""
+    return copy.deepcopy(api.pods["team-a", name])
+
+
+def test_a_group_with_more_pods_than_its_minimum_is_held_once(env):
+    """minMember 2 of 4 pods: the first filter holds two; the others wait (never a second hold that would take the
+    first's place) until those two are bound, then are placed alone."""
+    client, api, token, app = env
+    podgroup(api, "elastic", 2)
+    pods = [member("elastic", f"e{k}", gpus=4) for k in range(4)]
+    filtered(client, pods[0])
+    bridge = app.state.kube
+    held = {p["metadata"]["name"]: bridge.holds[p["metadata"]["uid"]].node for p in pods[:2]}
+    passed, failed = filtered(client, pods[2])
+    assert passed == [] and set(failed.values()) == {
+        "quasched: pod group team-a/elastic is held for 2 of its members; this one is placed once they are bound"}
+    post(client, "bind", bind_args(pods[0], held["e0"]))
+    assert post(client, "bind", bind_args(pods[1], held["e1"])) == {"Error": ""}
+    passed, _ = filtered(client, stored(api, "e2"))  # the minimum is bound: e2 is a pod of its own
+    assert len(passed) == 1 and bridge.together.gangs == {} and sum(used(client, token).values()) == 12_000
+
+
+def test_after_a_timeout_the_annotated_members_are_held_again(env):
+    client, api, token, app = env
+    podgroup(api, "again", 2, timeout=10)
+    pods = [member("again", f"a{k}") for k in range(2)]
+    filtered(client, pods[0])
+    wait_for(lambda: GANG_HOLD_ANNOTATION in stored(api, "a1")["metadata"]["annotations"])
+    app.state.service.clock.advance(10)
+    assert len(filtered(client, stored(api, "a1"))[0]) == 1  # held anew, its hold annotation read as quasched's
+    assert sum(used(client, token).values()) == 16_000
+
+
+def test_a_bound_member_filtered_again_is_not_held_twice(env):
+    client, api, token, app = env
+    podgroup(api, "done", 2)
+    pods = [member("done", f"d{k}") for k in range(2)]
+    filtered(client, pods[0])
+    nodes = {p["metadata"]["name"]: app.state.kube.holds[p["metadata"]["uid"]].node for p in pods}
+    post(client, "bind", bind_args(pods[0], nodes["d0"]))
+    assert post(client, "bind", bind_args(pods[1], nodes["d1"])) == {"Error": ""}
+    passed, failed = filtered(client, pods[0])  # kube-scheduler's copy from before its bind
+    assert passed == [] and set(failed.values()) == {"quasched: pod d0 is bound already"}
+    jobs = client.get("/api/v1/jobs", headers=bearer(token)).json()
+    assert sorted((j["name"], j["state"]) for j in jobs) == [("team-a/d0", "running"), ("team-a/d1", "running")]
+
+
+def test_a_store_refusing_one_member_binds_none(env, monkeypatch):
+    client, api, token, app = env
+    podgroup(api, "fragile", 3)
+    pods = [member("fragile", f"f{k}") for k in range(3)]
+    filtered(client, pods[0])
+    bridge = app.state.kube
+    nodes = {p["metadata"]["name"]: bridge.holds[p["metadata"]["uid"]].node for p in pods}
+    confirm, calls = bridge.confirm, []
+
+    def refuse_the_second(held):
+        calls.append(held)
+        if len(calls) == 2:
+            raise RuntimeError("database unreachable")
+        return confirm(held)
+
+    monkeypatch.setattr(bridge, "confirm", refuse_the_second)
+    for p in pods[:2]:
+        post(client, "bind", bind_args(p, nodes[p["metadata"]["name"]]))
+    reply = post(client, "bind", bind_args(pods[2], nodes["f2"]))
+    assert "database unreachable; no member bound" in reply["Error"], reply
+    assert binds(api) == {} and sum(used(client, token).values()) == 0
+    assert {j["state"] for j in client.get("/api/v1/jobs", headers=bearer(token)).json()} <= {"cancelled"}
+
+
+def test_members_of_another_scheduler_and_bad_group_names(env):
+    client, api, token, _ = env
+    podgroup(api, "mixed", 2)
+    ours = member("mixed", "m0")
+    theirs = member("mixed", "m1")
+    API_PODS["team-a", "m1"]["spec"]["schedulerName"] = "default-scheduler"  # not quasched's to hold or bind
+    assert set(filtered(client, ours)[1].values()) == {
+        "quasched: pod group team-a/mixed waits for its members: 1 of minMember 2 exist"}
+    assert theirs["metadata"]["name"] == "m1"
+    forged = member("../../../api/v1/namespaces/kube-system/secrets/x", "v0", volcano=True)
+    assert set(filtered(client, forged)[1].values()) == {
+        "quasched: invalid pod group name: an object name (lower-case letters, digits, '-' and '.')"}
+    assert [c for c in api.calls if c[0] == "podgroup"] == [("podgroup", "team-a/mixed")]  # never the forged one

@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Sequence
 
+import numpy as np
+
 from quasched.model.workload import Pod
 from quasched.policies.framework import Scheduler
 from quasched.service.domain import Job, JobState, Reason
@@ -123,21 +125,29 @@ class Placer:
         self.state.changes.emit(now, kind, job, node=job.placement[0][0], devices=[list(d) for _, d in job.placement])
 
 
-def place_together(scheduler: Scheduler, pods: Sequence[Pod], *,
-                   counted: bool = True) -> list[tuple[Pod, int, tuple[int, ...]]]:
-    """A gang's pods placed in order, one scheduling cycle each, or none: when one does not place, those before it
-    are removed exactly. The one rule of all-or-nothing placement, for the loop's gangs and Kubernetes pod groups
-    alike; ``counted``: the cycles are the loop's (:meth:`Scheduler.decide`)."""
+def place_together(scheduler: Scheduler, pods: Sequence[Pod], *, counted: bool = True,
+                   first: np.ndarray | None = None) -> list[tuple[Pod, int, tuple[int, ...]]]:
+    """A gang's pods placed in order, one scheduling cycle each, or none: when one does not place (or anything
+    fails), those before it are removed exactly. The one rule of all-or-nothing placement, for the loop's gangs and
+    Kubernetes pod groups alike; ``counted``: the cycles are the loop's (:meth:`Scheduler.decide`); ``first``: the
+    node slots the first pod may take (kube-scheduler's candidates for it; None: any)."""
     placed: list[tuple[Pod, int, tuple[int, ...]]] = []
-    for pod in pods:
-        decision = scheduler.decide(pod, counted=counted)
-        if not decision.placed:
-            for p, _, _ in placed:
-                scheduler.cluster.remove(p)
-            return []
-        scheduler.cluster.place(pod, decision.node, decision.devices, filtered_at=decision.version)
-        placed.append((pod, decision.node, decision.devices))
-    return placed
+    try:
+        for k, pod in enumerate(pods):
+            decision = scheduler.decide(pod, first if k == 0 else None, counted=counted)
+            if not decision.placed:
+                break
+            scheduler.cluster.place(pod, decision.node, decision.devices, filtered_at=decision.version)
+            placed.append((pod, decision.node, decision.devices))
+        else:
+            return placed
+    except BaseException:
+        for p, _, _ in placed:
+            scheduler.cluster.remove(p)
+        raise
+    for p, _, _ in placed:
+        scheduler.cluster.remove(p)
+    return []
 
 
 def _pending_gpus(jobs: list[Job]) -> Counter[str]:
