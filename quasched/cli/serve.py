@@ -145,12 +145,8 @@ def serve(
     team_log_cap: str = typer.Option("1GiB", callback=lambda v: log_bytes(v, "--team-log-cap"),
                                      rich_help_panel="Commands", help=(
         "Past this, the logs of a team's oldest finished jobs are removed.")),
-    gpu_hot: float = typer.Option(85.0, min=30, max=120, callback=finite_number, rich_help_panel="GPUs", help=(
-        "New pods avoid a GPU at or above this temperature (C), from its live state (NVML), until it cools.")),
-    gpu_cool: float = typer.Option(80.0, min=20, max=120, callback=finite_number, rich_help_panel="GPUs", help=(
-        "A GPU avoided for heat takes new pods again below this temperature (C).")),
-    gpu_stale: float = typer.Option(60.0, min=5, max=3600, callback=finite_number, rich_help_panel="GPUs", help=(
-        "A GPU reading older than this (s) is not trusted: it changes nothing.")),
+    gpu_hot: float = typer.Option(85.0, min=30, max=120, callback=finite_number, help=(
+        "New pods avoid a GPU this hot (C, NVML) until 5 C cooler.")),
     advertise_url: str = typer.Option("", show_default=False, help=(
         "This server's URL as standbys name it (default: http://HOST:PORT).")),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=300, callback=finite_number, help=(
@@ -244,8 +240,6 @@ def serve(
             from quasched.service.loop.controller import nodes_of
 
             cluster = nodes_of([])
-    if gpu_cool > gpu_hot:
-        fail(f"--gpu-cool {gpu_cool:g} is above --gpu-hot {gpu_hot:g}: a GPU avoided for heat takes pods again below --gpu-cool, which must not be above --gpu-hot")
     if cluster is None and kube is None:
         cluster = this_machine(local_node)
     url = database_url(db)
@@ -264,7 +258,7 @@ def serve(
         service_app = create_app(url, cluster, token_file=token_file, options=options, extensions=extensions,
                                  state_dir=state_dir, advertise_url=advertise_url, lease_ttl_s=lease_ttl,
                                  run_as=accounts, jobs_dir=jobs_dir, metrics_public=metrics_public,
-                                 gpu_limits=Limits(gpu_hot, gpu_cool, gpu_stale))
+                                 gpu_limits=Limits(gpu_hot, gpu_hot - 5))
         from quasched.service.runtime.auth import masked
 
         service = service_app.state.service
