@@ -113,7 +113,7 @@ class Together:
                 return early
             bridge = self.bridge
             members: dict[str, Mapping[str, Any]] = {pod_key(p)[2]: p for p in pods if self._ours(p)}
-            if placed_member(members.get(uid, {})):
+            if placed_member(members.get(uid, {})) or bridge.job_of(uid) is not None:
                 return [], dict.fromkeys(names, f"quasched: pod {pod_key(pod)[1]} is bound already")
             members[uid] = pod
             # placed: bound as the API server says, or running as quasched's books say (a read may lag them)
