@@ -144,16 +144,23 @@ def run_alone(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         time.sleep(1.0)
         kc.start_scheduler()
         t_ready = time.monotonic()
-
-        def settled() -> bool:
-            queues = scheduler_queues(kc)
-            return len(bound_at) == len(manifests) or (queues.get("active", 1) == 0 and queues.get(
-                "backoff", 1) == 0 and time.monotonic() - max(bound_at.values(), default=t_ready) > 3)
-        wait_for("all pods tried", settled, args.timeout, interval_s=0.5)
+        wait_all_tried(kc, bound_at, len(manifests), t_ready, args.timeout)
         stop.set()
         last = max(bound_at.values(), default=t_ready)
         return {"bound": len(bound_at), "of": len(manifests),
                 "pods_per_s": round(len(bound_at) / max(1e-9, last - t_ready), 1)}
+
+
+def wait_all_tried(kc: KubeCluster, bound_at: dict[str, float], count: int, t_ready: float, timeout: float) -> None:
+    """Until all ``count`` pods are bound, or kube-scheduler's active and backoff queues are empty and nothing bound
+    for 3 s."""
+    def settled() -> bool:
+        if len(bound_at) == count:
+            return True
+        queues = scheduler_queues(kc)
+        return queues.get("active", 1) == 0 and queues.get("backoff", 1) == 0 and time.monotonic() - max(
+            bound_at.values(), default=t_ready) > 3
+    wait_for("all pods tried", settled, timeout, interval_s=0.5)
 
 
 def gpus_asked(pod: dict[str, Any]) -> float:
@@ -263,14 +270,7 @@ def run_kube(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             import os
             pids["benchmark (watch, metrics)"] = os.getpid()
             cpu_before = cpu_seconds(pids)
-
-            def settled() -> bool:
-                if len(bound_at) == len(names):
-                    return True
-                queues = scheduler_queues(kc)
-                return queues.get("active", 1) == 0 and queues.get("backoff", 1) == 0 and time.monotonic() - max(
-                    bound_at.values(), default=t_ready) > 3
-            wait_for("all pods tried", settled, args.timeout, interval_s=0.5)
+            wait_all_tried(kc, bound_at, len(names), t_ready, args.timeout)
             stop.set()
             cpu_after = cpu_seconds(pids)
             last = max(bound_at.values(), default=t_ready)

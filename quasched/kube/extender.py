@@ -190,8 +190,8 @@ class Bridge(PodJobs):
         if activate and not self.active:
             self.standby()  # our kube-scheduler calls: it may just have become the leader
         uid = pod_key(pod)[2]
-        group = group_of(pod) if is_managed(pod) else None
-        answer = None if group is None else self.together.filter(pod, group, names)
+        group = group_of(pod)  # (a few lookups: a pod of no group goes on at once)
+        answer = self.together.filter(pod, group, names) if group is not None and is_managed(pod) else None
         if answer is not None:
             return self._filtered(*answer, items)
         with self.service.lock:

@@ -158,10 +158,9 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def once(self) -> list[GpuReading]:
-        readings = read(self.nvml, self.handles)
-        self.report(readings)
-        return readings
+    def once(self) -> None:
+        """One round: read every device and report it."""
+        self.report(read(self.nvml, self.handles))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="quasched-gpu-state", daemon=True)

@@ -132,22 +132,20 @@ def place_together(scheduler: Scheduler, pods: Sequence[Pod], *, counted: bool =
     Kubernetes pod groups alike; ``counted``: the cycles are the loop's (:meth:`Scheduler.decide`); ``first``: the
     node slots the first pod may take (kube-scheduler's candidates for it; None: any)."""
     placed: list[tuple[Pod, int, tuple[int, ...]]] = []
+    whole = False
     try:
         for k, pod in enumerate(pods):
             decision = scheduler.decide(pod, first if k == 0 else None, counted=counted)
             if not decision.placed:
-                break
+                return []
             scheduler.cluster.place(pod, decision.node, decision.devices, filtered_at=decision.version)
             placed.append((pod, decision.node, decision.devices))
-        else:
-            return placed
-    except BaseException:
-        for p, _, _ in placed:
-            scheduler.cluster.remove(p)
-        raise
-    for p, _, _ in placed:
-        scheduler.cluster.remove(p)
-    return []
+        whole = True
+        return placed
+    finally:
+        if not whole:
+            for p, _, _ in placed:
+                scheduler.cluster.remove(p)
 
 
 def _pending_gpus(jobs: list[Job]) -> Counter[str]:
