@@ -228,11 +228,11 @@ def serve(
         verbs_listener = listen(verbs_tls.host, verbs_tls.port) if verbs_tls else None
         if kube_lease is not None and (kube_lease.count("/") != 1 or not all(kube_lease.split("/"))):
             raise typer.BadParameter("NAMESPACE/NAME", param_hint="--kube-lease")
-        # Kubernetes owns evictions: no preemption, no swapping. Holds (assumed placements) are never victims or
-        # moves, but the jobs of bound pods are jobs: quasched cannot stop or move a pod through Kubernetes
+        # The loop neither preempts nor swaps here: it places no pod. The extender preempts for GPU pods, through
+        # Kubernetes' Eviction API (quasched/kube/preemption.py)
         kube = KubeOptions(client=client, sync=kube_sync, scheduler_names=tuple(kube_scheduler_name),
                            lease=kube_lease, identity=kube_scheduler_identity or socket.gethostname(),
-                           verbs_port=verbs_tls.port if verbs_tls else None)
+                           verbs_port=verbs_tls.port if verbs_tls else None, preemption=preemption)
         from quasched.kube.mount import extender
 
         extensions.append(extender(kube))

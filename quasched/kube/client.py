@@ -107,6 +107,7 @@ class KubernetesClient:
             unverified_once()
         self.http = http_client(self.configuration)
         self.bindings = binding_pool(self.configuration)
+        self._eviction_api: str | None = None
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         """The bearer token, if any (asked each call: in-cluster tokens are refreshed by the config's hook)."""
@@ -141,6 +142,25 @@ class KubernetesClient:
                                              "/binding", body=json.dumps(body).encode(),
                                       headers=self._headers("application/json"), retries=False)
         _decoded(reply.status, reply.data, reply.reason)
+
+    def evict_pod(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        """Evict the pod (the Eviction API: PodDisruptionBudgets are checked, the kubelet grants the pod its grace
+        period); ``uid`` is a precondition. :class:`ApiError` 429 when a budget refuses, 404 when it is gone."""
+        options: dict[str, Any] = {"preconditions": {"uid": uid}} | ({"dryRun": ["All"]} if dry_run else {})
+        body = {"apiVersion": self._eviction_version(), "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}, "deleteOptions": options}
+        _checked(self.http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", content=json.dumps(body),
+                                headers=self._headers("application/json")))
+
+    def _eviction_version(self) -> str:
+        """``policy/v1`` where the API server serves it (1.22 on), else ``policy/v1beta1`` (asked once)."""
+        if self._eviction_api is None:
+            reply = self.http.get("/apis/policy/v1", headers=self._headers())
+            served = reply.status_code == 200 and any(
+                r.get("name") == "pods/eviction" or r.get("kind") == "PodDisruptionBudget"
+                for r in (reply.json().get("resources") or []))
+            self._eviction_api = "policy/v1" if served else "policy/v1beta1"
+        return self._eviction_api
 
     def get_pod_group(self, ref: GroupRef) -> dict[str, Any]:
         """The group's PodGroup object (:class:`LookupError` naming it when the API server has none)."""

@@ -12,7 +12,8 @@ fixtures with no cluster:
   required ``nodeAffinity`` (``In``) on either label (all that are given must agree);
 - bind's record for the device plugin: annotations ``quasched.io/gpu-devices`` (device indices),
   ``quasched.io/assume-time`` (ns) and ``quasched.io/assigned`` (``false`` until the plugin's Allocate);
-- queue: the annotation ``quasched.io/queue`` (default ``default``);
+- queue: the annotation ``quasched.io/queue`` (default ``default``); priority: ``spec.priority``, which the API
+  server sets from the pod's PriorityClass (0 without one); grace: ``spec.terminationGracePeriodSeconds`` (30);
 - CPU and memory: the containers' requests (limits when a request is absent), in the usual
   quantities (``500m``, ``2``, ``16Gi``, ``1G``, ``1e3``).
 
@@ -271,6 +272,23 @@ def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:
     return JobSpec(name=f"{namespace}/{name}"[:256], team=want.queue, cpu_milli=want.cpu_milli,
                    memory_mib=want.memory_mib, num_gpu=want.num_gpu, gpu_milli=want.gpu_milli,
                    gpu_model=want.gpu_model, user=namespace[:128], client_token=pod_token(uid, attempt))
+
+
+#: kube's default ``terminationGracePeriodSeconds``
+DEFAULT_GRACE_S = 30.0
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """The pod's priority (``spec.priority``, resolved by the API server from its PriorityClass; 0 if none)."""
+    value = _get(pod, "spec", "priority")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 31 else 0
+
+
+def pod_grace(pod: Mapping[str, Any]) -> float:
+    """The seconds the kubelet gives the pod's containers between SIGTERM and SIGKILL."""
+    value = _get(pod, "spec", "terminationGracePeriodSeconds")
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31 \
+        else DEFAULT_GRACE_S
 
 
 def pod_token(uid: str, attempt: str) -> str:

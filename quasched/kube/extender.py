@@ -27,9 +27,9 @@ quasched.io/gpu-shares``, advertised by quasched's device plugin):
 A pod's first filter is its arrival: the policy's typical pods learn its shape then, as they
 do on a submission to ``quasched serve``.
 
-There is no preempt verb: kube-scheduler computes preemption victims with its in-tree
-filters, which count shares but not which device holds them, and the extender's ProcessPreemption
-can only narrow that set, never add the victims a GPU shortage needs (docs/kubernetes.md).
+When no node fits, quasched may preempt (:mod:`.preemption`: its own victims, through the Eviction API);
+**preempt** answers kube-scheduler's ProcessPreemption with no victims, so kube-scheduler's own preemption,
+which counts shares but not which device holds them, never stops GPU pods (docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ from starlette.concurrency import run_in_threadpool
 
 from quasched.kube import wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
-from quasched.kube.convention import PodError, bind_annotations, devices_of, is_managed, pod_key
+from quasched.kube.convention import PodError, bind_annotations, devices_of, is_managed, job_spec, pod_key
 from quasched.kube.gangs import GroupRef, group_of
+from quasched.kube.preemption import Evictions
 from quasched.kube.reservations import Hold, PodJobs
 from quasched.kube.together import Together
 from quasched.kube.verdicts import BINDING, verdicts
@@ -79,6 +80,8 @@ class KubeClient(Protocol):
 
     def list_nodes(self) -> tuple[list[dict[str, Any]], str]: ...
 
+    def evict_pod(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None: ...
+
     def list_pods(self) -> tuple[list[dict[str, Any]], str]: ...
 
     def watch_nodes(self, resource_version: str, timeout_s: float) -> Any: ...
@@ -103,6 +106,8 @@ class KubeOptions:
     kube-scheduler's leader Lease) makes bind refuse unless the Lease's holder is ``identity``
     (this replica's kube-scheduler: its host name); None: one replica, no fencing.
     ``verbs_port``: the verbs are answered only on this port over HTTPS (the mutual-TLS listener).
+    ``preemption``: a GPU pod that fits nowhere may evict GPU pods of lower priority or of borrowing queues
+    (:mod:`.preemption`).
     """
 
     client: KubeClient | None = None
@@ -112,6 +117,7 @@ class KubeOptions:
     lease: str | None = None
     identity: str = ""
     verbs_port: int | None = None
+    preemption: bool = True
 
 
 class Bridge(PodJobs):
@@ -131,6 +137,8 @@ class Bridge(PodJobs):
         self._binding: dict[str, int] = {}
         #: the pod groups held together (:mod:`.together`)
         self.together = Together(self)
+        #: the preemptions under way (:mod:`.preemption`; no client or no preemption: none)
+        self.evictions = Evictions(self, options.client if options.preemption else None)
 
     @property
     def scheduler_names(self) -> tuple[str, ...]:
@@ -211,7 +219,29 @@ class Bridge(PodJobs):
                     self.hold(pod, qpod, passed[0], decision.devices)
                 else:
                     passed = []
+                    why = self._preempt(pod, qpod, names)
+                    if why:
+                        failed = dict.fromkeys(names, why)
         return self._filtered(passed, failed, items)
+
+    def _preempt(self, pod: Mapping[str, Any], qpod: Any, names: list[str]) -> str | None:
+        """A pod that fits on none of ``names`` may preempt there: why it waits then, else None (under the lock)."""
+        if self.evictions.client is None:
+            return None
+        try:
+            spec = job_spec(pod)
+        except PodError:
+            return None
+        slots = [s for s in self.service.ctl.cluster.slots_of(names) if s is not None]
+        return self.evictions.make_room(pod, qpod, spec, slots) if slots else None
+
+    def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
+        """:meth:`PodJobs.release`, then the preemptors whose victims are all gone get their room."""
+        job = super().release(uid, outcome, why)
+        if job is not None and self.evictions.nominations:
+            with self.service.lock:
+                self.evictions.settle()
+        return job
 
     @staticmethod
     def _filtered(passed: list[str], failed: dict[str, str], items: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -357,6 +387,13 @@ class Bridge(PodJobs):
 
 
 # ---------------------------------------------------------------- routes
+def preempt_none(args: Mapping[str, Any]) -> dict[str, Any]:
+    """kube-scheduler's ProcessPreemption: no node, no victim. quasched chose and evicts the victims a GPU pod
+    needs at filter (:mod:`.preemption`); kube-scheduler's own choice counts shares, not devices."""
+    wire.object_of(args, "Pod")  # (a malformed body is a 400, as for the other verbs)
+    return {"NodeNameToMetaVictims": {}}
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"Error": message, "detail": message}, status_code=status)
 
@@ -381,6 +418,10 @@ def router(bridge: Bridge) -> APIRouter:
     @routes.post("/filter", summary="extender/v1 filter: the nodes that can host the pod's GPUs")
     async def filter_(request: Request) -> Any:
         return await call(request, bridge.filter, bridge.filter_at_once)
+
+    @routes.post("/preempt", summary="extender/v1 preempt: no victims (quasched evicts for GPU pods itself)")
+    async def preempt(request: Request) -> Any:
+        return await call(request, preempt_none, preempt_none)
 
     @routes.post("/bind", summary="extender/v1 bind: the Binding with the GPU devices' annotations; the pod's job stored")
     async def bind(request: Request) -> Any:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from fastapi import HTTPException
 
-from quasched.kube.convention import PodError, job_spec, pod_key, pod_token, token_uid
+from quasched.kube.convention import PodError, job_spec, pod_key, pod_priority, pod_token, token_uid
 from quasched.kube.verdicts import UNKNOWN_NODE, verdicts
 from quasched.model.workload import Pod
 from quasched.policies.framework import Decision
@@ -197,8 +197,7 @@ class PodJobs:
             return known or job, why
 
         try:
-            job, why = service.insert_placed(spec, service.ctl.options.priority_classes.get(spec.priority_class, 100),
-                                             placed, enter)
+            job, why = service.insert_placed(spec, pod_priority(held.pod), placed, enter)
         except HTTPException as err:  # e.g. fenced or unreachable: nothing is stored, kube-scheduler retries
             raise PodError(f"quasched: cannot store the reservation: {err.detail}") from err
         if why:

@@ -43,10 +43,11 @@ def test_serve_kube_extender_plain_http(tmp_path, monkeypatch):
     app = ran["app"]
     assert app.state.kube.sync is not None and app.state.kube.client is not None
     assert app.state.kube.options.verbs_port is None and app.state.kube.options.lease is None
-    assert app.state.service.options.preemption is False
+    # the loop places no pod here, so it preempts nothing; the extender preempts for GPU pods
+    assert app.state.service.options.preemption is False and app.state.kube.options.preemption is True
     assert ran["http"] is NoDelayHttpToolsProtocol
-    assert {p for p in app.openapi()["paths"] if p.startswith("/k8s/")} == {"/k8s/scheduler/filter",
-                                                                          "/k8s/scheduler/bind"}
+    assert {p for p in app.openapi()["paths"] if p.startswith("/k8s/")} == {
+        "/k8s/scheduler/filter", "/k8s/scheduler/bind", "/k8s/scheduler/preempt"}
     app.state.service.store.close()
 
 

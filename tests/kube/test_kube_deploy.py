@@ -37,14 +37,16 @@ def test_scheduler_configurations(name, version):
     assert config["profiles"][0]["plugins"]["score"]["disabled"] == [{"name": "*"}]
     [ext] = config["extenders"]
     assert ext["urlPrefix"] == f"https://127.0.0.1:8443{PREFIX}"  # the sidecar of the same pod
-    assert (ext["filterVerb"], ext["bindVerb"]) == ("filter", "bind")
-    assert "preemptVerb" not in ext and "prioritizeVerb" not in ext and "weight" not in ext
+    # preempt answers no victims: quasched evicts for GPU pods itself
+    assert (ext["filterVerb"], ext["bindVerb"], ext["preemptVerb"]) == ("filter", "bind", "preempt")
+    assert "prioritizeVerb" not in ext and "weight" not in ext
     assert ext["nodeCacheCapable"] is True and ext["httpTimeout"] == "5s"
     assert ext["enableHTTPS"] is True and ext["ignorable"] is False
     assert ext["tlsConfig"] == {"certFile": "/etc/quasched/tls/client.crt", "keyFile": "/etc/quasched/tls/client.key",
                                 "caFile": "/etc/quasched/tls/ca.crt"}
-    # the device plugin's resource, counted by kube-scheduler too; nvidia.com/gpu only reaches quasched to be refused
-    assert ext["managedResources"] == [{"name": "quasched.io/gpu-shares", "ignoredByScheduler": False},
+    # the device plugin's resource, left by kube-scheduler to quasched (filter sees every GPU pod, one that must
+    # preempt included); nvidia.com/gpu only reaches quasched to be refused
+    assert ext["managedResources"] == [{"name": "quasched.io/gpu-shares", "ignoredByScheduler": True},
                                        {"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
     election = config["leaderElection"]
     assert election["leaderElect"] is True and election["resourceLock"] == "leases"
@@ -96,7 +98,8 @@ def test_rbac_narrowed_and_network_policy():
     rules = {(group, resource, verb) for rule in kinds["ClusterRole/quasched-extender"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     assert rules == {("", "nodes", v) for v in ("get", "list", "watch")} | {
-        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")} | {
+        ("", "pods", v) for v in ("get", "list", "watch", "patch")} | {
+        ("", "pods/binding", "create"), ("", "pods/eviction", "create")} | {
         (g, "podgroups", v) for g in ("scheduling.x-k8s.io", "scheduling.volcano.sh") for v in ("get", "list", "watch")}
     lease_rules = kinds["Role/quasched-scheduler-leases"]["rules"]
     assert kinds["Role/quasched-scheduler-leases"]["metadata"]["namespace"] == "quasched"

@@ -205,6 +205,15 @@ class Controller:
             raise ValueError(f"job {job_id} is {job.state}, not running")
         return self.life.end(job_id, now, JobState.FAILED if failed else JobState.SUCCEEDED)
 
+    def preempting(self, job_id: int, now: float, by: str, grace_s: float) -> Job:
+        """Running ``job_id`` is being stopped by its runtime for ``by`` (e.g. Kubernetes evicts its pod, granting
+        ``grace_s``): state ``preempting`` until the runtime reports its end; no timer of the loop requeues it."""
+        job = self.job(job_id)
+        if job.state != JobState.RUNNING:
+            raise ValueError(f"job {job_id} is {job.state}, not running")
+        self.room.stopping(job, now, by, by, grace_s, timer=False)
+        return job
+
     # ------------------------------------------------------------ assumed placements
     def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
                on_lost: Callable[[str], None] | None = None) -> bool:

@@ -28,14 +28,12 @@ from collections import deque
 
 import numpy as np
 
-from quasched.model.nodes import accessible
 from quasched.model.workload import Pod
-from quasched.policies.devices import best_fit
-from quasched.service.domain import MAX_GANG, Job, JobState, PendingReason, Reason
+from quasched.service.domain import Job, JobState, PendingReason, Reason
 from quasched.service.loop.state import LoopState, utc
 from quasched.service.loop.timers import TimerKind
 from quasched.service.rules.defrag import try_moves
-from quasched.service.rules.preemption import cheapest_node, first_fit, put_back, victim_order
+from quasched.service.rules.preemption import cheapest_node, reclaims, room_after, victim_order
 
 HOUR = 3600.0
 
@@ -101,11 +99,11 @@ class RoomMaker:
                 "enough room for it too", {"victims": list(stopping)}))
             return True
         promised = sum(milli for team, milli, _ in self._nominated.values() if team == job.spec.team)
-        reclaim = job.gpu_total > 0 and any(st.quota.within_nominal(job.spec.team, m, job.gpu_total + promised)
-                                            for m in st.cluster.models if m and accessible(m, pod.gpu_model))
+        reclaim = job.gpu_total > 0 and reclaims(st.quota, st.cluster.models, job.spec.team, job.gpu_total + promised,
+                                                 pod.gpu_model)
         running = (v for v in st.jobs.values() if v.state in (JobState.RUNNING, JobState.PREEMPTING)
                    and v.id not in self._claimed)
-        victims = victim_order(st.quota, running, job, reclaim, lowest)
+        victims = victim_order(st.quota, running, job.spec.team, job.priority, reclaim, lowest)
         best = cheapest_node(st.cluster, pod, victims) if victims else None
         if best is None:
             return False
@@ -114,42 +112,33 @@ class RoomMaker:
         for victim in chosen:
             self._claimed.add(victim.id)
             if victim.state == JobState.RUNNING:
-                victim.state, victim.preempt_at = JobState.PREEMPTING, now + grace
-                st.timers.arm(victim.preempt_at, victim.id, TimerKind.PREEMPT)
-                victim.reason = PendingReason(
-                    Reason.PREEMPTED, f"preempted by job {job.id} ({job.spec.team}, {job.spec.priority_class}) at "
-                    f"{utc(now)}; stops within {grace:g} s", {"preempted_by": job.id, "preempted_at": now})
-                st.changes.emit(now, "preempting", victim, by=job.id, grace_s=grace)
+                self.stopping(victim, now, f"job {job.id} ({job.spec.team}, {job.spec.priority_class})", job.id, grace)
         st.set_reason(job, PendingReason(
             Reason.PREEMPTION_PENDING, f"{len(chosen)} job(s) on {st.cluster.names[node]} stop within "
             f"{grace:g} s to make room", {"node": str(st.cluster.names[node]), "victims": [v.id for v in chosen]}))
         return True
 
+    def stopping(self, victim: Job, now: float, by: str, by_id: int | str, grace: float, timer: bool = True) -> None:
+        """Running ``victim`` is preempted by ``by`` (``by_id``: its job id or pod) and stops within ``grace`` s:
+        the loop requeues it then (``timer``), or its runtime stops it (an extension's: Kubernetes evicts it)."""
+        st = self.state
+        victim.state, victim.preempt_at = JobState.PREEMPTING, now + grace if timer else None
+        if victim.preempt_at is not None:
+            st.timers.arm(victim.preempt_at, victim.id, TimerKind.PREEMPT)
+        victim.reason = PendingReason(Reason.PREEMPTED, f"preempted by {by} at {utc(now)}; stops within {grace:g} s",
+                                      {"preempted_by": by_id, "preempted_at": now})
+        st.changes.emit(now, "preempting", victim, by=by_id, grace_s=grace)
+
     def _room_in_flight(self, pod: Pod) -> tuple[int, ...]:
         """The jobs stopping for earlier preemptions, if ``pod`` fits once they are gone and the jobs waiting for
-        them took their room (in nomination order); else (). The cluster is left exactly as it was."""
+        them took their room (in nomination order); else ()."""
         if not self._claimed:
             return ()
-        st, c = self.state, self.state.cluster
+        st = self.state
         stopping = [v for v in st.jobs.values() if v.id in self._claimed and v.state.holds_resources]
-        if not stopping:
-            return ()
-        freed = [c.remove(v.id * MAX_GANG + k) for v in stopping for k in range(v.spec.pods)]
-        taken = []
-        try:
-            for waiting in [st.jobs[i] for i in self._nominated if i in st.jobs]:
-                if waiting.state == JobState.PENDING:
-                    claim = st.pod(waiting.spec, waiting.id, 0, st.admissible(waiting))
-                    node = first_fit(c, claim)
-                    if node is not None:
-                        taken.append(c.place(claim, node, best_fit(c.gpu_free[node], claim)))
-            fits = first_fit(c, pod) is not None
-        finally:
-            for placement in taken:
-                c.remove(placement.pod)
-            for placement in freed:
-                put_back(c, placement)
-        return tuple(sorted(v.id for v in stopping)) if fits else ()
+        waiting = [st.pod(w.spec, w.id, 0, st.admissible(w)) for w in (st.jobs[i] for i in self._nominated if i in st.jobs)
+                   if w.state == JobState.PENDING]
+        return tuple(sorted(v.id for v in stopping)) if stopping and room_after(st.cluster, stopping, waiting, pod) else ()
 
     # ------------------------------------------------------------ defragmentation
     def defragment_for(self, job: Job, now: float) -> None:
