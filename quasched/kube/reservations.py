@@ -279,11 +279,14 @@ class PodJobs:
             pass
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
-        """End the hold and the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable)."""
+        """End the hold and the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable); a
+        job whose pod was evicted for a preemptor ends cancelled, reason ``Preempted``, however its container exited."""
         def end(ctl: Controller, now: float) -> Job | None:
             job = self.job_of(uid)
             if job is None:
                 return None
+            if job.state == JobState.PREEMPTING and job.preempt_at is None:  # evicted for a preemptor
+                return ctl.preempted(job.id, now)
             if outcome in ("succeeded", "failed") and job.state.holds_resources:
                 return ctl.finish(job.id, now, failed=outcome == "failed")
             return ctl.cancel(job.id, now)

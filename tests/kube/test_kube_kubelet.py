@@ -5,7 +5,9 @@ Whole-GPU and shared-GPU pods go through kube-scheduler and quasched; the kubele
 ``quasched.io/gpu-shares`` agrees with quasched's), each container starts and writes the ``NVIDIA_VISIBLE_DEVICES``
 and ``CUDA_VISIBLE_DEVICES`` it was given to its termination message, and those are exactly the UUIDs of the
 devices quasched booked for that pod. A pod placed on the node without quasched's bind is refused at admission
-with the device plugin's reason. Skipped, with the reason, when the binaries, containerd, runc, busybox-static
+with the device plugin's reason. A pod of higher priority preempts: quasched evicts the pod holding the GPUs, whose
+container gets SIGTERM and ends by its own handler within its grace period, and the preemptor's container then sees
+exactly its booked GPUs. Skipped, with the reason, when the binaries, containerd, runc, busybox-static
 or root are missing; under ``QUASCHED_K8S_E2E=require`` (CI) that is an error instead.
 """
 
@@ -123,3 +125,50 @@ def test_a_pod_quasched_did_not_bind_is_refused_at_admission(node) -> None:
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "UnexpectedAdmissionError"
     assert "quasched device plugin: no pod on this node waits for 100 shares" in pod["status"]["message"]
     assert GPU in pod["spec"]["containers"][0]["resources"]["limits"]
+
+
+def priority_class(kc: KubeCluster, name: str, value: int) -> None:
+    r = kc.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                    json={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                          "value": value})
+    assert r.status_code in (201, 409), r.text
+
+
+def test_a_higher_priority_pod_preempts_the_victim_stops_on_sigterm_and_the_preemptor_sees_its_gpus(
+        node, tmp_path: Path) -> None:
+    kc, q, kn = node
+    priority_class(kc, "batch-low", 0)
+    priority_class(kc, "urgent-high", 1000)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    victim = container_pod("victim", 100 * GPUS)  # every GPU of the node
+    victim["spec"].update(priorityClassName="batch-low", terminationGracePeriodSeconds=30,
+                          volumes=[{"name": "marks", "hostPath": {"path": str(marks)}}])
+    container = victim["spec"]["containers"][0]
+    container["volumeMounts"] = [{"name": "marks", "mountPath": "/marks"}]
+    container["command"] = ["/bin/sh", "-c", "trap 'echo TERM > /marks/victim; exit 0' TERM; echo up > /marks/up; "
+                            "while true; do sleep 0.2; done"]
+    kc.create_pod(victim)
+    kc.wait_bound(["victim"], timeout_s=60)
+    wait_for("the victim's container runs", lambda: (marks / "up").exists(), 60)
+    urgent = container_pod("urgent", 100 * GPUS)
+    urgent["spec"]["priorityClassName"] = "urgent-high"
+    kc.create_pod(urgent)
+    wait_for("the victim's container got SIGTERM", lambda: (marks / "victim").exists(), 60)
+    assert (marks / "victim").read_text().strip() == "TERM"  # ended by its own handler: before any SIGKILL
+    pod = finished(kc, ["urgent"], kn)["urgent"]
+    assert pod["status"]["phase"] == "Succeeded", pod["status"]
+    booked = booked_by_quasched(q)
+    node_name, devices = booked["default/urgent"]
+    assert node_name == NODE and sorted(devices) == list(range(GPUS))
+    visible = ",".join(kn.gpu_uuids()[d] for d in devices)
+    assert seen(pod) == f"{visible};{visible}"
+    jobs = {j["name"]: j for j in q.jobs()}
+    # its container exited 0 (its handler), but it was preempted: so its job says
+    assert jobs["default/victim"]["state"] == "cancelled" and jobs["default/victim"]["reason"]["code"] == "Preempted"
+    r = q.client.get("/api/v1/events", params={"limit": 1000})
+    preempting = [e for e in r.json() if e["kind"] == "preempting" and e["job_id"] == jobs["default/victim"]["id"]]
+    assert [e["data"]["by"] for e in preempting] == ["pod default/urgent"]
+    assert preempting[0]["data"]["grace_s"] == 30
+    left = kc.pods().get("victim")
+    assert left is None or left["metadata"].get("deletionTimestamp")  # evicted: deleted (once the kubelet cleaned up)

@@ -125,6 +125,7 @@ def test_the_fewest_victims_on_one_node_are_evicted_and_their_devices_held_for_t
     assert API_PODS["team-a", "urgent"]["metadata"]["annotations"][DEVICES_ANNOTATION] == devices_a
     states = {name: j["state"] for name, j in jobs(client, token).items()}
     assert states == {"a": "cancelled", "b": "running", "c": "running", "d": "running", "urgent": "running"}
+    assert jobs(client, token)["a"]["reason"]["code"] == "Preempted"
     app.state.kube.evictions.drain()
     assert len(evictions(api)) == 2
 

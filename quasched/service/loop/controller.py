@@ -214,6 +214,14 @@ class Controller:
         self.room.stopping(job, now, by, by, grace_s, timer=False)
         return job
 
+    def preempted(self, job_id: int, now: float) -> Job:
+        """A job :meth:`preempting` stopped, as its runtime reports (however its process exited): it ends
+        cancelled, its reason ``Preempted`` kept."""
+        job = self.job(job_id)
+        if job.state != JobState.PREEMPTING:
+            raise ValueError(f"job {job_id} is {job.state}, not preempting")
+        return self.life.end(job_id, now, JobState.CANCELLED, job.reason)
+
     # ------------------------------------------------------------ assumed placements
     def assume(self, key: str, pod: Pod, node: str, devices: tuple[int, ...], ttl_s: float, now: float,
                on_lost: Callable[[str], None] | None = None) -> bool:
