@@ -153,13 +153,13 @@ class KubernetesClient:
                                 headers=self._headers("application/json")))
 
     def _eviction_version(self) -> str:
-        """``policy/v1`` where the API server serves it (1.22 on), else ``policy/v1beta1`` (asked once)."""
+        """The Eviction version the API server takes: ``pods/eviction``'s group and version in ``/api/v1``'s
+        resources (``policy/v1`` from 1.22, ``policy/v1beta1`` before; asked until an answer is read)."""
         if self._eviction_api is None:
-            reply = self.http.get("/apis/policy/v1", headers=self._headers())
-            served = reply.status_code == 200 and any(
-                r.get("name") == "pods/eviction" or r.get("kind") == "PodDisruptionBudget"
-                for r in (reply.json().get("resources") or []))
-            self._eviction_api = "policy/v1" if served else "policy/v1beta1"
+            reply = _checked(self.http.get("/api/v1", headers=self._headers()))
+            found = [r for r in reply.get("resources") or [] if r.get("name") == "pods/eviction"]
+            group, version = (found[0].get("group"), found[0].get("version")) if found else (None, None)
+            self._eviction_api = f"{group}/{version}" if group and version else "policy/v1beta1"
         return self._eviction_api
 
     def get_pod_group(self, ref: GroupRef) -> dict[str, Any]:

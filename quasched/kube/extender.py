@@ -236,12 +236,19 @@ class Bridge(PodJobs):
         return self.evictions.make_room(pod, qpod, spec, slots) if slots else None
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
-        """:meth:`PodJobs.release`, then the preemptors whose victims are all gone get their room."""
+        """:meth:`PodJobs.release`, then the preemptors whose victims are all gone get their room (a preemptor that
+        ended waits for nothing)."""
+        with self.service.lock:
+            self.evictions.forget(uid)
         job = super().release(uid, outcome, why)
         if job is not None and self.evictions.nominations:
             with self.service.lock:
                 self.evictions.settle()
         return job
+
+    def may_act(self) -> bool:
+        """Whether this replica may change the cluster now: its service leads, and it is active (or has no Lease)."""
+        return self.service.leading and (self.options.lease is None or self.active)
 
     @staticmethod
     def _filtered(passed: list[str], failed: dict[str, str], items: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -67,6 +67,10 @@ class Pods(Protocol):
 
     def job_of(self, uid: str) -> Job | None: ...
 
+    def may_act(self) -> bool: ...
+
+    def binds_under_way(self) -> frozenset[str]: ...
+
     def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str, devices: tuple[int, ...],
                 ttl_s: float = ...) -> Hold | None: ...
 
@@ -128,8 +132,8 @@ class Evictions:
     def make_room(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, slots: Sequence[int]) -> str | None:
         """Make room for ``pod``, which fits on none of the node ``slots`` (kube-scheduler's candidates): the reason
         to answer while it waits for victims (chosen now, or already stopping), or None if no preemption helps."""
-        if self.client is None:
-            return None
+        if self.client is None or not self.bridge.may_act() or (pod.get("spec") or {}).get("preemptionPolicy") == "Never":
+            return None  # (a standby replica evicts nothing; a pod may decline to preempt, as kube-scheduler reads it)
         ctl: Controller = self.service.ctl
         now, uid = self.service.clock(), pod_key(pod)[2]
         self._expire(now)
@@ -148,8 +152,9 @@ class Evictions:
         promised = sum(n.spec.num_gpu * n.spec.gpu_milli for n in self.nominations.values() if n.spec.team == spec.team)
         milli = spec.num_gpu * spec.gpu_milli
         reclaim = reclaims(ctl.quota, ctl.cluster.models, spec.team, milli + promised, qpod.gpu_model)
-        running = [j for j in ctl.jobs.values() if j.state == JobState.RUNNING and token_uid(j.spec.client_token)
-                   and j.id not in claimed and self.protected.get(j.id, 0.0) <= now]
+        binding = self.bridge.binds_under_way()  # (stored running, its Binding not posted yet: not a victim)
+        running = [j for j in ctl.jobs.values() if j.state == JobState.RUNNING and j.id not in claimed
+                   and token_uid(j.spec.client_token) not in (None, *binding) and self.protected.get(j.id, 0.0) <= now]
         victims = victim_order(ctl.quota, running, spec.team, priority, reclaim)
         best = cheapest_node(ctl.cluster, qpod, victims, among=among) if victims else None
         if best is None:
@@ -183,6 +188,7 @@ class Evictions:
     def settle(self) -> None:
         """Victims ended: hold their room for each preemptor whose victims are all gone (under the lock)."""
         ctl: Controller = self.service.ctl
+        self._expire(self.service.clock())
         for uid, nom in list(self.nominations.items()):
             if any(self._holding(ctl, v) for v in nom.victims):
                 continue
@@ -195,6 +201,10 @@ class Evictions:
             decision = ctl.scheduler.decide(nom.qpod, [slot], counted=False)
             if decision.placed:
                 self.bridge._assume(nom.pod, nom.qpod, nom.spec, nom.node, decision.devices, NOMINEE_HOLD_S)
+
+    def forget(self, uid: str) -> None:
+        """Pod ``uid`` ended or went away: it waits for no victims (under the lock)."""
+        self.nominations.pop(uid, None)
 
     # ------------------------------------------------------------ the evictions (off the request path)
     def _start(self) -> None:
@@ -235,16 +245,18 @@ class Evictions:
         if refused:
             log(f"preemption for {plan.by} cancelled, nothing evicted: "
                 + "; ".join(f"{v.namespace}/{v.name}: {why}" for v, why in refused))
-            self._abandon(plan, [v.job_id for v, _ in refused])
+            self._abandon(plan, [v.job_id for v in pods])  # (the whole plan: its first choice would be made again)
             return
-        evicted = []
+        evicted: list[Victim] = []
         for v in pods:
             try:
                 self.client.evict_pod(v.namespace, v.name, v.uid)
             except Exception as err:
-                if getattr(err, "status", None) != 404:
-                    log(f"eviction of {v.namespace}/{v.name} for {plan.by} failed: {err}")
-                    continue
+                if getattr(err, "status", None) != 404:  # refused after its dry run passed: evict no more
+                    log(f"eviction of {v.namespace}/{v.name} for {plan.by} failed, the rest of its plan left: {err}")
+                    self._abandon(plan, [v.job_id])
+                    self._mark(plan, evicted, whole=False)
+                    return
             evicted.append(v)
         self._mark(plan, evicted)
 
@@ -282,16 +294,17 @@ class Evictions:
                 self.protected[job_id] = now + PROTECTED_S
             self.nominations.pop(plan.preemptor, None)
 
-    def _mark(self, plan: Plan, evicted: list[Victim]) -> None:
-        """The evicted victims' jobs are ``preempting`` until their pods are gone (durable)."""
+    def _mark(self, plan: Plan, evicted: list[Victim], whole: bool = True) -> None:
+        """The evicted victims' jobs are ``preempting`` until their pods are gone (durable); the preemptor waits for
+        exactly them (``whole``: the plan was carried out; else it chooses again once they are gone)."""
         def change(ctl: Controller, now: float) -> None:
             for v in evicted:
                 job = ctl.jobs.get(v.job_id)
                 if job is not None and job.state == JobState.RUNNING:
                     ctl.preempting(v.job_id, now, f"pod {plan.by}", v.grace_s)
             nom = self.nominations.get(plan.preemptor)
-            if nom is not None:
-                nom.victims = tuple(sorted(set(nom.victims) | {v.job_id for v in evicted}))
+            if nom is not None and whole:
+                nom.victims = tuple(sorted({v.job_id for v in evicted}))
                 nom.until = now + max((v.grace_s for v in evicted), default=30.0) + NOMINATION_SLACK_S
 
         try:

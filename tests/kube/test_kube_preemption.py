@@ -5,6 +5,7 @@ devices held for the preemptor; hand-computed on two 8-GPU nodes."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,59 @@ def test_preempt_verb_answers_no_victims(env):
     r = client.post(f"{PREFIX}/preempt", json=body)
     assert r.status_code == 200 and r.json() == {"NodeNameToMetaVictims": {}}
     assert client.post(f"{PREFIX}/preempt", json={"Pod": "x"}).status_code == 400
+
+
+def test_a_pod_that_declines_to_preempt_evicts_nothing(full):
+    client, api, token, app = full
+    meek = pod("meek", 4, priority=1000)
+    meek["spec"]["preemptionPolicy"] = "Never"
+    reply = post(client, "filter", args(meek, names=NODES))
+    assert set(reply["FailedNodes"].values()) == {NO_GPU}
+    app.state.kube.evictions.drain()
+    assert evictions(api) == []
+
+
+def test_a_standby_replica_evicts_nothing(full):
+    client, api, token, app = full
+    app.state.kube.options = dataclasses.replace(app.state.kube.options, lease="kube-system/sched")
+    app.state.kube.active = False  # another replica's kube-scheduler holds the Lease
+    reply = post(client, "filter", args(pod("urgent", 4, priority=1000), names=NODES))
+    assert PREEMPTING not in reply["FailedNodes"].values()
+    app.state.kube.evictions.drain()
+    assert evictions(api) == []
+
+
+def test_an_eviction_refused_after_its_dry_run_stops_the_plan_and_the_evicted_room_is_not_held(env):
+    client, api, token, app = env
+    api.groups["coscheduling", "team-a", "train"] = {"metadata": {"name": "train", "namespace": "team-a"},
+                                                     "spec": {"minMember": 1}}
+    run(client, pod("w0", 8, group="train"), "g0")
+    run(client, pod("w1", 8, group="train"), "g1")
+    evict = api.evict_pod
+
+    def refuse_w1_for_real(namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        if name == "w1" and not dry_run:  # the budget changed between the dry run and the eviction
+            raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.")
+        evict(namespace, name, uid, dry_run)
+
+    api.evict_pod = refuse_w1_for_real  # type: ignore[method-assign]
+    urgent = pod("urgent", 8, priority=1000)
+    post(client, "filter", args(urgent, names=["g0"]))
+    app.state.kube.evictions.drain()
+    assert [e for e in evictions(api) if not e[1]] == [("w0", False)]  # w1 refused: nothing after it
+    assert app.state.kube.evictions.nominations == {}  # urgent chooses again: the evicted w0 makes room for it
+    assert post(client, "filter", args(urgent, names=["g0"]))["FailedNodes"] == {"g0": PREEMPTING}
+    app.state.kube.evictions.drain()
+    assert [e for e in evictions(api) if not e[1]] == [("w0", False)]  # it waits for w0, evicts nothing more
+
+
+def test_a_preemptor_that_goes_away_waits_for_nothing(full):
+    client, api, token, app = full
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.kube.evictions.drain()
+    assert list(app.state.kube.evictions.nominations) == [urgent["metadata"]["uid"]]
+    app.state.kube.release(urgent["metadata"]["uid"], "cancelled")  # deleted before it bound
+    assert app.state.kube.evictions.nominations == {}
+    gone(app, API_PODS["team-a", "a"])
+    assert app.state.kube.holds == {}  # a's devices are free, held for nobody
