@@ -278,17 +278,20 @@ def job_spec(pod: Mapping[str, Any], attempt: str = "0") -> JobSpec:
 DEFAULT_GRACE_S = 30.0
 
 
+def _whole(value: Any) -> int | None:
+    """A JSON integer of int32's range (None for anything else: a bool, a float, a string, out of range)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 31 else None
+
+
 def pod_priority(pod: Mapping[str, Any]) -> int:
     """The pod's priority (``spec.priority``, resolved by the API server from its PriorityClass; 0 if none)."""
-    value = _get(pod, "spec", "priority")
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 31 else 0
+    return _whole(_get(pod, "spec", "priority")) or 0
 
 
 def pod_grace(pod: Mapping[str, Any]) -> float:
     """The seconds the kubelet gives the pod's containers between SIGTERM and SIGKILL."""
-    value = _get(pod, "spec", "terminationGracePeriodSeconds")
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31 \
-        else DEFAULT_GRACE_S
+    grace = _whole(_get(pod, "spec", "terminationGracePeriodSeconds"))
+    return float(grace) if grace is not None and grace >= 0 else DEFAULT_GRACE_S
 
 
 def pod_token(uid: str, attempt: str) -> str:

@@ -34,7 +34,6 @@ which counts shares but not which device holds them, never stops GPU pods (docs/
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from quasched.kube import wire
+from quasched.kube import log, wire
 from quasched.kube.admission import bind_refusal, held_by, lease_holder
 from quasched.kube.convention import PodError, bind_annotations, devices_of, is_managed, job_spec, pod_key
 from quasched.kube.gangs import GroupRef, group_of
@@ -436,7 +435,3 @@ def router(bridge: Bridge) -> APIRouter:
 
     return routes
 
-
-def log(message: str) -> None:
-    """One line on stderr prefixed ``quasched kube:``."""
-    print(f"quasched kube: {message}", file=sys.stderr, flush=True)

@@ -26,12 +26,12 @@ pods on one node only.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from quasched.kube.convention import is_managed, pod_grace, pod_key, pod_priority, token_uid
+from quasched.kube import log
+from quasched.kube.convention import DEFAULT_GRACE_S, is_managed, pod_grace, pod_key, pod_priority, token_uid
 from quasched.kube.gangs import group_of
 from quasched.kube.reservations import Hold
 from quasched.model.workload import Pod
@@ -95,7 +95,7 @@ class Victim:
     namespace: str
     name: str
     uid: str
-    grace_s: float = 30.0
+    grace_s: float = DEFAULT_GRACE_S
 
 
 @dataclass
@@ -105,10 +105,6 @@ class Plan:
     preemptor: str
     by: str
     victims: list[Victim] = field(default_factory=list)
-
-
-def log(message: str) -> None:
-    print(f"quasched kube: {message}", file=sys.stderr, flush=True)
 
 
 class Evictions:
@@ -172,7 +168,7 @@ class Evictions:
 
     def _nominate(self, uid: str, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str,
                   victims: tuple[int, ...], now: float) -> None:
-        self.nominations[uid] = Nomination(pod, qpod, spec, node, victims, now + 30.0 + NOMINATION_SLACK_S)
+        self.nominations[uid] = Nomination(pod, qpod, spec, node, victims, now + DEFAULT_GRACE_S + NOMINATION_SLACK_S)
 
     @staticmethod
     def _holding(ctl: Controller, job_id: int) -> bool:
@@ -305,7 +301,7 @@ class Evictions:
             nom = self.nominations.get(plan.preemptor)
             if nom is not None and whole:
                 nom.victims = tuple(sorted({v.job_id for v in evicted}))
-                nom.until = now + max((v.grace_s for v in evicted), default=30.0) + NOMINATION_SLACK_S
+                nom.until = now + max((v.grace_s for v in evicted), default=DEFAULT_GRACE_S) + NOMINATION_SLACK_S
 
         try:
             self.service.mutate(change)

@@ -23,7 +23,8 @@ from typing import Any, Iterable, Mapping
 
 from quasched.kube.convention import PodError, devices_of, is_managed, node_record, pod_key
 from quasched.kube.deviceplugin.livestate import STATE_ANNOTATION, decode
-from quasched.kube.extender import Bridge, KubeClient, log
+from quasched.kube import log
+from quasched.kube.extender import Bridge, KubeClient
 from quasched.service.domain import Job, JobState, NodeRecord
 from quasched.service.loop.controller import Controller
 
