@@ -927,7 +927,7 @@ def test_standby_replica_refuses_to_bind(tmp_path):
 def test_verbs_only_on_their_tls_listener(tmp_path):
     app, _ = make_app(tmp_path, kube=KubeOptions(client=FakeApi(), verbs_port=8443))
     with TestClient(app) as client:
-        for verb in ("filter", "bind"):
+        for verb in ("filter", "bind", "preempt"):  # a team token or none: never the verbs
             r = client.post(f"{PREFIX}/{verb}", json=args(gpu_pod()))
             assert r.status_code == 403 and "mutual TLS on port 8443 only" in r.json()["Error"], r.text
 
