@@ -27,6 +27,7 @@ import numpy as np
 
 from quasched.federation.dispatch import Dispatcher, View
 from quasched.federation.forecast import HISTORY_H
+from quasched.federation.loop import Dispatching
 from quasched.federation.scenario import Scenario
 from quasched.metrics.fragmentation import TypicalPods
 from quasched.metrics.power import PowerMeter
@@ -85,10 +86,24 @@ class _Site:
                                power=scenario.power)
         self.cluster: Cluster = self.core.cluster
         self.queue = PendingQueue(self.cluster)
+        self.pods: dict[int, Pod] = {}  # by job: the pods placed or waiting here
         self.meter = PowerMeter(self.cluster, scenario.power)
         step, linear = self.meter.refresh()
         self.idle = (step, linear)
         self.series: list[tuple[float, float, float]] = [(0.0, step, linear)]
+
+    def place(self, pod: Pod, now: float) -> bool:
+        if not self.core.scheduler.schedule(pod).placed:
+            return False
+        self.pods[pod.uid] = pod
+        return True
+
+    def wait(self, pod: Pod, now: float) -> None:
+        self.pods[pod.uid] = pod
+        self.queue.push(pod)
+
+    def remove(self, job: int) -> None:
+        self.cluster.remove(self.pods.pop(job))
 
     def record(self, t: float) -> None:
         step, linear = self.meter.refresh()
@@ -111,57 +126,34 @@ def run_federation(scenario: Scenario, dispatcher: Dispatcher, policy: str = "fg
     view = make_view(scenario)
     view.nodes, view.pod = [s.cluster for s in sites], lru_cache(maxsize=4096)(w.pod)  # jobs re-released
     dispatcher.reset(view)
-    n = len(w)
-    cluster = np.full(n, -1, dtype=np.int64)
-    released, placed = np.full(n, np.nan), np.full(n, np.nan)
-    pods: dict[int, Pod] = {}
     heap: list[tuple[float, int, int]] = [(float(t), ARRIVE, j) for j, t in enumerate(scenario.arrival.tolist())]
     heapq.heapify(heap)
     duration = scenario.duration.tolist()
-
-    def start(t: float, j: int) -> None:
-        placed[j] = t
-        view.used[:, cluster[j]] += view.demand[:, j]
-        heapq.heappush(heap, (t + duration[j], DEPART, j))
-
+    rules = Dispatching(dispatcher, view, sites, len(w),
+                        lambda j, t: heapq.heappush(heap, (t + duration[j], DEPART, j)))
     dirty: set[int] = set()
     while heap:
         t, kind, j = heapq.heappop(heap)
         if kind == ARRIVE:
-            c, when = dispatcher.dispatch(j, t)
-            cluster[j] = c
-            heapq.heappush(heap, (max(when, t), RELEASE, j))
+            heapq.heappush(heap, (rules.arrive(j, t), RELEASE, j))
         elif kind == RELEASE:
-            c, when = dispatcher.release(j, t, int(cluster[j]))
-            cluster[j] = c
-            if when > t:
-                heapq.heappush(heap, (when, RELEASE, j))
-                continue
-            released[j] = t
-            pod = pods[j] = view.pod(j)
-            on = next((k for k in (c, *dispatcher.reroute(j, t, c)) if sites[k].core.scheduler.schedule(pod).placed), None)
-            if on is not None:
-                cluster[j] = on
-                start(t, j)
-                sites[on].record(t)
-            elif view.placeable[j, c]:
-                sites[c].queue.push(pod)
-                view.enqueue(c, j)
+            again = rules.release(j, t)
+            if again is not None:
+                heapq.heappush(heap, (again, RELEASE, j))
+            elif rules.placed[j] == t:
+                sites[int(rules.cluster[j])].record(t)
         else:
-            c = int(cluster[j])
-            sites[c].cluster.remove(pods.pop(j))
-            view.used[:, c] -= view.demand[:, j]
+            c = rules.depart(j)
+            sites[c].remove(j)
             dirty.add(c)
             if heap and heap[0][:2] == (t, DEPART):
                 continue
             for c in sorted(dirty):
                 site = sites[c]
                 for pod, _ in site.queue.retry(site.core.scheduler.schedule):
-                    view.dequeue(c, pod.uid)
-                    start(t, pod.uid)
+                    rules.dequeue(pod.uid, t)
                 site.record(t)
             dirty.clear()
-    return FederationRun(scenario, dispatcher.name, policy, cluster, released, placed,
+    return FederationRun(scenario, dispatcher.name, policy, rules.cluster, rules.released, rules.placed,
                          [s.power() for s in sites], view, _time.perf_counter() - began,
                          _time.process_time() - cpu)
-
