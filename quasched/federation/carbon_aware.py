@@ -81,7 +81,7 @@ class CarbonAware(Dispatcher):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.ledger = np.zeros((2, view.clusters, view.slots))
-        self.forecast = Forecast(view.history, view.intensity)
+        self.forecast = Forecast.over(view.series)
         self.priced_key: tuple[int, int] = (-1, -1)  # (hour of now, first slot) of priced_slots: expected, gap
         self.priced_slots: tuple[np.ndarray, np.ndarray] = (np.zeros((view.clusters, 0)),) * 2
         self.capacity = np.where(view.capacity > 0, view.capacity, np.inf)[:, :, None]

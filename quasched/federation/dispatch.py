@@ -66,6 +66,10 @@ class View:
 
     def __post_init__(self) -> None:
         clusters = self.capacity.shape[1]
+        #: the week before and the horizon in one array: ``history`` and ``intensity`` are views of it, so a live front
+        #: fills its hours in place as they are observed and every reader (the forecasts included) sees them
+        self.series = np.hstack([self.history, self.intensity])
+        self.history, self.intensity = self.series[:, :self.history.shape[1]], self.series[:, self.history.shape[1]:]
         self.used = np.zeros((2, clusters))
         self.waiting = np.zeros((2, clusters))
         self.queued = np.zeros(clusters, dtype=np.int64)

@@ -31,6 +31,14 @@ class Forecast:
         self.series = np.hstack([history, observed])
         self.hour = -1
 
+    @classmethod
+    def over(cls, series: np.ndarray) -> Forecast:
+        """Forecasts over ``series`` (``(clusters, HISTORY_H + hours)``: the history, then the observed hours) read in
+        place, not copied: a live front writes each hour into it as it is observed."""
+        forecast = cls(series[:, :HISTORY_H], series[:, HISTORY_H:HISTORY_H])
+        forecast.series = series
+        return forecast
+
     def _fit(self, hour: int) -> None:
         """Profile, today's departure and ρ from the week up to ``hour``."""
         week = self.series[:, hour + 1:hour + 1 + HISTORY_H]  # absolute hours hour − 167 .. hour

@@ -92,17 +92,25 @@ class Scenario:
 
     @cached_property
     def job_kw(self) -> np.ndarray:
-        """``(jobs, clusters)`` dynamic IT power of each job on each cluster (linear model), kW: its GPU
-        share × (full − idle) of the cluster's mean GPU, its vCPUs × (full − idle) per vCPU of a socket."""
-        cpu = self.power.cpu
-        cpu_w = (cpu.full_w - cpu.idle_w) / (2 * cpu.cores_per_socket) * self.workload.cpu_milli / 1000
-        gpu_w = []
-        for m in self.members:
-            idle, full = self.power.gpu_watts(list(m.nodes.gpu_model))
-            gpus = m.nodes.num_gpus
-            gpu_w.append(float(np.dot(full - idle, gpus) / max(gpus.sum(), 1)))
-        share = self.workload.gpu_request / FULL_GPU_MILLI
-        return (np.outer(share, gpu_w) + cpu_w[:, None]) / 1000
+        """``(jobs, clusters)`` dynamic IT power of each job on each cluster, kW (:func:`dynamic_kw`)."""
+        return dynamic_kw(self.workload.gpu_request, self.workload.cpu_milli, [m.nodes for m in self.members],
+                          self.power)
+
+
+def dynamic_kw(gpu_request: np.ndarray, cpu_milli: np.ndarray, clusters: Sequence[NodeSpec],
+               power: PowerModel = PWR_MODEL) -> np.ndarray:
+    """``(jobs, clusters)`` dynamic IT power of jobs asking ``gpu_request`` GPU milli and ``cpu_milli`` on each of
+    ``clusters`` (linear model), kW: the GPU share × (full − idle) of the cluster's mean GPU, the vCPUs × (full −
+    idle) per vCPU of a socket."""
+    cpu = power.cpu
+    cpu_w = (cpu.full_w - cpu.idle_w) / (2 * cpu.cores_per_socket) * np.asarray(cpu_milli) / 1000
+    gpu_w = []
+    for nodes in clusters:
+        idle, full = power.gpu_watts(list(nodes.gpu_model))
+        gpus = nodes.num_gpus
+        gpu_w.append(float(np.dot(full - idle, gpus) / max(gpus.sum(), 1)))
+    share = np.asarray(gpu_request) / FULL_GPU_MILLI
+    return (np.outer(share, gpu_w) + cpu_w[:, None]) / 1000
 
 
 def jobs_of(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
