@@ -40,8 +40,9 @@ ALLOWED = {
     "service.runtime": LOWER | SERVICE - {"service.api"},
     "service.api": LOWER | SERVICE,
     "federation": LOWER,
+    "signals": {"extras", "params", "model", "traces"},
     "kube": LOWER | SERVICE,
-    "cli": LOWER | {"report", "compat"} | SERVICE | {"kube", "federation"},
+    "cli": LOWER | {"report", "compat"} | SERVICE | {"kube", "federation", "signals"},
 }
 
 
