@@ -9,6 +9,10 @@ also importable from here, its documented path) and their allocation state:
   per device, and the derived ``gpu_free``: milli a new pod may use (0 on
   unhealthy devices and on padding beyond a node's GPU count) with its
   per-node maximum ``gpu_free_max``;
+- ``measured_swing_w``: ``(N, D)`` idle→full power swing per device, W, as the service measures it from
+  the GPUs' live state (:meth:`measure_swing`; NaN: unknown, its GPU model's counts), with
+  ``measured_devices`` the number known; only PWR's power terms read it (:mod:`quasched.policies.pwr`),
+  and in the simulators it stays all NaN;
 - ``schedulable``: present and not cordoned; ``gpu_class_count`` and
   ``app_count`` for affinity and density rules; ``in_use``: the node holds
   GPU or CPU allocation;
@@ -110,6 +114,8 @@ class Cluster:
         self.gpu_cordoned = np.zeros((n, d), dtype=bool)
         self.gpu_free = np.zeros((n, d), dtype=np.int64)
         self.gpu_free_max = np.zeros(n, dtype=np.int64)
+        self.measured_swing_w = np.full((n, d), np.nan)
+        self.measured_devices = 0
         self.present = np.zeros(n, dtype=bool)
         self.cordoned = np.zeros(n, dtype=bool)
         self.schedulable = np.zeros(n, dtype=bool)
@@ -127,9 +133,11 @@ class Cluster:
         self._total_gpus = 0
 
     _NODE_ARRAYS = ("names", "model_id", "num_gpus", "capacity", "free", "gpu_alloc", "gpu_healthy", "gpu_cordoned",
-                    "gpu_free", "gpu_free_max", "present", "cordoned", "schedulable", "gpu_class_count", "app_count",
-                    "version", "labels", "in_use")
-    _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_cordoned", "gpu_free")
+                    "gpu_free", "gpu_free_max", "measured_swing_w", "present", "cordoned", "schedulable",
+                    "gpu_class_count", "app_count", "version", "labels", "in_use")
+    _DEVICE_ARRAYS = ("gpu_alloc", "gpu_healthy", "gpu_cordoned", "gpu_free", "measured_swing_w")
+    #: what new slots and devices of an array hold when it is not zero
+    _PADDING = {"measured_swing_w": np.nan}
 
     def _grow(self, n: int, d: int) -> None:
         """Resize node and device axes to at least ``n`` slots and ``d`` devices (padding is absent)."""
@@ -139,7 +147,8 @@ class Cluster:
         for name in self._NODE_ARRAYS:
             old = getattr(self, name)
             shape = (n, d) if name in self._DEVICE_ARRAYS else (n, *old.shape[1:])
-            new = np.zeros(shape, dtype=old.dtype, order="F" if old.flags.f_contiguous and old.ndim == 2 else "C")
+            new = np.full(shape, self._PADDING.get(name, 0), dtype=old.dtype,
+                          order="F" if old.flags.f_contiguous and old.ndim == 2 else "C")
             new[tuple(slice(0, s) for s in old.shape)] = old
             setattr(self, name, new)
         self.max_devices = d
@@ -218,6 +227,8 @@ class Cluster:
         self._total_gpus -= int(self.num_gpus[node])
         self.num_gpus[node] = 0
         self.gpu_healthy[node] = self.gpu_cordoned[node] = False
+        self.measured_devices -= int(np.count_nonzero(~np.isnan(self.measured_swing_w[node])))
+        self.measured_swing_w[node] = np.nan
         self.names[node] = ""
         self._spec_masks.clear()
         self.inventory += 1
@@ -272,6 +283,18 @@ class Cluster:
         self._refresh(node)
         if not cordoned:
             self._grown.add(node)
+
+    def measure_swing(self, node: int | str, device: int, watts: float | None) -> None:
+        """Set one GPU device's measured idle→full power swing, W (None: unknown again, its model's counts); what may
+        be placed where is unchanged, so no node's version moves."""
+        node = self.node(node)
+        if not 0 <= device < self.num_gpus[node]:
+            raise PlacementError(f"node {self.names[node]!r} has no GPU device {device}")
+        if watts is not None and not 0 <= watts < np.inf:
+            raise PlacementError(f"a power swing is a finite number of watts >= 0, not {watts}")
+        known = not np.isnan(self.measured_swing_w[node, device])
+        self.measured_swing_w[node, device] = np.nan if watts is None else watts
+        self.measured_devices += (watts is not None) - known
 
     def _refresh(self, node: int) -> None:
         """Recompute the derived per-node arrays after any change of ``node``."""
@@ -364,8 +387,10 @@ class Cluster:
         return self.free[:, 1]
 
     def snapshot(self) -> tuple[np.ndarray, ...]:
-        """Copies of every state array but the cache versions (for tests and rollbacks)."""
-        return tuple(getattr(self, name).copy() for name in self._NODE_ARRAYS if name not in ("labels", "version"))
+        """Copies of every state array but the cache versions and the measured swings, which pods never change (for
+        tests and rollbacks)."""
+        skip = ("labels", "version", "measured_swing_w")
+        return tuple(getattr(self, name).copy() for name in self._NODE_ARRAYS if name not in skip)
 
     # ------------------------------------------------------------ mutators
     def place(self, pod: Pod, node: int, devices: Sequence[int] = (), filtered_at: int | None = None) -> Placement:

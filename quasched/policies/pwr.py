@@ -9,15 +9,24 @@ The added power is exact for the devices the pod gets:
 
 - whole-GPU (and multi-GPU) pods take the lowest-index devices with enough free milli
   (:func:`quasched.policies.devices.exclusive`); under the step model each of them that
-  was idle adds ``full − idle``;
+  was idle adds its swing ``full − idle``;
 - a GPU-sharing pod is scored on its best device: an already busy device that fits adds
-  nothing, else an idle one adds ``full − idle``. The plugin returns the node's best score
+  nothing, else the first idle one adds its swing. The plugin returns the node's best score
   (not per-device columns), so in a mix with FGD the node score is ``w_pwr · PWR + w_fgd ·
   FGD(best device)`` and FGD picks the device, as in the artifact's mixes (``-gpusel FGD``);
   alone, the policy's "tightest" Reserve rule takes a busy fitting device when there is one,
-  which adds no power;
+  which adds no power, else that first idle one;
 - under the linear model a pod adds ``(full − idle) · num_gpu · gpu_milli / 1000``
   wherever it goes, so only the CPU term and the GPU model differ between nodes.
+
+A device's swing under the step model is its measured one where the cluster knows it
+(:attr:`~quasched.model.cluster.Cluster.measured_swing_w`: the service sets it from the
+GPUs' live state to the enforced power limit minus the draw, at least 0, of the last fresh
+reading taken while no pod held the device, and a stale reading forgets it), else its GPU
+model's ``full − idle``: two GPUs of one model differ by what they were measured to draw.
+The linear model and the scarce-GPU terms (:mod:`.pwr_scarce`), which price GPU models
+against each other, keep the models' swings; the simulators measure nothing, so their
+placements are the model's.
 
 ``until`` (percent, default 100 = always on): once the cluster's allocated GPU milli reaches
 ``until`` % of its GPU capacity the plugin scores every node alike (it stops steering), so a
@@ -63,13 +72,25 @@ def added_power_w(cluster: Cluster, pod: Pod, nodes: np.ndarray, gpu_idle_w: np.
         return added + swing * (pod.gpu_request / FULL_GPU_MILLI)
     gpu_free = cluster.gpu_free[nodes]
     idle = gpu_free == FULL_GPU_MILLI
+    devices = device_swing_w(cluster, nodes, swing) if cluster.measured_devices else None
     if pod.is_sharing:
         busy_fits = ((gpu_free >= pod.gpu_milli) & ~idle).any(axis=1)
+        if devices is not None:
+            swing = devices[np.arange(len(nodes)), idle.argmax(axis=1)]  # the first idle device's
         return added + np.where(busy_fits, 0.0, swing)
     need = min(pod.gpu_milli, FULL_GPU_MILLI)
     fits = gpu_free >= need
-    taken = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
-    return added + swing * np.count_nonzero(taken & idle, axis=1)
+    woken = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu) & idle  # the idle devices it takes
+    if devices is not None:
+        return added + (devices * woken).sum(axis=1)
+    return added + swing * np.count_nonzero(woken, axis=1)
+
+
+def device_swing_w(cluster: Cluster, nodes: np.ndarray, swing: np.ndarray) -> np.ndarray:
+    """``(len(nodes), D)``: each device's idle→full swing, W, measured where known, else ``swing`` (its node's GPU
+    model's; module docstring)."""
+    measured = cluster.measured_swing_w[nodes]
+    return np.where(np.isnan(measured), swing[:, None], measured)
 
 
 @dataclass(repr=False, eq=False)

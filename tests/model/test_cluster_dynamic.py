@@ -142,6 +142,29 @@ def test_unhealthy_device_has_no_free_milli_is_avoided_and_remove_restores_exact
     assert_consistent(cluster)
 
 
+
+def test_measured_swings_follow_the_layout_and_leave_placement_alone():
+    cluster = Cluster(nodes((8000, 4096, 2, "T4"), (8000, 4096, 2, "T4")))
+    start, version = cluster.snapshot(), cluster.version.copy()
+    assert np.isnan(cluster.measured_swing_w).all() and cluster.measured_swing_w.shape == (2, 2)
+    cluster.measure_swing("n0", 1, 55.5)
+    cluster.measure_swing("n0", 1, 50.0)  # replaced, still one device known
+    cluster.measure_swing("n1", 0, 0.0)
+    assert cluster.measured_devices == 2 and same(start, cluster.snapshot()) and (cluster.version == version).all()
+    for device, watts, why in ((2, 1.0, "no GPU device 2"), (0, -1.0, ">= 0"), (0, float("nan"), ">= 0")):
+        with pytest.raises(PlacementError, match=why):
+            cluster.measure_swing("n0", device, watts)
+    cluster.add_node("a", BIG, num_gpus=4, gpu_model="A100")  # the device axis grows: new devices unknown
+    assert cluster.measured_swing_w.shape == (3, 4) and cluster.measured_swing_w[0, 1] == 50.0
+    assert np.isnan(cluster.measured_swing_w[[0, 0, 2, 2], [2, 3, 0, 3]]).all()
+    cluster.remove_node("n0")  # forgotten with its node; a node recreated in the slot starts unknown
+    assert cluster.measured_devices == 1
+    assert cluster.add_node("n0", BIG, num_gpus=2, gpu_model="T4") == 0 and np.isnan(cluster.measured_swing_w[0]).all()
+    cluster.measure_swing("n1", 0, None)
+    cluster.measure_swing("n1", 0, None)  # forgetting twice counts once
+    assert cluster.measured_devices == 0 and np.isnan(cluster.measured_swing_w).all()
+    assert_consistent(cluster)
+
 def test_a_new_gpu_model_joins_with_add_node():
     cluster = Cluster(nodes((8000, 4096, 2, "T4"), (8000, 4096, 0, "")))
     only_a100 = pod(k=1, m=500, spec="A100", uid=1)

@@ -265,6 +265,41 @@ def test_pwr_stops_steering_from_until_percent_allocated():
         assert one.score(c, pod(uid=9, cpu=2000, k=1, m=1000), np.arange(2), CycleState()).tolist() == want, terms
 
 
+
+def test_pwr_charges_an_idle_device_its_measured_swing_else_its_models():
+    # two T4 nodes (model swing 70 − 10 = 60 W), 2 GPUs each; n1's device 0 measured to swing 40 W; no CPU asked
+    c = Cluster(nodes((16_000, 1 << 20, 2, "T4"), (16_000, 1 << 20, 2, "T4")))
+    plugin = PWR()
+    plugin.attach(c, NumpyStream(0))
+    every = np.arange(2)
+
+    def score(k: int, m: int) -> list[int]:
+        return plugin.score(c, pod(uid=9, cpu=0, k=k, m=m), every, CycleState()).tolist()
+
+    c.measure_swing("n1", 0, 60.0)  # measured as modelled: the same scores
+    assert (score(1, 1000), score(2, 1000), score(1, 300)) == ([-60, -60], [-120, -120], [-60, -60])
+    c.measure_swing("n1", 0, 40.0)
+    # whole GPU: n1 takes device 0 (40 W); two GPUs: 40 + 60; sharing: the first idle device, n1's device 0
+    assert (score(1, 1000), score(2, 1000), score(1, 300)) == ([-60, -40], [-120, -100], [-60, -40])
+    c.place(pod(uid=0, cpu=0, k=1, m=500), 1, (0,))  # device 0 busy: a share fits there (0 W), a whole GPU takes 1
+    assert (score(1, 1000), score(1, 300)) == ([-60, -60], [-60, 0])
+    c.remove(0)
+    c.measure_swing("n1", 0, None)  # forgotten: the model's again
+    assert score(1, 1000) == [-60, -60] and c.measured_devices == 0
+
+
+@pytest.mark.parametrize("policy", ["power", "pwr"])
+def test_power_places_a_whole_gpu_on_the_device_measured_to_swing_less(policy):
+    """Two nodes of one GPU model: the tie goes to n0 (rank 0) unless n1's device is measured to add less."""
+    from quasched.policies import Scheduler
+
+    typical = TypicalPods(((1000, 500, 1, ""),), (1,), np.array([1.0]))
+    for measured, node in ((None, 0), (300.0, 1), (360.0, 0)):  # A100: model swing 400 − 50 = 350 W
+        c = Cluster(nodes((16_000, 1 << 20, 1, "A100"), (16_000, 1 << 20, 1, "A100")))
+        c.measure_swing("n1", 0, measured)
+        scheduler = Scheduler(c, make_policy(policy, typical), np.array([0, 1]), NumpyStream(0))
+        assert scheduler.schedule(pod(uid=1, cpu=1000, k=1, m=1000)).node == node, measured
+
 def test_carbon_loader_reads_a_rewritten_file_again(tmp_path, monkeypatch):
     """The parsed file is kept while it is unchanged: a rewrite (even of the same size, whose time stamp may not move)
     is read again once its time stamp moves, and the same file reached by a relative path is the same entry."""

@@ -43,6 +43,13 @@ class GpuReading:
     ecc_uncorrected: int | None = None
     lost: bool = False
 
+    @property
+    def headroom_w(self) -> float | None:
+        """Enforced power limit − draw, W, at least 0 (None without both): an idle device's idle→full swing."""
+        if self.power_w is None or self.power_limit_w is None:
+            return None
+        return max(0.0, self.power_limit_w - self.power_w)
+
     def to_json(self) -> dict[str, Any]:
         kept = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
         return kept | {"throttle": list(self.throttle)}
@@ -77,6 +84,10 @@ class Limits:
     cool_c: float = 80.0
     stale_s: float = 60.0
 
+    def stale(self, reading: GpuReading, now: float) -> bool:
+        """Whether ``reading`` is too old at ``now`` to be trusted."""
+        return now - reading.at > self.stale_s
+
 
 @dataclass
 class Judge:
@@ -109,7 +120,7 @@ class Judge:
         (its device stays avoided, or not, as it was)."""
         avoided = {}
         for r in readings:
-            why = self.why(r) if now - r.at <= self.limits.stale_s else self.avoided.get(r.device)
+            why = self.avoided.get(r.device) if self.limits.stale(r, now) else self.why(r)
             if why is not None:
                 avoided[r.device] = why
         self.avoided = avoided

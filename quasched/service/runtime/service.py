@@ -541,18 +541,38 @@ class Service:
 
     def gpu_state(self, name: str, readings: list[GpuReading]) -> None:
         """Node ``name``'s GPU readings (this machine's sampler, or a node's device plugin through Kubernetes): kept
-        for the API and the dashboard, exported to ``/metrics``, and the devices they say to avoid avoided by new
-        pods from now on (a mutation, only when that changes)."""
+        for the API and the dashboard, exported to ``/metrics``, each device's measured power swing set for the
+        ``power`` terms (:meth:`_measure_swings`), and the devices they say to avoid avoided by new pods from now on
+        (a mutation, only when that changes)."""
         with self.lock:
             record = self.records.get(name)
             if record is None:
                 return
             self.gpu_live[name] = readings
             judge = self.gpu_judges.setdefault(name, Judge(self.gpu_limits))
-            avoided = judge.judge(readings, time.time())
+            now = time.time()
+            avoided = judge.judge(readings, now)
             self.metrics.gpus_read(name, record.gpu_model, readings, avoided)
-            if self.leading and avoided != self.ctl.state.avoided.get(name, {}):
+            if not self.leading:
+                return
+            self._measure_swings(name, readings, now)
+            if avoided != self.ctl.state.avoided.get(name, {}):
                 self.mutate(lambda ctl, now: ctl.avoid_devices(name, avoided, now))
+
+    def _measure_swings(self, name: str, readings: list[GpuReading], now: float) -> None:
+        """(Under the lock.) Each read device's idle→full power swing in the cluster model
+        (:meth:`~quasched.model.cluster.Cluster.measure_swing`): a fresh reading of a device no pod holds sets its
+        headroom (enforced limit − draw); a stale one forgets it (its GPU model's counts again); a busy one keeps
+        what the last idle one said. A placement choice only: no cycle."""
+        c = self.ctl.cluster
+        node = c.node(name)
+        for r in readings:
+            if not 0 <= r.device < c.num_gpus[node]:
+                continue
+            if self.gpu_limits.stale(r, now):
+                c.measure_swing(node, r.device, None)
+            elif r.headroom_w is not None and not c.gpu_alloc[node, r.device]:
+                c.measure_swing(node, r.device, r.headroom_w)
 
     def _cycle(self, now: float) -> list[Event]:
         """A timed scheduling cycle and its persisted changes (caller holds the lock)."""
@@ -573,7 +593,8 @@ class Service:
         """The API view of one node of the controller's snapshot."""
         record = self.records.get(raw["name"])
         avoided = self.ctl.state.avoided.get(raw["name"], {})
-        live = [GpuLiveOut.of(r, avoided.get(r.device), time.time() - r.at > self.gpu_limits.stale_s)
+        now = time.time()
+        live = [GpuLiveOut.of(r, avoided.get(r.device), self.gpu_limits.stale(r, now))
                 for r in self.gpu_live.get(raw["name"], [])]
         return NodeOut(num_gpus=len(raw["gpu_used_milli"]), labels=dict(record.labels) if record else {},
                        gpus_live=live, **raw)

@@ -1,20 +1,25 @@
 """The GPUs' live state: read from NVML (a scripted stand-in ``pynvml`` with NVML's functions, units and bit masks),
 judged (hot, throttling, erroring, lost; a stale reading trusted for nothing), avoided by placement while the pods on
-the device keep running, shown by the API and exported to /metrics in the DCGM exporter's names."""
+the device keep running, its measured power swing charged by the ``power`` policy, shown by the API and exported to
+/metrics in the DCGM exporter's names."""
 
 from __future__ import annotations
 
+import math
 import time
 import types
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
+from quasched.policies.registry import parse_spec
 from quasched.service.api.app import create_app
 from quasched.service.domain import NodeRecord
 from quasched.service.executor.gpustate import GpuReading, Judge, Limits, Sampler, read
 from quasched.service.loop.controller import nodes_of
+from quasched.service.loop.state import LoopOptions
 
 
 class NVMLError(Exception):
@@ -90,13 +95,20 @@ def test_hot_throttling_erroring_and_lost_devices_are_avoided_and_a_stale_readin
     assert judge.judge([at(1, temperature_c=95.0)], now=1000.0) and judge.judge([at(1)], now=1061.0)  # still
 
 
-@pytest.fixture
-def served(tmp_path):
-    nodes = nodes_of([NodeRecord("n0", 32_000, 256_000, 2, "A100")])
-    app = create_app(f"sqlite:///{tmp_path}/q.db", nodes, token_file=tmp_path / "token")
+@contextmanager
+def serving(tmp_path: Any, records: list[NodeRecord], **options: Any) -> Iterator[tuple[TestClient, Any, dict[str, str]]]:
+    """A served app on ``records``: its client, service and an admin's headers."""
+    app = create_app(f"sqlite:///{tmp_path}/q.db", nodes_of(records), token_file=tmp_path / "token",
+                     options=LoopOptions(**options))
     service = app.state.service
     with TestClient(app) as client:
         yield client, service, {"Authorization": f"Bearer {service.new_admin_token}"}
+
+
+@pytest.fixture
+def served(tmp_path):
+    with serving(tmp_path, [NodeRecord("n0", 32_000, 256_000, 2, "A100")]) as served:
+        yield served
 
 
 def submit(client: TestClient, headers: dict[str, str], name: str, gpus: float = 1) -> dict[str, Any]:
@@ -146,3 +158,29 @@ def test_a_device_off_the_bus_is_cordoned_and_a_stale_report_changes_nothing(ser
     assert [(g["stale"], g["avoided"]) for g in n0["gpus_live"]] == [(True, None), (True, "fell off the bus")]
     assert submit(client, headers, "j0")["placement"][0]["devices"] == [0]
     assert submit(client, headers, "j1")["state"] == "pending"  # device 1 stays cordoned: nothing more on n0
+
+
+def test_power_places_a_whole_gpu_on_the_gpu_measured_to_add_less_power(tmp_path):
+    """Three one-A100 nodes (modelled swing 400 − 50 = 350 W): a fresh idle reading's limit − draw is a device's
+    swing, a busy reading keeps it, a stale one forgets it (then the model's, and the tie goes by rank)."""
+    records = [NodeRecord(f"n{i}", 32_000, 256_000, 1, "A100") for i in range(3)]
+    with serving(tmp_path, records, policy=parse_spec("power")) as (client, service, headers):
+        c = service.ctl.cluster
+        tie, mid, cheap = sorted((r.name for r in records), key=lambda name: service.ctl.scheduler.rank[c.node(name)])
+        state = {tie: dict(COOL, mw=50_000), mid: dict(COOL, mw=80_000), cheap: dict(COOL, mw=100_000)}
+        samplers = {name: Sampler(scripted_nvml([state[name]]), lambda r, name=name: service.gpu_state(name, r))
+                    for name in state}
+
+        def swings() -> dict[str, float]:
+            return {name: float(c.measured_swing_w[c.node(name), 0]) for name in state}
+
+        for sampler in samplers.values():
+            sampler.once()
+        assert swings() == {tie: 350.0, mid: 320.0, cheap: 300.0}
+        assert submit(client, headers, "a")["placement"][0]["node"] == cheap  # 300 W, the least
+        state[cheap]["mw"] = 390_000  # busy: its draw says nothing of its idle swing
+        samplers[cheap].once()
+        assert swings()[cheap] == 300.0
+        service.gpu_state(mid, [GpuReading(0, time.time() - 3600, power_w=10.0, power_limit_w=400.0)])  # stale
+        assert math.isnan(swings()[mid]) and c.measured_devices == 2
+        assert submit(client, headers, "b")["placement"][0]["node"] == tie  # 350 W each: the tie, by rank
