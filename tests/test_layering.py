@@ -42,7 +42,8 @@ ALLOWED = {
     "federation": LOWER,
     "signals": {"extras", "params", "model", "traces"},
     "kube": LOWER | SERVICE,
-    "cli": LOWER | {"report", "compat"} | SERVICE | {"kube", "federation", "signals"},
+    "front": LOWER | SERVICE | {"federation", "signals"},
+    "cli": LOWER | {"report", "compat"} | SERVICE | {"kube", "federation", "front", "signals"},
 }
 
 

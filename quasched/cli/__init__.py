@@ -1,8 +1,8 @@
 """Command line: ``quasched policies``, ``simulate``, ``sweep``, ``replay``, ``batch``, ``federation``,
 ``carbon-signal``, ``traces list|show``; the service ``quasched serve`` and its clients ``submit``, ``jobs``, ``queues``, ``queue``, ``nodes``, ``cancel``,
-``logs``, ``usage``, ``token``; ``device-plugin`` on Kubernetes GPU nodes. This module assembles the typer app (the order of registration is the order of
+``logs``, ``usage``, ``token``; the federation front ``federate``; ``device-plugin`` on Kubernetes GPU nodes. This module assembles the typer app (the order of registration is the order of
 ``--help``); the commands live in ``common`` (shared options and checks), ``policies``, ``experiments``, ``replay``,
-``federation``, ``signals``, ``serve``, ``client``, ``runs`` and ``node``."""
+``federation``, ``signals``, ``federate``, ``serve``, ``client``, ``runs`` and ``node``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 from quasched.cli import client, runs
 from quasched.cli.common import fail
 from quasched.cli.experiments import simulate, sweep, traces_list, traces_show
+from quasched.cli.federate import federate
 from quasched.cli.federation import federation
 from quasched.cli.signals import carbon_signal
 from quasched.cli.policies import policies
@@ -92,6 +93,7 @@ for function in (policies, batch, federation, simulate, sweep, replay, serve, cl
                  client.tokens):
     app.command()(with_clean_errors(function))
 app.command("carbon-signal")(with_clean_errors(carbon_signal))
+app.command()(with_clean_errors(federate))
 app.command("device-plugin")(with_clean_errors(device_plugin))
 
 

@@ -55,6 +55,9 @@ class Reason(StrEnum):
 
     #: not considered yet, or behind jobs that come first; evidence: ``position``
     QUEUED = "Queued"
+    #: at a federation front: held for the member and the time its dispatcher chose, or sent there and not started;
+    #: evidence: ``member``, ``release_at`` or ``remote_id``
+    DISPATCHED = "Dispatched"
     #: the queue's quota (and its cohort's unused quota) has no room; evidence: usage, nominal, borrowable
     WAITING_FOR_QUOTA = "WaitingForQuota"
     #: enough free capacity in total, but no single node (set of nodes, for a gang) can host it

@@ -190,6 +190,23 @@ class TokenRow(Base):
     revoked_at: Mapped[float | None] = mapped_column(Double)
 
 
+class DispatchRow(Base):
+    """A federation front's job (``job_id``: its row in ``jobs``): its deadline and planned run time, the member and
+    time the dispatcher chose and why, the member's id of it once sent, and its energy and carbon once it ended."""
+    __tablename__ = "dispatches"
+
+    job_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deadline: Mapped[float] = mapped_column(Double)
+    run_s: Mapped[float] = mapped_column(Double)
+    member: Mapped[str] = mapped_column(String(128))
+    release_at: Mapped[float | None] = mapped_column(Double)
+    why: Mapped[str] = mapped_column(String)
+    remote_id: Mapped[int | None]
+    sent_at: Mapped[float | None] = mapped_column(Double)
+    kwh: Mapped[float | None] = mapped_column(Double)
+    kg: Mapped[float | None] = mapped_column(Double)
+
+
 class TeamUsage(NamedTuple):
     """A team's jobs, wall seconds run and GPU-hours booked."""
     team: str

@@ -1,0 +1,86 @@
+"""``quasched federate``: the federation front, a service sending jobs to member clusters by carbon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from quasched.cli.common import console, fail
+from quasched.federation.registry import RECOMMENDED
+
+if TYPE_CHECKING:
+    from quasched.front.members import MemberConfig
+    from quasched.signals.base import Signal
+
+
+def federate(
+    members: Path = typer.Option(..., help="The members file (TOML, [[member]] tables: name, url, zone, pue, "
+                                 "token_file, ca_file, signal); docs/federation.md."),
+    db: str = typer.Option("sqlite:///quasched-front.db", help="The front's store: a SQLite file or "
+                           "postgresql+psycopg://..."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8090, min=1, max=65535, help="Port to listen on."),
+    dispatcher: str = typer.Option(RECOMMENDED, help="Dispatcher and its parameters, e.g. 'carbon-defer:tau=12'; "
+                                   "`quasched policies` lists them."),
+    policy: str = typer.Option("fgd", help="The placement policy the front's mirror of each member assumes."),
+    name: str = typer.Option("front", help="This front's name: its client tokens on the members are NAME-<job id>."),
+    carbon_dir: Optional[Path] = typer.Option(None, help="Folder of carbon_intensity_2023_hourly.csv for members with "
+                                              "signal = \"file\" (else $QUASCHED_CARBON); also the fallback of live "
+                                              "signals. Data: Electricity Maps (ODbL)."),
+    token_file: Optional[Path] = typer.Option(None, help="Where the first start writes the admin token (default: "
+                                              "beside a SQLite store, quasched-front.token)."),
+) -> None:
+    """Run the federation front: jobs submitted to it (the fields of `serve`'s, with a deadline or a slack) go to
+    member clusters in grid zones where and when the dispatcher says (carbon-defer by default), and are followed to
+    their end there; carbon is billed per job and team.
+
+    Members are `quasched serve` clusters reached over their API with an admin token (docs/federation.md, "The
+    federation front"). Intensities: Electricity Maps or WattTime live ($ELECTRICITYMAPS_API_TOKEN;
+    $WATTTIME_USERNAME, $WATTTIME_PASSWORD), or the offline file."""
+    import uvicorn
+    from sqlalchemy.engine import make_url
+
+    from quasched.front.api import create_front_app
+    from quasched.front.front import Front, Zone
+    from quasched.front.members import MemberError, ServeMember, read_members
+    from quasched.front.store import FrontStore
+    from quasched.signals.base import SignalError
+    from quasched.traces.errors import TraceError
+
+    try:
+        configs = read_members(members)
+        zones = [Zone(signal_of(c, carbon_dir), c.pue) for c in configs]
+        clients = [ServeMember(c) for c in configs]
+        store = FrontStore(db)
+        front = Front(store, clients, zones, dispatcher, policy, name)
+    except (ValueError, SignalError, TraceError, MemberError) as err:
+        fail(str(err))
+    url = make_url(db)
+    if token_file is None and url.get_backend_name() == "sqlite" and url.database:
+        token_file = Path(url.database).with_name("quasched-front.token")
+    app = create_front_app(front, token_file)
+    if front.new_admin_token:
+        console.print(f"created admin token, written to {token_file}" if token_file else
+                      f"created admin token {front.new_admin_token}")
+    console.print(f"quasched federate: {len(configs)} members ({', '.join(f'{c.name} in {c.zone}' for c in configs)}), "
+                  f"dispatcher {dispatcher}, http://{host}:{port}/api/v1")
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def signal_of(config: MemberConfig, carbon_dir: Path | None) -> Signal:
+    """The signal of a member's zone: the offline file, or a live provider falling back to the file if it has the
+    zone."""
+    from quasched.signals import ElectricityMaps, FileSignal, LiveSignal, WattTime
+    from quasched.traces.carbon import load_carbon
+    from quasched.traces.errors import TraceError
+
+    if config.signal == "file":
+        return FileSignal(load_carbon(config.zone, carbon_dir))
+    try:
+        fallback: Signal | None = FileSignal(load_carbon(config.zone, carbon_dir))
+    except TraceError:
+        fallback = None
+    provider = ElectricityMaps() if config.signal == "electricitymaps" else WattTime()
+    return LiveSignal(provider, config.signal_zone or config.zone, fallback=fallback)
