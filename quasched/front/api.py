@@ -69,9 +69,11 @@ class FrontJobOut(BaseModel):
     member: str = Field(description="The member it goes to (empty: not decided yet).")
     release_at: float | None = Field(description="When it is sent, epoch s (deferred: later than submitted_at).")
     why: str = Field(description="Where and when, in words: the intensity then and now.")
-    remote_id: int | None = Field(description="Its id on the member, once sent.")
+    remote: str | None = Field(description="Its name on the member (a serve member's job id), once sent.")
     kwh: float | None = Field(description="Modelled dynamic IT energy of its run, kWh (once ended).")
     kg: float | None = Field(description="kg CO2e: that energy x the hours' intensity x PUE (once ended).")
+    baseline_member: str = Field(description="The least loaded member when it arrived.")
+    baseline_kg: float | None = Field(description="kg CO2e of the same run at once on that member (once ended).")
 
 
 def job_out(job: Job, dispatch: Dispatch) -> FrontJobOut:
@@ -79,8 +81,9 @@ def job_out(job: Job, dispatch: Dispatch) -> FrontJobOut:
                        gpus=gpus_of(job.spec.num_gpu, job.spec.gpu_milli), pods=job.spec.pods,
                        submitted_at=job.submitted_at, started_at=job.started_at, finished_at=job.finished_at,
                        exit_code=job.exit_code, deadline=dispatch.deadline, member=dispatch.member,
-                       release_at=dispatch.release_at, why=dispatch.why, remote_id=dispatch.remote_id,
-                       kwh=dispatch.kwh, kg=dispatch.kg)
+                       release_at=dispatch.release_at, why=dispatch.why, remote=dispatch.remote,
+                       kwh=dispatch.kwh, kg=dispatch.kg, baseline_member=dispatch.baseline_member,
+                       baseline_kg=dispatch.baseline_kg)
 
 
 class TokenCreate(BaseModel):

@@ -204,7 +204,7 @@ class Front:
                 dispatch = dispatches.get(job.id)
                 if dispatch is None:
                     continue
-                sent = dispatch.remote_id is not None and dispatch.member in names
+                sent = dispatch.remote is not None and dispatch.member in names
                 index = self._add(job, dispatch, arrived=not sent)
                 if sent:
                     self.rules.cluster[index] = names[dispatch.member]
@@ -234,8 +234,10 @@ class Front:
             self._release(index, t)
 
     def _arrive(self, index: int, t: float) -> None:
-        at = self.rules.arrive(index, t)
         dispatch = self.dispatch_of[index]
+        if not dispatch.baseline_member:
+            dispatch.baseline_member = self.members[int(np.argmin(self.view.load_after(index)))].name
+        at = self.rules.arrive(index, t)
         c = int(self.rules.cluster[index])
         dispatch.member, dispatch.release_at = self.members[c].name, self.epoch + at
         dispatch.why = self._why(c, t, at)
@@ -284,18 +286,18 @@ class Front:
         job, dispatch, site = self.jobs[index], self.dispatch_of[index], self.sites[cluster]
         try:
             answer = site.member.submit(job_body(job.spec, f"{self.name}-{job.id}"))
-            remote, state = int(answer["id"]), str(answer["state"])
+            remote, state = str(answer["id"]), str(answer["state"])
         except (MemberError, KeyError, TypeError, ValueError) as err:
             self._down(cluster, err if isinstance(err, MemberError) else MemberError(f"member {site.member.name}: "
                                                                                     f"submit: bad answer ({err})"))
             self.redo = True
             return None
         now = self.epoch + self.rules.released[index] if not np.isnan(self.rules.released[index]) else self.clock()
-        dispatch.member, dispatch.remote_id, dispatch.sent_at = site.member.name, remote, now
+        dispatch.member, dispatch.remote, dispatch.sent_at = site.member.name, remote, now
         job.reason = PendingReason(Reason.DISPATCHED, f"sent to {site.member.name} as job {remote}",
-                                   {"member": site.member.name, "remote_id": remote})
+                                   {"member": site.member.name, "remote": remote})
         self.store.save_dispatch(dispatch, (job,), (Event(now, "sent", job.id, site.member.name,
-                                                          {"remote_id": remote}),))
+                                                          {"remote": remote}),))
         return state
 
     def _down(self, cluster: int, error: MemberError) -> None:
@@ -321,15 +323,15 @@ class Front:
                 self.view.placeable[np.isnan(self.rules.released), c] = [
                     bool(np.asarray(fit_matrix(self.empty[c], Demand.of([self._pod(int(i))]))).any())
                     for i in np.flatnonzero(np.isnan(self.rules.released))]
-            remote = {d.remote_id: i for i, d in enumerate(self.dispatch_of)
-                      if d.remote_id is not None and d.member == site.member.name and self.jobs[i].state not in ENDED}
+            remote = {d.remote: i for i, d in enumerate(self.dispatch_of)
+                      if d.remote is not None and d.member == site.member.name and self.jobs[i].state not in ENDED}
             for r, index in list(remote.items())[:READS_PER_ROUND]:
                 try:
                     self._mirror(index, site.member.job(r), now)
                 except MemberError as err:
                     self._down(c, err)
                     break
-            on_nodes = {int(j) for n in nodes for j in n.get("jobs", [])}
+            on_nodes = {str(j) for n in nodes for j in n.get("jobs", [])}
             site.read(nodes, {remote[r] for r in on_nodes if r in remote})
             self.view.used[:, c] = site.used  # what the member reads in use, with what is assumed on it
 
@@ -356,7 +358,7 @@ class Front:
             return
         job.state = state
         job.reason = None if state != JobState.PENDING else job.reason
-        events = [Event(now, state.value, job.id, dispatch.member, {"remote_id": dispatch.remote_id})]
+        events = [Event(now, state.value, job.id, dispatch.member, {"remote": dispatch.remote})]
         if state in ENDED:
             job.finished_at = float(answer.get("finished_at") or now)
             job.exit_code = answer.get("exit") if isinstance(answer.get("exit"), int) else job.exit_code
@@ -368,18 +370,25 @@ class Front:
         self.store.save_dispatch(dispatch, (job,), tuple(events))
 
     def _bill(self, index: int, start: float, end: float) -> None:
-        """Energy and carbon of job ``index``'s run from ``start`` to ``end`` (epoch s) on its member."""
-        c = int(self.rules.cluster[index])
-        kw = float(self.view.kw[index, c])
+        """Energy and carbon of job ``index``'s run from ``start`` to ``end`` (epoch s) on its member, and of the same
+        run at once on its baseline member."""
+        dispatch, c = self.dispatch_of[index], int(self.rules.cluster[index])
+        dispatch.kwh = float(self.view.kw[index, c]) * (end - start) / HOUR_S
+        dispatch.kg = self._kg(index, c, start, end)
+        baseline = [m.name for m in self.members].index(dispatch.baseline_member) if dispatch.baseline_member else c
+        submitted = self.jobs[index].submitted_at
+        dispatch.baseline_kg = self._kg(index, baseline, submitted, submitted + end - start)
+
+    def _kg(self, index: int, cluster: int, start: float, end: float) -> float:
+        """kg CO2e of job ``index`` running on ``cluster`` from ``start`` to ``end`` (epoch s): its dynamic kW × the
+        written hours' intensity × PUE."""
         first, last = int((start - self.epoch) // HOUR_S), int(np.ceil((end - self.epoch) / HOUR_S))
         hours = np.arange(max(first, 0), max(last, first + 1))
         lo = np.maximum(self.epoch + hours * HOUR_S, start)
         hi = np.minimum(self.epoch + (hours + 1) * HOUR_S, end)
         overlap_h = np.clip(hi - lo, 0, None) / HOUR_S
-        rate = self.view.intensity[c, np.minimum(hours, HORIZON_H - 1)]
-        dispatch = self.dispatch_of[index]
-        dispatch.kwh = kw * float(overlap_h.sum())
-        dispatch.kg = kw * float(overlap_h @ rate) / 1000.0
+        rate = self.view.intensity[cluster, np.minimum(hours, HORIZON_H - 1)]
+        return float(self.view.kw[index, cluster]) * float(overlap_h @ rate) / 1000.0
 
     def cancel(self, job_id: int) -> Job:
         """Cancel a job: withdrawn if not sent yet, else cancelled on its member."""
@@ -388,14 +397,14 @@ class Front:
             job, dispatch = self.jobs[index], self.dispatch_of[index]
             if job.state in ENDED:
                 return job
-            if dispatch.remote_id is None:
+            if dispatch.remote is None:
                 job.state, job.finished_at = JobState.CANCELLED, self.clock()
                 self.releases = [(t, i) for t, i in self.releases if i != index]
                 heapq.heapify(self.releases)
                 self.store.save_dispatch(dispatch, (job,), (Event(job.finished_at, "cancelled", job.id, "", {}),))
                 return job
             site = next(s for s in self.sites if s.member.name == dispatch.member)
-            self._mirror(index, site.member.cancel(dispatch.remote_id), self.clock())
+            self._mirror(index, site.member.cancel(dispatch.remote), self.clock())
             return job
 
     # ------------------------------------------------------------ thread

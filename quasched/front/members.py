@@ -123,11 +123,17 @@ class ServeMember:
         """Submit a job (``body``: the API's job fields, with its ``client_token``, so a repeat returns the first)."""
         return dict(self._call("POST", "/jobs", json=body))
 
-    def job(self, remote_id: int) -> dict[str, Any]:
-        return dict(self._call("GET", f"/jobs/{remote_id}"))
+    def job(self, remote: str) -> dict[str, Any]:
+        """The member's job ``remote`` (its id, as :meth:`submit` answered it)."""
+        return dict(self._call("GET", f"/jobs/{self._id(remote)}"))
 
-    def cancel(self, remote_id: int) -> dict[str, Any]:
-        return dict(self._call("POST", f"/jobs/{remote_id}/cancel"))
+    def cancel(self, remote: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/jobs/{self._id(remote)}/cancel"))
+
+    def _id(self, remote: str) -> int:
+        if not remote.isdigit():
+            raise MemberError(f"member {self.name}: {remote!r} is not one of its job ids")
+        return int(remote)
 
     def close(self) -> None:
         self.http.close()

@@ -16,7 +16,9 @@ DISPATCHES = cast(Table, DispatchRow.__table__)
 
 @dataclass
 class Dispatch:
-    """A front job's dispatch (module docstring); times are epoch seconds."""
+    """A front job's dispatch (module docstring); times are epoch seconds. ``remote``: the member's name of the job
+    (a job id of a serve member); ``baseline_*``: the least loaded member when it arrived, and the carbon its run
+    would have cost there had it started at once (what the dashboard's saving is counted against)."""
 
     job_id: int
     deadline: float
@@ -24,7 +26,9 @@ class Dispatch:
     member: str = ""
     release_at: float | None = None
     why: str = ""
-    remote_id: int | None = None
+    remote: str | None = None
+    baseline_member: str = ""
+    baseline_kg: float | None = None
     sent_at: float | None = None
     kwh: float | None = None
     kg: float | None = None

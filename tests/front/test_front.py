@@ -78,7 +78,7 @@ def test_a_job_goes_to_the_greenest_member_with_room_and_its_state_comes_back(tm
         assert (d.member, d.release_at) == ("m1", T0)  # B, 100 × PUE 1.1, the greenest
         assert "to m1 (B) now: 110 g/kWh" in d.why
         sent = member_jobs(*running[1][:2])
-        assert [(j["name"], j["id"]) for j in sent] == [("train", d.remote_id)]
+        assert [(j["name"], str(j["id"])) for j in sent] == [("train", d.remote)]
         assert member_jobs(*running[0][:2]) == member_jobs(*running[2][:2]) == []
         front.step(T0 + 10)  # read back: the member placed it
         assert front.jobs[front.index[job.id]].state == JobState.RUNNING
@@ -91,6 +91,9 @@ def test_a_job_goes_to_the_greenest_member_with_room_and_its_state_comes_back(tm
         kw = float(front.view.kw[front.index[job.id], 1])
         assert d.kwh == pytest.approx(kw * (done.finished_at - done.started_at) / HOUR_S)
         assert d.kg == pytest.approx(d.kwh * 110.0 / 1000)
+        # against running it at once on the least loaded member (all empty: the first), A at 400 g/kWh, PUE 1.0
+        assert d.baseline_member == "m0"
+        assert d.baseline_kg == pytest.approx(float(front.view.kw[front.index[job.id], 0]) * 1.0 * 400.0 / 1000)
         front.stop()
 
 
@@ -121,12 +124,12 @@ def test_a_flexible_job_is_deferred_to_the_clean_hour_and_sent_then(tmp_path: Pa
         urgent, _ = front.submit(spec(name="urgent"), T0 + 3600.0, 3600.0, T0)
         front.step(T0)
         d = front.dispatch_of[front.index[flexible.id]]
-        assert (d.member, d.release_at, d.remote_id) == ("m0", T0 + 3 * HOUR_S, None)
+        assert (d.member, d.release_at, d.remote) == ("m0", T0 + 3 * HOUR_S, None)
         assert d.why.startswith("deferred until") and "50 g/kWh x PUE expected then, 500 now" in d.why
         u = front.dispatch_of[front.index[urgent.id]]
-        assert (u.member, u.release_at) == ("m1", T0) and u.remote_id is not None
+        assert (u.member, u.release_at) == ("m1", T0) and u.remote is not None
         front.step(T0 + 3 * HOUR_S - 1)
-        assert d.remote_id is None and member_jobs(*running[0][:2]) == []
+        assert d.remote is None and member_jobs(*running[0][:2]) == []
         front.step(T0 + 3 * HOUR_S)
         assert [j["name"] for j in member_jobs(*running[0][:2])] == ["flexible"]
         front.stop()
@@ -166,8 +169,8 @@ def test_the_front_restarts_from_its_store_without_sending_a_job_twice(tmp_path:
         sent, _ = front.submit(spec(name="now"), T0 + 3600.0, 3600.0, T0)
         later, _ = front.submit(spec(name="later"), T0 + 6 * HOUR_S, 3600.0, T0)
         front.step(T0)
-        assert front.dispatch_of[front.index[sent.id]].remote_id is not None
-        assert front.dispatch_of[front.index[later.id]].remote_id is None
+        assert front.dispatch_of[front.index[sent.id]].remote is not None
+        assert front.dispatch_of[front.index[later.id]].remote is None
         front.stop()  # as after a crash: the store holds what was decided and sent
         again = front_of(tmp_path, running, zones, "carbon-aware:perfect=true", Clock(T0 + 60))
         assert sorted(again.index) == sorted([sent.id, later.id])

@@ -192,7 +192,8 @@ class TokenRow(Base):
 
 class DispatchRow(Base):
     """A federation front's job (``job_id``: its row in ``jobs``): its deadline and planned run time, the member and
-    time the dispatcher chose and why, the member's id of it once sent, and its energy and carbon once it ended."""
+    time the dispatcher chose and why, the member's name of it once sent, its energy and carbon once it ended, and the
+    carbon of its baseline (at once on the least loaded member)."""
     __tablename__ = "dispatches"
 
     job_id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -201,7 +202,9 @@ class DispatchRow(Base):
     member: Mapped[str] = mapped_column(String(128))
     release_at: Mapped[float | None] = mapped_column(Double)
     why: Mapped[str] = mapped_column(String)
-    remote_id: Mapped[int | None]
+    remote: Mapped[str | None] = mapped_column(String(256))
+    baseline_member: Mapped[str] = mapped_column(String(128))
+    baseline_kg: Mapped[float | None] = mapped_column(Double)
     sent_at: Mapped[float | None] = mapped_column(Double)
     kwh: Mapped[float | None] = mapped_column(Double)
     kg: Mapped[float | None] = mapped_column(Double)
