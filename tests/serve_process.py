@@ -1,4 +1,4 @@
-"""``quasched serve`` in a subprocess on 127.0.0.1, for tests and benchmarks: start, SIGKILL, pause
+"""``quasched serve`` (or ``federate``: :class:`FrontProcess`) in a subprocess on 127.0.0.1, for tests and benchmarks: start, SIGKILL, pause
 (SIGSTOP) and resume (SIGCONT), restart on the same database. The admin token is read from the file the
 first start writes (``quasched.token`` beside a SQLite database, else in the server's directory)."""
 
@@ -37,23 +37,29 @@ class ServeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.output: list[str] = []
 
+    #: the line of its output that says it has started, and the name of the token file its first start writes
+    started_line, token_name = "dashboard", "quasched.token"
+
+    def command(self) -> list[str]:
+        return [str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db, *self.extra]
+
     def start(self) -> None:
         """Start it and wait until it has started (a leader or a standby)."""
         self.output = []
-        self.proc = subprocess.Popen([str(QUASCHED), "serve", "--port", str(self.port), "--db", self.db, *self.extra],
-                                     cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             self.output.append(line)
-            if "dashboard" in line:
+            if self.started_line in line:
                 break
             if not line and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {''.join(self.output)}")
         threading.Thread(target=self._drain, daemon=True).start()
         sqlite = self.db.removeprefix("sqlite:///")
-        token_file = (Path(sqlite).parent if sqlite != self.db else self.workdir) / "quasched.token"
+        token_file = (Path(sqlite).parent if sqlite != self.db else self.workdir) / self.token_name
         self.token = (self.workdir / token_file).read_text().strip()
         wait_for(self.started, 60, "the server starts")
 
@@ -88,3 +94,17 @@ class ServeProcess:
         self.signal(signal.SIGKILL)
         assert self.proc is not None
         self.proc.wait()
+
+
+class FrontProcess(ServeProcess):
+    """One ``quasched federate --members MEMBERS --db DB`` in ``workdir``."""
+
+    started_line, token_name = "quasched federate:", "quasched-front.token"
+
+    def __init__(self, db: str, workdir: Path, members: Path, extra: tuple[str, ...] = ()) -> None:
+        super().__init__(db, workdir, extra=extra)
+        self.members = members
+
+    def command(self) -> list[str]:
+        return [str(QUASCHED), "federate", "--members", str(self.members), "--port", str(self.port), "--db", self.db,
+                "--token-file", str(self.workdir / self.token_name), *self.extra]

@@ -31,6 +31,9 @@ def federate(
                                               "signals. Data: Electricity Maps (ODbL)."),
     token_file: Optional[Path] = typer.Option(None, help="Where the first start writes the admin token (default: "
                                               "beside a SQLite store, quasched-front.token)."),
+    advertise_url: str = typer.Option("", help="This front's URL as a standby names it to clients (PostgreSQL)."),
+    lease_ttl: float = typer.Option(5.0, min=0.5, max=600, help="Seconds the leader's lease lasts unless renewed "
+                                    "(PostgreSQL: a standby takes over about this long after the leader died)."),
 ) -> None:
     """Run the federation front: jobs submitted to it (the fields of `serve`'s, with a deadline or a slack) go to
     member clusters in grid zones where and when the dispatcher says (carbon-defer by default), and are followed to
@@ -46,6 +49,7 @@ def federate(
     from quasched.front.front import Front, Zone
     from quasched.front.members import MemberError, ServeMember, read_members
     from quasched.front.store import FrontStore
+    from quasched.service.store.leadership import LeaderHeld
     from quasched.signals.base import SignalError
     from quasched.traces.errors import TraceError
 
@@ -60,7 +64,13 @@ def federate(
     url = make_url(db)
     if token_file is None and url.get_backend_name() == "sqlite" and url.database:
         token_file = Path(url.database).with_name("quasched-front.token")
-    app = create_front_app(front, token_file)
+    if store.file_lock is not None:  # SQLite: the sole writer leads from the start, or says who holds the store
+        try:
+            front.lead()
+        except (LeaderHeld, ValueError) as err:
+            fail(str(err))
+    app = create_front_app(front, token_file, advertise_url=advertise_url or f"http://{host}:{port}",
+                           lease_ttl_s=lease_ttl)
     if front.new_admin_token:
         console.print(f"created admin token, written to {token_file}" if token_file else
                       f"created admin token {front.new_admin_token}")

@@ -9,11 +9,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from fastapi import FastAPI, HTTPException, Query, status
+from fastapi import FastAPI, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, model_validator
 
-from quasched.front.front import ENDED, HORIZON_H, Front
+from quasched.front.front import ENDED, HORIZON_H, Front, Standby
+from quasched.front.page import add_page_routes
 from quasched.front.store import Dispatch, FrontStore
 from quasched.service.api.app import MAX_BODY
 from quasched.service.api.routing import API, JobId, field_error, not_found, validation_error
@@ -22,6 +23,7 @@ from quasched.service.runtime.auth import Admin, Reader, TeamOrAdmin, TokenCache
 from quasched.service.runtime.schemas import TEAM_PATTERN, JobSubmit, gpus_of, parse_duration
 from quasched.service.runtime.service import write_token_file
 from quasched.service.store.database import TokenInfo
+from quasched.service.store.leadership import LEASE_TTL_S, Elector
 from quasched.signals.base import HOUR_S
 
 
@@ -109,10 +111,13 @@ class Tokens:
         return found
 
 
-def create_front_app(front: Front, token_file: Path | None = None, tick_s: float = 1.0) -> FastAPI:
-    """The API of ``front``; its loop thread runs while the app does. The first start creates an admin token (written
-    to ``token_file``, mode 0600, when given)."""
+def create_front_app(front: Front, token_file: Path | None = None, tick_s: float = 1.0, advertise_url: str = "",
+                     lease_ttl_s: float = LEASE_TTL_S) -> FastAPI:
+    """The API of ``front``; its loop thread and its lease's elector run while the app does (SQLite: the sole writer
+    takes the lease at start; PostgreSQL: a standby takes over when the leader's lease runs out). The first start
+    creates an admin token (written to ``token_file``, mode 0600, when given)."""
     store = front.store
+    elector = Elector(store, front, advertise_url, lease_ttl_s, standby=store.file_lock is None)
     if not store.has_admin_token():
         secret = store.add_token("admin", None, True)
         if token_file is not None:
@@ -121,16 +126,22 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not front.leading:
+            elector.start()
         front.start(tick_s)
         try:
             yield
         finally:
+            elector.stop()
             front.stop()
+            if front.leading:
+                store.release_lease()
 
     app = FastAPI(title="quasched federate", version="1", lifespan=lifespan, max_body_size=MAX_BODY,
                   description="Federation front: jobs dispatched by carbon to member clusters (docs/federation.md).")
     app.state.service = Tokens(store)
     app.add_exception_handler(RequestValidationError, validation_error)
+    add_page_routes(app, front)
 
     def found(job_id: int) -> tuple[Job, Dispatch]:
         with front.lock:
@@ -147,6 +158,11 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> Response:
+        """200 while this front leads (a load balancer routes to it), else 503."""
+        return Response(status_code=200 if front.leading else 503)
+
     @app.post(f"{API}/jobs", status_code=201, response_model=FrontJobOut, tags=["jobs"])
     def submit(body: FrontSubmit, who: TeamOrAdmin) -> FrontJobOut:
         """Submit a job; it is dispatched by carbon within its deadline (or slack)."""
@@ -158,7 +174,11 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
             raise field_error("deadline", f"{deadline:g} leaves less than the run time ({run_s:g} s) from now")
         if deadline - front.epoch > HORIZON_H * HOUR_S:
             raise field_error("deadline", "beyond the front's planning horizon (a year from its start)")
-        job, dispatch = front.submit(body.to_spec(), deadline, run_s, now)
+        try:
+            job, dispatch = front.submit(body.to_spec(), deadline, run_s, now)
+        except Standby as err:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err),
+                                headers={"X-Quasched-Leader": err.leader.url, "Retry-After": "1"}) from None
         if job.spec.team != body.team:  # a client token another team used first
             raise field_error("client_token", "already used by another team's job", status.HTTP_409_CONFLICT)
         return job_out(job, dispatch)
@@ -195,10 +215,11 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
 
     @app.get(f"{API}/zones", tags=["federation"])
     def zones(who: Reader, hours: int = Query(24, ge=1, le=72)) -> list[dict[str, Any]]:
-        """Each member's zone: intensity x PUE now and the hours after (as the front holds them), any warning."""
+        """Each member's zone: intensity x PUE now and the hours after (as the front holds them, hourly from
+        ``start``, epoch s), any warning."""
         with front.lock:
             hour = max(front.observed, 0)
-            return [{"member": s.member.name, "zone": z.signal.zone, "pue": z.pue,
+            return [{"member": s.member.name, "zone": z.signal.zone, "pue": z.pue, "start": front.epoch + hour * HOUR_S,
                      "now": float(front.view.intensity[c, hour]),
                      "next": front.view.intensity[c, hour:hour + hours].tolist(),
                      "warning": front.warnings.get(z.signal.zone)}
@@ -206,14 +227,17 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
 
     @app.get(f"{API}/carbon", tags=["federation"])
     def carbon(who: Reader) -> list[dict[str, Any]]:
-        """Per team: jobs ended with a bill, kWh and kg CO2e."""
+        """Per team: jobs ended with a bill, kWh and kg CO2e; ``baseline_kg``, what the same runs would have cost at
+        once on the least loaded member when each arrived, and ``saved_kg`` = baseline_kg - kg."""
         teams: dict[str, list[float]] = {}
         jobs = {j.id: j for j in store.jobs(limit=100_000)}
         for d in store.dispatches().values():
             if d.kg is not None and d.job_id in jobs:
-                row = teams.setdefault(jobs[d.job_id].spec.team, [0, 0.0, 0.0])
+                row = teams.setdefault(jobs[d.job_id].spec.team, [0, 0.0, 0.0, 0.0])
                 row[0], row[1], row[2] = row[0] + 1, row[1] + (d.kwh or 0.0), row[2] + d.kg
-        return [{"team": t, "jobs": int(n), "kwh": kwh, "kg": kg} for t, (n, kwh, kg) in sorted(teams.items())]
+                row[3] += d.kg if d.baseline_kg is None else d.baseline_kg
+        return [{"team": t, "jobs": int(n), "kwh": kwh, "kg": kg, "baseline_kg": base, "saved_kg": base - kg}
+                for t, (n, kwh, kg, base) in sorted(teams.items())]
 
     @app.post(f"{API}/tokens", status_code=201, tags=["admin"])
     def create_token(body: TokenCreate, who: Admin) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from quasched.model.workload import Pod
 from quasched.service.domain import Event, Job, JobSpec, JobState, PendingReason, Reason
 from quasched.service.loop.state import job_pod, utc
 from quasched.service.runtime.schemas import gpus_of
+from quasched.service.store.leadership import Holder, identity
 from quasched.signals.base import HOUR_S, Reading, Signal, SignalError
 
 log = logging.getLogger("quasched.front")
@@ -52,6 +53,14 @@ READ_S = 5.0
 #: a member's jobs read per round, at most (the rest at the next)
 READS_PER_ROUND = 200
 ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class Standby(RuntimeError):
+    """This front stands by: ``leader`` decides."""
+
+    def __init__(self, leader: Holder) -> None:
+        super().__init__(f"this front stands by; the leader is {leader.describe()}")
+        self.leader = leader
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,6 @@ class Front:
         self.store, self.members, self.zones, self.name, self.clock = store, list(members), list(zones), name, clock
         self.read_s = read_s
         self.lock = threading.RLock()
-        self.epoch = float(int(clock() // HOUR_S) * HOUR_S)
         nodes = []
         for member in self.members:
             try:
@@ -83,9 +91,22 @@ class Front:
         self.sites = [RemoteSite(m, n, policy, i, self.typical, self._sender(i)) for i, (m, n) in enumerate(zip(self.members, nodes))]
         self.specs = [node_spec(n, m.name) for m, n in zip(self.members, nodes)]
         self.empty = [Cluster(s) for s in self.specs]
-        self.dispatcher: Dispatcher = make_dispatcher(dispatcher)
-        self.observed = -1  # the last hour written
+        self.spec = dispatcher
         self.warnings: dict[str, str] = {}  # zone -> what is wrong with its signal
+        self.new_admin_token: str | None = None  # created at the first start (the API says it once)
+        self.redo = False  # set by a send the member refused, read by the release that made it
+        self.leading = False  # whether this front holds the store's lease and decides (else a standby)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rebuild()
+
+    # ------------------------------------------------------------ leading
+    def _rebuild(self, resume: bool = False) -> None:
+        """(Under the lock.) A fresh plan from the current hour: the view, the dispatcher, the mirrors' assumptions;
+        ``resume``: then the unfinished jobs from the store (:meth:`_resume`)."""
+        self.epoch = float(int(self.clock() // HOUR_S) * HOUR_S)
+        self.dispatcher: Dispatcher = make_dispatcher(self.spec)
+        self.observed = -1  # the last hour written
         self.view = self._view()
         self.rules = Dispatching(self.dispatcher, self.view, self.sites, 0, lambda job, t: None)
         self.jobs: list[Job] = []  # by view index
@@ -94,11 +115,32 @@ class Front:
         self.inbox: list[int] = []  # view indexes arrived, not decided
         self.releases: list[tuple[float, int]] = []
         self.next_read = 0.0
-        self.new_admin_token: str | None = None  # created at the first start (the API says it once)
-        self.redo = False  # set by a send the member refused, read by the release that made it
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._resume()
+        for site in self.sites:
+            site.reset()
+        if resume:
+            self._resume()
+
+    def lead(self) -> None:
+        """Take the store's lease at once (a sole front; raises if another holds it) and lead."""
+        epoch = self.store.acquire_lease(identity(), "", None)
+        if epoch is None:
+            raise ValueError(f"the front's store is led by {self.store.leader().describe()}")
+        self.take_over(epoch)
+
+    def take_over(self, epoch: int) -> None:
+        """This front won the lease at ``epoch``: rebuild from the store and decide (the elector's candidate)."""
+        with self.lock:
+            self._rebuild(resume=True)
+            self.leading = True
+        log.warning("quasched front: leading (epoch %d): %d unfinished jobs from the store", epoch, len(self.jobs))
+
+    def step_down(self, reason: str) -> None:
+        if self.leading:
+            self.leading = False
+            log.warning("quasched front: stepped down to standby: %s", reason)
+
+    def settle(self) -> None:
+        """Nothing to stop beyond deciding (the loop thread skips its rounds while standing by)."""
 
     # ------------------------------------------------------------ the view
     def _view(self) -> View:
@@ -159,6 +201,8 @@ class Front:
         """Store a new job (or the first of its ``client_token``) and hand it to the loop; returns it and its
         dispatch."""
         now = self.clock() if now is None else now
+        if not self.leading:
+            raise Standby(self.store.leader())
         job = self.store.insert_job(spec, 0, now)
         dispatch = Dispatch(job.id, deadline, run_s)
         self.store.add_dispatch(dispatch)
@@ -217,6 +261,8 @@ class Front:
         then decide the arrivals."""
         now = self.clock() if now is None else now
         with self.lock:
+            if not self.leading:
+                return
             self.observe(now)
             t = now - self.epoch
             if now >= self.next_read:

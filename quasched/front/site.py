@@ -78,6 +78,13 @@ class RemoteSite:
         else:
             self.send(pod.uid)  # a refusal marks the member down; the front decides the job again
 
+    def reset(self) -> None:
+        """Forget the front's jobs (the front rebuilds its plan: its jobs' indexes change); the next :meth:`read`
+        holds what the member reports."""
+        for job in list(self.assumed):
+            self.forget(job)
+        self.queued.clear()
+
     def forget(self, job: int) -> None:
         """``job`` ended, or the member shows it on a node (its use is then in the member's reading)."""
         if self.assumed.pop(job, None) is not None and job in self.cluster.placements:

@@ -39,6 +39,7 @@ class FrontStore(Store):
 
     def add_dispatch(self, dispatch: Dispatch) -> None:
         with self.engine.begin() as conn:
+            self.fence(conn)
             if conn.execute(select(DISPATCHES.c.job_id).where(DISPATCHES.c.job_id == dispatch.job_id)).first() is None:
                 conn.execute(insert(DISPATCHES).values(asdict(dispatch)))
 

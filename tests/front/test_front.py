@@ -60,8 +60,10 @@ def front_of(tmp: Path, running: list[tuple[str, Path, Clock]], zones: list[Scri
              clock: Clock | None = None) -> Front:
     configs = [MemberConfig(name=f"m{i}", url=url, zone=z.zone, pue=1.0 + i / 10, token_file=token)
                for i, ((url, token, _), z) in enumerate(zip(running, zones))]
-    return Front(FrontStore(f"sqlite:///{tmp / 'front.db'}"), [ServeMember(c) for c in configs],
-                 [Zone(z, c.pue) for z, c in zip(zones, configs)], dispatcher, clock=clock or Clock(T0))
+    front = Front(FrontStore(f"sqlite:///{tmp / 'front.db'}"), [ServeMember(c) for c in configs],
+                  [Zone(z, c.pue) for z, c in zip(zones, configs)], dispatcher, clock=clock or Clock(T0))
+    front.lead()
+    return front
 
 
 def member_jobs(url: str, token: Path) -> list[dict[str, Any]]:
@@ -171,7 +173,8 @@ def test_the_front_restarts_from_its_store_without_sending_a_job_twice(tmp_path:
         front.step(T0)
         assert front.dispatch_of[front.index[sent.id]].remote is not None
         assert front.dispatch_of[front.index[later.id]].remote is None
-        front.stop()  # as after a crash: the store holds what was decided and sent
+        front.stop()
+        front.store.close()  # as after a crash (the process's lock goes with it): the store holds what was decided
         again = front_of(tmp_path, running, zones, "carbon-aware:perfect=true", Clock(T0 + 60))
         assert sorted(again.index) == sorted([sent.id, later.id])
         again.step(T0 + 60)

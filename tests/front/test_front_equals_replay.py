@@ -69,6 +69,7 @@ def test_the_front_decides_as_the_replay(tmp_path: Path, carbon_dir: Path, dispa
         clock = Clock(t0)
         front = Front(FrontStore(f"sqlite:///{tmp_path / 'front.db'}"), [ServeMember(c) for c in configs],
                       [Zone(FileSignal(m.carbon), m.pue) for m in sc.members], dispatcher, clock=clock, read_s=0.0)
+        front.lead()
         stack.callback(front.stop)
         w, arrivals, ends = sc.workload, list(range(JOBS)), {}
         while True:
