@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import typer
 
-from quasched.cli.common import console, fail
+from quasched.cli.common import DataDirOption, console, fail
 from quasched.federation.registry import RECOMMENDED
+
+Clock = Literal["wall", "virtual"]
 
 if TYPE_CHECKING:
     from quasched.front.members import MemberConfig
@@ -16,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def federate(
-    members: Path = typer.Option(..., help="The members file (TOML, [[member]] tables: name, url, zone, pue, "
-                                 "token_file, ca_file, signal); docs/federation.md."),
+    members: Optional[Path] = typer.Option(None, help="The members file (TOML, [[member]] tables: name, url, zone, "
+                                           "pue, token_file, ca_file, signal); docs/federation.md."),
     db: str = typer.Option("sqlite:///quasched-front.db", help="The front's store: a SQLite file or "
                            "postgresql+psycopg://..."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
@@ -34,6 +36,13 @@ def federate(
     advertise_url: str = typer.Option("", help="This front's URL as a standby names it to clients (PostgreSQL)."),
     lease_ttl: float = typer.Option(5.0, min=0.5, max=600, help="Seconds the leader's lease lasts unless renewed "
                                     "(PostgreSQL: a standby takes over about this long after the leader died)."),
+    clock: Clock = typer.Option("wall", help="wall: serve; virtual: a scenario of --trace through the front and real "
+                                "serve members on 127.0.0.1, checked against the replay, with its figures."),
+    trace: str = typer.Option("openb-default", help="With --clock virtual: the trace the scenario is drawn from."),
+    data_dir: Optional[Path] = DataDirOption,
+    seed: int = typer.Option(1, help="With --clock virtual: the scenario's seed (window, zones, node split, PUE)."),
+    days: float = typer.Option(1.0, min=0.1, max=30, help="With --clock virtual: days of the trace replayed."),
+    clusters: int = typer.Option(3, min=1, max=12, help="With --clock virtual: members (distinct zones)."),
 ) -> None:
     """Run the federation front: jobs submitted to it (the fields of `serve`'s, with a deadline or a slack) go to
     member clusters in grid zones where and when the dispatcher says (carbon-defer by default), and are followed to
@@ -42,6 +51,10 @@ def federate(
     Members are `quasched serve` clusters reached over their API with an admin token (docs/federation.md, "The
     federation front"). Intensities: Electricity Maps or WattTime live ($ELECTRICITYMAPS_API_TOKEN;
     $WATTTIME_USERNAME, $WATTTIME_PASSWORD), or the offline file."""
+    if clock == "virtual":
+        return federate_virtual(trace, data_dir, carbon_dir, seed, days, clusters, dispatcher, policy)
+    if members is None:
+        fail("give --members FILE (or --clock virtual)")
     import uvicorn
     from sqlalchemy.engine import make_url
 
@@ -94,3 +107,58 @@ def signal_of(config: MemberConfig, carbon_dir: Path | None) -> Signal:
         fallback = None
     provider = ElectricityMaps() if config.signal == "electricitymaps" else WattTime()
     return LiveSignal(provider, config.signal_zone or config.zone, fallback=fallback)
+
+
+def federate_virtual(trace: str, data_dir: Path | None, carbon_dir: Path | None, seed: int, days: float,
+                     clusters: int, dispatcher: str, policy: str) -> None:
+    """``federate --clock virtual``: a drawn scenario through the front (real serve members), against the replay and
+    the offline oracle at equal misses; kg CO2e, misses and the front's decision latency."""
+    import tempfile
+
+    import numpy as np
+
+    from quasched.cli.common import load_inputs
+    from quasched.federation.evaluate import evaluate
+    from quasched.federation.scenario import draw_scenario
+    from quasched.front.virtual import run_virtual
+    from quasched.traces.carbon import ATTRIBUTION, carbon_zones, load_carbon
+    from quasched.traces.errors import TraceError
+
+    try:
+        zones = [load_carbon(z, carbon_dir) for z in carbon_zones(carbon_dir)]
+        nodes, workload = load_inputs(trace, data_dir)
+        scenario = draw_scenario(nodes, workload, zones, seed, clusters, 1.5, days)
+    except (TraceError, ValueError) as err:
+        fail(str(err))
+    rows = {str(r["dispatcher"]): r for r in evaluate(scenario, ["least-loaded", dispatcher], policy, 42,
+                                                      equal_to=dispatcher)}
+    with tempfile.TemporaryDirectory(prefix="quasched-front-") as workdir:
+        live = run_virtual(scenario, dispatcher, Path(workdir), policy)
+    replayed = rows[dispatcher]
+    from quasched.federation.engine import run_federation
+    from quasched.federation.registry import make_dispatcher
+
+    replay = run_federation(scenario, make_dispatcher(dispatcher), policy, 42)
+    same = (live.cluster.tolist() == replay.cluster.tolist() and np.array_equal(live.released, replay.released,
+                                                                                 equal_nan=True)
+            and np.array_equal(live.placed, replay.placed, equal_nan=True))
+    ended = np.isfinite(live.placed)
+    late = int((~ended | (live.placed + scenario.duration > scenario.deadline + 1e-6)).sum())
+    kg, baseline = float(np.nansum(live.kg)), float(np.nansum(live.baseline_kg))
+    p50, p99 = (np.percentile(live.latency_s, q) * 1000 for q in (50, 99))
+    console.print(f"{trace} seed {seed}: {len(scenario.workload):,} jobs over {days:g} days, members "
+                  + ", ".join(f"{m.name} (PUE {m.pue:g})" for m in scenario.members))
+    console.print(f"front ({dispatcher}, {len(scenario.members)} serve members over HTTP, virtual clock): "
+                  f"{kg:,.2f} kg CO2e billed, {late} deadlines missed, decision latency p50 {p50:.1f} ms, "
+                  f"p99 {p99:.1f} ms, {live.elapsed_s:.0f} s in all")
+    console.print(f"against: each job at once on the least loaded member {baseline:,.2f} kg "
+                  f"({100 * (1 - kg / baseline) if baseline else 0:.1f} % saved); the least-loaded dispatcher "
+                  f"{float(rows['least-loaded']['carbon_job_kg']):,.2f} kg; the offline oracle at "
+                  f"{int(rows['oracle']['missed'])} misses {float(rows['oracle']['carbon_job_kg']):,.2f} kg "
+                  f"(front / oracle {kg / float(rows['oracle']['carbon_job_kg']):.3f}); the replay "
+                  f"{float(replayed['carbon_job_kg']):,.2f} kg")
+    console.print("decisions identical to `quasched federation`'s replay (member, release, start of every job): "
+                  + ("[green]yes[/]" if same else "[red]NO[/]"))
+    console.print(ATTRIBUTION)
+    if not same:
+        raise typer.Exit(1)
