@@ -29,7 +29,7 @@ from quasched.federation.forecast import HISTORY_H
 from quasched.federation.loop import Dispatching
 from quasched.federation.registry import make_dispatcher
 from quasched.federation.scenario import dynamic_kw
-from quasched.front.members import MemberError, ServeMember
+from quasched.front.members import Member, MemberError
 from quasched.front.site import RemoteSite, node_spec
 from quasched.front.store import Dispatch, FrontStore
 from quasched.metrics.typical import TypicalWindow
@@ -75,7 +75,7 @@ class Front:
     """The front of the module docstring: :meth:`submit` from any thread, :meth:`step` (or :meth:`start`'s thread)
     decides, sends and reads back."""
 
-    def __init__(self, store: FrontStore, members: Sequence[ServeMember], zones: Sequence[Zone], dispatcher: str,
+    def __init__(self, store: FrontStore, members: Sequence[Member], zones: Sequence[Zone], dispatcher: str,
                  policy: str = "fgd", name: str = "front", clock: Callable[[], float] = time.time,
                  read_s: float = READ_S) -> None:
         self.store, self.members, self.zones, self.name, self.clock = store, list(members), list(zones), name, clock

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from quasched.front.members import MemberError, ServeMember
+from quasched.front.members import Member, MemberError
 from quasched.metrics.typical import TypicalPods, TypicalWindow
 from quasched.model.cluster import Cluster
 from quasched.model.nodes import NodeSpec
@@ -45,7 +45,7 @@ class RemoteSite:
     ``send(job)`` submits the front's job ``job`` to the member and returns the state the member gave it (None: the
     member could not be reached or refused it)."""
 
-    def __init__(self, member: ServeMember, nodes: list[dict[str, Any]], policy: str, seed: int,
+    def __init__(self, member: Member, nodes: list[dict[str, Any]], policy: str, seed: int,
                  typical: TypicalPods | TypicalWindow, send: Callable[[int], str | None]) -> None:
         self.member, self.send = member, send
         spec, rng = node_spec(nodes, member.name), NumpyStream(seed)
