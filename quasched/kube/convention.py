@@ -44,8 +44,10 @@ ASSUME_TIME_ANNOTATION = "quasched.io/assume-time"
 ASSIGNED_ANNOTATION = "quasched.io/assigned"
 #: written on the members held for a pod group, so kube-scheduler retries them at once (a pod update requeues it)
 GANG_HOLD_ANNOTATION = "quasched.io/gang-hold"
+#: written on a preemptor when its victims are gone (the room held for it), so kube-scheduler retries it at once
+PREEMPTION_ANNOTATION = "quasched.io/preemption"
 KNOWN_ANNOTATIONS = frozenset({MODEL_ANNOTATION, QUEUE_ANNOTATION, DEVICES_ANNOTATION, ASSUME_TIME_ANNOTATION,
-                               ASSIGNED_ANNOTATION, GANG_HOLD_ANNOTATION})
+                               ASSIGNED_ANNOTATION, GANG_HOLD_ANNOTATION, PREEMPTION_ANNOTATION})
 #: GPU requests of other conventions, refused with a reason rather than read as something else
 FOREIGN_RESOURCE = "nvidia.com/gpu"
 FOREIGN_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "nvidia.com/gpu-fraction")

@@ -216,6 +216,7 @@ class Bridge(PodJobs):
                 elif fitting and (decision := self.decide(qpod, fitting)).placed:
                     passed, failed = [str(self.service.ctl.cluster.names[decision.node])], {}
                     self.hold(pod, qpod, passed[0], decision.devices)
+                    self.evictions.forget(uid)  # (placed: a preemptor that fits now needs its victims no more)
                 else:
                     passed = []
                     why = self._preempt(pod, qpod, names)
@@ -235,15 +236,17 @@ class Bridge(PodJobs):
         return self.evictions.make_room(pod, qpod, spec, slots) if slots else None
 
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
-        """:meth:`PodJobs.release`, then the preemptors whose victims are all gone get their room (a preemptor that
-        ended waits for nothing)."""
+        """:meth:`PodJobs.release`, then the preemptors whose victims are all gone get their room, under one hold of
+        the lock: no filter takes the devices freed before them (a preemptor that ended waits for nothing)."""
         with self.service.lock:
             self.evictions.forget(uid)
-        job = super().release(uid, outcome, why)
-        if job is not None and self.evictions.nominations:
-            with self.service.lock:
+            job = super().release(uid, outcome, why)
+            if job is not None and self.evictions.nominations:
                 self.evictions.settle()
         return job
+
+    def evicted(self, uid: str) -> tuple[str, float] | None:
+        return self.evictions.evicting.get(uid)
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster now: its service leads, and it is active (or has no Lease)."""

@@ -7,7 +7,8 @@ that borrow (Kueue's reclaim), whatever their priority. The victims are minimise
 so the devices freed are the ones the pod is then given; a pod that evictions already under way make room for
 waits for them instead (none needless). Evictions run off the request path, one plan at a time:
 
-1. a victim that belongs to a pod group (:mod:`.gangs`) brings every bound member of its group: gangs stop whole;
+1. a victim that belongs to a pod group (:mod:`.gangs`) brings every bound member of its group: gangs stop whole
+   (a victim evicted already with an earlier plan's gang is not evicted again: the plan waits for it);
 2. each eviction is first tried as a dry run: a refusal (a PodDisruptionBudget that allows no disruption, 429)
    cancels the whole plan before any pod stops, and its victims are not chosen again for
    :data:`PROTECTED_S`;
@@ -16,27 +17,40 @@ waits for them instead (none needless). Evictions run off the request path, one 
 4. the victims' jobs become ``preempting`` (event ``preempting``, reason ``Preempted`` naming the pod they stop
    for) until the sync sees their pods gone.
 
-When the last victim is gone, the devices are held for the preemptor (an assumed placement, as filter's pick,
-for :data:`NOMINEE_HOLD_S`), so no other pod takes the room it paid for; kube-scheduler retries it on the pods'
-deletion. kube-scheduler's own preemption of GPU pods is switched off by the extender's preempt verb, which
-answers no victims: its in-tree view counts shares, not devices, deletes without PodDisruptionBudgets, and stops
+A preemptor waits for its victims until their grace period and :data:`NOMINATION_SLACK_S` have passed, counted
+from their evictions (a plan waiting for the worker does not use up its time). When the last victim is gone, the
+devices are held for the preemptor (an assumed placement, as filter's pick, for :data:`NOMINEE_HOLD_S`), in the
+same hold of the service lock as the victim's end, so no other pod takes the room it paid for; and the preemptor
+is annotated (:data:`~.convention.PREEMPTION_ANNOTATION`), so kube-scheduler tries it at once rather than after its
+back-off (a preemptor found gone then is held nothing). A victim that outlives the deadline (stuck Terminating: a
+finalizer, a node whose kubelet is gone) ends the nomination; its devices stay booked while its pod exists, no
+other pod is evicted in its place, and the preemptor's reason names it (:data:`STUCK`).
+
+A plan is carried out only if its preemptor still wants it: still nominated (not placed elsewhere meanwhile, not
+ended), still waiting unbound in the API server (no watch reports an unbound pod's deletion), and this replica may
+still act. kube-scheduler's own preemption is switched off: ``DefaultPreemption`` in the shipped profiles (1.20's
+never asks an extender, and crashes on candidates without victims), and the extender's preempt verb answers no
+victims where it is on: its in-tree view counts shares, not devices, deletes without PodDisruptionBudgets, and stops
 pods on one node only.
 """
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from quasched.kube import log
-from quasched.kube.convention import DEFAULT_GRACE_S, is_managed, pod_grace, pod_key, pod_priority, token_uid
+from quasched.kube.convention import (DEFAULT_GRACE_S, PREEMPTION_ANNOTATION, is_managed, pod_grace, pod_key,
+                                      pod_priority, token_uid)
 from quasched.kube.gangs import group_of
-from quasched.kube.reservations import Hold
+from quasched.kube.reservations import Hold, requeue, unbound
 from quasched.model.workload import Pod
 from quasched.service.domain import Job, JobSpec, JobState
 from quasched.service.loop.controller import Controller
+from quasched.service.loop.state import utc
 from quasched.service.rules.preemption import cheapest_node, reclaims, room_after, victim_order
 
 #: how long a victim whose eviction a PodDisruptionBudget refused is not chosen again, s
@@ -47,6 +61,10 @@ NOMINATION_SLACK_S = 60.0
 NOMINEE_HOLD_S = 60.0
 #: filter's reason while a pod waits for the pods stopping for it (one stable string: it aggregates)
 PREEMPTING = "quasched: waiting for preempted GPU pods to stop"
+#: filter's reason, followed by their names, while some of the pods it waits for outlive their deadline
+STUCK = "quasched: waiting for preempted GPU pods to stop past their grace period"
+#: most pods named in :data:`STUCK`'s reason
+NAMED = 3
 
 
 class EvictionClient(Protocol):
@@ -57,6 +75,8 @@ class EvictionClient(Protocol):
     def group_pods(self, ref: Any) -> list[dict[str, Any]]: ...
 
     def evict_pod(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None: ...
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
 
 
 class Pods(Protocol):
@@ -71,13 +91,17 @@ class Pods(Protocol):
 
     def binds_under_way(self) -> frozenset[str]: ...
 
+    def drop_hold(self, uid: str) -> Hold | None: ...
+
     def _assume(self, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str, devices: tuple[int, ...],
                 ttl_s: float = ...) -> Hold | None: ...
 
 
-@dataclass
+@dataclass(eq=False)
 class Nomination:
-    """A pod that preempted: as filter gave it, as quasched places it, the node chosen, its victims (job ids)."""
+    """A pod that preempted: as filter gave it, as quasched places it, the node chosen (``""``: it waits for others'
+    victims), its victims (job ids), and until when it waits for them: their grace period and
+    :data:`NOMINATION_SLACK_S` from their evictions (``inf`` while its plan waits for the worker)."""
 
     pod: Mapping[str, Any]
     qpod: Pod
@@ -100,10 +124,11 @@ class Victim:
 
 @dataclass
 class Plan:
-    """Victims to evict for ``preemptor`` (its ``namespace/name``): per victim its job id, namespace, name, uid."""
+    """Victims to evict for ``preemptor`` (its uid; ``by``: its ``namespace/name``), made with ``nomination``."""
 
     preemptor: str
     by: str
+    nomination: Nomination
     victims: list[Victim] = field(default_factory=list)
 
 
@@ -117,6 +142,10 @@ class Evictions:
         self.nominations: dict[str, Nomination] = {}
         #: victim job id → until when it is not chosen (a PodDisruptionBudget refused its eviction)
         self.protected: dict[int, float] = {}
+        #: victim job id → when its pod should be gone (its eviction, its grace and the slack)
+        self.due: dict[int, float] = {}
+        #: victim pod uid → (for whom, grace) while its eviction is posted and not recorded yet
+        self.evicting: dict[str, tuple[str, float]] = {}
         self._plans: queue.Queue[Plan | None] = queue.Queue()
         self._worker: threading.Thread | None = None
 
@@ -132,19 +161,21 @@ class Evictions:
             return None  # (a standby replica evicts nothing; a pod may decline to preempt, as kube-scheduler reads it)
         ctl: Controller = self.service.ctl
         now, uid = self.service.clock(), pod_key(pod)[2]
-        self._expire(now)
+        self._expire(ctl, now)
         mine = self.nominations.get(uid)
-        if mine is not None and any(self._holding(ctl, v) for v in mine.victims):
-            return PREEMPTING
-        self.nominations.pop(uid, None)  # its victims left and it still does not fit (or none): choose again
+        if mine is not None and (waited := self._stopping(ctl, mine.victims)):
+            if mine.until == math.inf:
+                self._start()  # (its plan waits for the worker: one is alive)
+            return self._reason(waited, now)
+        self.nominations.pop(uid, None)  # its victims left (or were not evicted) and it still does not fit: again
         among = set(slots)
         priority = pod_priority(pod)
-        claimed = {v for n in self.nominations.values() for v in n.victims}  # (chosen, perhaps not evicted yet)
-        stopping = [j for j in ctl.jobs.values() if j.state.holds_resources and token_uid(j.spec.client_token)
-                    and (j.state == JobState.PREEMPTING or j.id in claimed)]
+        claimed = self._claimed()
+        stopping = self._stopping(ctl, (j.id for j in ctl.jobs.values() if token_uid(j.spec.client_token)))
         if stopping and room_after(ctl.cluster, stopping, [n.qpod for n in self.nominations.values()], qpod, among):
-            self._nominate(uid, pod, qpod, spec, "", tuple(j.id for j in stopping), now)
-            return PREEMPTING
+            self._nominate(uid, pod, qpod, spec, "", tuple(j.id for j in stopping),
+                           now + DEFAULT_GRACE_S + NOMINATION_SLACK_S)
+            return self._reason(stopping, now)
         promised = sum(n.spec.num_gpu * n.spec.gpu_milli for n in self.nominations.values() if n.spec.team == spec.team)
         milli = spec.num_gpu * spec.gpu_milli
         reclaim = reclaims(ctl.quota, ctl.cluster.models, spec.team, milli + promised, qpod.gpu_model)
@@ -157,49 +188,112 @@ class Evictions:
             return None
         node, chosen = best
         name = f"{pod_key(pod)[0]}/{pod_key(pod)[1]}"
-        plan = Plan(uid, name)
+        nomination = self._nominate(uid, pod, qpod, spec, str(ctl.cluster.names[node]), tuple(j.id for j in chosen),
+                                    math.inf)  # (its deadline starts with its evictions: :meth:`_mark`)
+        plan = Plan(uid, name, nomination)
         for job in chosen:
             namespace, _, victim = job.spec.name.partition("/")
             plan.victims.append(Victim(job.id, namespace, victim, token_uid(job.spec.client_token) or ""))
-        self._nominate(uid, pod, qpod, spec, str(ctl.cluster.names[node]), tuple(j.id for j in chosen), now)
         self._start()
         self._plans.put(plan)
         return PREEMPTING
 
     def _nominate(self, uid: str, pod: Mapping[str, Any], qpod: Pod, spec: JobSpec, node: str,
-                  victims: tuple[int, ...], now: float) -> None:
-        self.nominations[uid] = Nomination(pod, qpod, spec, node, victims, now + DEFAULT_GRACE_S + NOMINATION_SLACK_S)
+                  victims: tuple[int, ...], until: float) -> Nomination:
+        nomination = self.nominations[uid] = Nomination(pod, qpod, spec, node, victims, until)
+        return nomination
+
+    def _claimed(self) -> set[int]:
+        """The victims of the plans under way (chosen, perhaps not evicted yet); not those a pod merely waits for."""
+        return {v for n in self.nominations.values() if n.node for v in n.victims}
+
+    def _stopping(self, ctl: Controller, job_ids: Any) -> list[Job]:
+        """Of ``job_ids``, the jobs that will stop: evicted (``preempting``), or claimed by a plan under way; a job
+        a refused plan left running is none (its waiters choose again)."""
+        claimed = self._claimed()
+        out = []
+        for job_id in job_ids:
+            job = ctl.jobs.get(job_id)
+            if job is not None and job.state.holds_resources and \
+                    (job.state == JobState.PREEMPTING or job.id in claimed):
+                out.append(job)
+        return out
+
+    def _due(self, job: Job) -> float:
+        """When the pod of evicted ``job`` should be gone (its reason's time with the default grace, if quasched
+        restarted since; inf: not evicted)."""
+        if job.id in self.due:
+            return self.due[job.id]
+        evidence = job.reason.evidence if job.reason is not None else {}
+        at = evidence.get("preempted_at") if job.state == JobState.PREEMPTING else None
+        return float(at) + DEFAULT_GRACE_S + NOMINATION_SLACK_S if isinstance(at, (int, float)) else math.inf
+
+    def _reason(self, waited: Sequence[Job], now: float) -> str:
+        """filter's reason for a pod waiting for ``waited``: :data:`PREEMPTING`, or :data:`STUCK` naming the pods
+        that outlived their deadline."""
+        late = sorted(j.spec.name for j in waited if self._due(j) <= now)
+        if not late:
+            return PREEMPTING
+        more = f" and {len(late) - NAMED} more" if len(late) > NAMED else ""
+        return f"{STUCK}: {', '.join(late[:NAMED])}{more}"
 
     @staticmethod
     def _holding(ctl: Controller, job_id: int) -> bool:
         job = ctl.jobs.get(job_id)
         return job is not None and job.state.holds_resources
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, ctl: Controller, now: float) -> None:
         for uid in [u for u, n in self.nominations.items() if n.until <= now]:
-            del self.nominations[uid]
+            nom = self.nominations.pop(uid)
+            left = [j.spec.name for j in self._stopping(ctl, nom.victims)]
+            if nom.node and left:
+                namespace, name, _ = pod_key(nom.pod)
+                log(f"preemption for {namespace}/{name}: {', '.join(left)} still stopping past the grace period; "
+                    "it waits no longer as nominated (their GPUs stay booked while their pods exist)")
         for job_id in [j for j, until in self.protected.items() if until <= now]:
             del self.protected[job_id]
+        for job_id in [j for j in self.due if not self._holding(ctl, j)]:
+            del self.due[job_id]
 
     def settle(self) -> None:
-        """Victims ended: hold their room for each preemptor whose victims are all gone (under the lock)."""
+        """Victims ended: hold their room for each preemptor whose victims are all gone, and have kube-scheduler try
+        it at once (under the lock, in the same hold of it as the victims' end)."""
         ctl: Controller = self.service.ctl
-        self._expire(self.service.clock())
+        now = self.service.clock()
+        self._expire(ctl, now)
         for uid, nom in list(self.nominations.items()):
             if any(self._holding(ctl, v) for v in nom.victims):
                 continue
             del self.nominations[uid]
-            if not nom.node or uid in self.bridge.holds or self.bridge.job_of(uid) is not None:
-                continue  # (waited on others' victims: no node of its own; or placed already)
+            if uid in self.bridge.holds or self.bridge.job_of(uid) is not None:
+                continue  # (placed already)
+            if not nom.node:  # (waited on others' victims: no node of its own, only a try now)
+                self._poke(uid, nom, "room freed at " + utc(now))
+                continue
             [slot] = ctl.cluster.slots_of([nom.node])
             if slot is None:
                 continue
             decision = ctl.scheduler.decide(nom.qpod, [slot], counted=False)
-            if decision.placed:
-                self.bridge._assume(nom.pod, nom.qpod, nom.spec, nom.node, decision.devices, NOMINEE_HOLD_S)
+            if decision.placed and self.bridge._assume(nom.pod, nom.qpod, nom.spec, nom.node, decision.devices,
+                                                       NOMINEE_HOLD_S) is not None:
+                self._poke(uid, nom, f"room held on {nom.node} until {utc(now + NOMINEE_HOLD_S)}")
+
+    def _poke(self, uid: str, nom: Nomination, what: str) -> None:
+        """Annotate the preemptor (in a thread): kube-scheduler tries it again at once. Found gone: its hold ends."""
+        namespace, name, _ = pod_key(nom.pod)
+        requeue(self.client, [(namespace, name, uid, {PREEMPTION_ANNOTATION: what})], gone=self._gone,
+                name="quasched-preemptor-requeue")
+
+    def _gone(self, uid: str) -> None:
+        """The preemptor ``uid`` went away before it bound (no watch says so): what is held for it is free again."""
+        with self.service.lock:
+            held = self.bridge.holds.get(uid)
+            if held is not None and not held.binding:
+                self.bridge.drop_hold(uid)
+            self.forget(uid)
 
     def forget(self, uid: str) -> None:
-        """Pod ``uid`` ended or went away: it waits for no victims (under the lock)."""
+        """Pod ``uid`` ended, went away or was placed: it waits for no victims (under the lock)."""
         self.nominations.pop(uid, None)
 
     # ------------------------------------------------------------ the evictions (off the request path)
@@ -215,6 +309,9 @@ class Evictions:
             except Exception as err:  # never let the worker die: the plan's pod chooses again later
                 log(f"preemption for {plan.by} failed: {err}")
                 self._abandon(plan, [])
+                with self.service.lock:
+                    for uid in [u for u, (by, _) in self.evicting.items() if by == f"pod {plan.by}"]:
+                        del self.evicting[uid]
             finally:
                 self._plans.task_done()
 
@@ -228,9 +325,12 @@ class Evictions:
             self._worker.join(timeout=5.0)
 
     def carry_out(self, plan: Plan) -> None:
-        """Evict ``plan``'s victims (with their gangs), all or none as far as the dry run can tell."""
+        """Evict ``plan``'s victims (with their gangs), all or none as far as the dry run can tell, if its preemptor
+        still wants them (:meth:`_wanted`, asked again just before the evictions)."""
         assert self.client is not None
-        pods = self._with_gangs(plan)
+        if not self._wanted(plan, read=True):
+            return
+        pods, stopping = self._with_gangs(plan)
         refused = []
         for v in pods:
             try:
@@ -243,6 +343,11 @@ class Evictions:
                 + "; ".join(f"{v.namespace}/{v.name}: {why}" for v, why in refused))
             self._abandon(plan, [v.job_id for v in pods])  # (the whole plan: its first choice would be made again)
             return
+        with self.service.lock:
+            if not self._wanted(plan):
+                return
+            for v in pods:  # (a pod the watch reports gone before _mark is ended as preempted: release)
+                self.evicting[v.uid] = (f"pod {plan.by}", v.grace_s)
         evicted: list[Victim] = []
         for v in pods:
             try:
@@ -251,17 +356,42 @@ class Evictions:
                 if getattr(err, "status", None) != 404:  # refused after its dry run passed: evict no more
                     log(f"eviction of {v.namespace}/{v.name} for {plan.by} failed, the rest of its plan left: {err}")
                     self._abandon(plan, [v.job_id])
-                    self._mark(plan, evicted, whole=False)
+                    self._mark(plan, evicted, pods, whole=False)
                     return
             evicted.append(v)
-        self._mark(plan, evicted)
+        self._mark(plan, evicted, pods, stopping)
 
-    def _with_gangs(self, plan: Plan) -> list[Victim]:
+    def _wanted(self, plan: Plan, read: bool = False) -> bool:
+        """Whether ``plan``'s preemptor still wants it: still nominated by it, this replica may still act, and
+        (``read``) the API server has the pod waiting unbound; else it ends, nothing evicted."""
+        with self.service.lock:
+            why = "" if self.nominations.get(plan.preemptor) is plan.nomination else "it is placed, or it ended"
+            why = why or ("" if self.bridge.may_act() else "this replica may not act")
+        if not why and read:
+            namespace, _, name = plan.by.partition("/")
+            why = "" if unbound(self.client, namespace, name, plan.preemptor) else "it went away, or is bound"
+        if why:
+            log(f"preemption for {plan.by} dropped, nothing evicted: {why}")
+            with self.service.lock:
+                if self.nominations.get(plan.preemptor) is plan.nomination:
+                    del self.nominations[plan.preemptor]
+        return not why
+
+    def _with_gangs(self, plan: Plan) -> tuple[list[Victim], list[int]]:
         """``plan``'s victims still running as booked, and every bound member of their pod groups, as the API
-        server has them."""
+        server has them; and the victims stopping already (evicted meanwhile with a gang of an earlier plan: not
+        evicted twice, waited for)."""
         assert self.client is not None
         out: dict[str, Victim] = {}
+        stopping: list[int] = []
         for v in plan.victims:
+            with self.service.lock:
+                job = self.service.ctl.jobs.get(v.job_id)
+            if job is None or not job.state.holds_resources:
+                continue  # (ended: nothing to evict)
+            if job.state == JobState.PREEMPTING:
+                stopping.append(v.job_id)
+                continue
             try:
                 pod = self.client.get_pod(v.namespace, v.name)
             except Exception:
@@ -280,7 +410,7 @@ class Evictions:
                     job = self.bridge.job_of(uid)
                 if job is not None and job.state == JobState.RUNNING:
                     out[uid] = Victim(job.id, namespace, name, uid, pod_grace(member))
-        return list(out.values())
+        return list(out.values()), stopping
 
     def _abandon(self, plan: Plan, refused: list[int]) -> None:
         """The plan is not carried out: its victims are protected a while (``refused``), its pod chooses again."""
@@ -288,25 +418,34 @@ class Evictions:
             now = self.service.clock()
             for job_id in refused:
                 self.protected[job_id] = now + PROTECTED_S
-            self.nominations.pop(plan.preemptor, None)
+            if self.nominations.get(plan.preemptor) is plan.nomination:
+                del self.nominations[plan.preemptor]
 
-    def _mark(self, plan: Plan, evicted: list[Victim], whole: bool = True) -> None:
-        """The evicted victims' jobs are ``preempting`` until their pods are gone (durable); the preemptor waits for
-        exactly them (``whole``: the plan was carried out; else it chooses again once they are gone)."""
+    def _mark(self, plan: Plan, evicted: list[Victim], posted: list[Victim], stopping: Sequence[int] = (),
+              whole: bool = True) -> None:
+        """The evicted victims' jobs are ``preempting`` until their pods are gone (durable), due by their grace
+        and the slack from now; the preemptor waits for exactly them and the ``stopping`` ones, until the last is due
+        (``whole``: the plan was carried out; else it chooses again once they are gone). ``posted``: every eviction
+        tried."""
         def change(ctl: Controller, now: float) -> None:
             for v in evicted:
                 job = ctl.jobs.get(v.job_id)
                 if job is not None and job.state == JobState.RUNNING:
                     ctl.preempting(v.job_id, now, f"pod {plan.by}", v.grace_s)
+                self.due[v.job_id] = now + v.grace_s + NOMINATION_SLACK_S
             nom = self.nominations.get(plan.preemptor)
-            if nom is not None and whole:
-                nom.victims = tuple(sorted({v.job_id for v in evicted}))
-                nom.until = now + max((v.grace_s for v in evicted), default=DEFAULT_GRACE_S) + NOMINATION_SLACK_S
+            if nom is plan.nomination and whole:
+                nom.victims = tuple(sorted({v.job_id for v in evicted} | set(stopping)))
+                nom.until = max([now + max((v.grace_s for v in evicted), default=DEFAULT_GRACE_S) + NOMINATION_SLACK_S,
+                                 *(self._due(ctl.jobs[j]) for j in stopping if j in ctl.jobs)])
 
-        try:
-            self.service.mutate(change)
-        except Exception as err:  # e.g. fenced: the pods are evicted all the same; the sync ends their jobs
-            log(f"cannot record the preemption for {plan.by}: {err}")
-        with self.service.lock:
+        with self.service.lock:  # (one hold of it: a victim's end and the preemptor's room are never split)
+            try:
+                self.service.mutate(change)
+            except Exception as err:  # e.g. fenced: the pods are evicted all the same; the sync ends their jobs
+                log(f"cannot record the preemption for {plan.by}: {err}")
+            finally:
+                for v in posted:
+                    self.evicting.pop(v.uid, None)
             self.settle()
 

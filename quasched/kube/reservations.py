@@ -11,9 +11,10 @@ service's one write path for such a booking)."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 from fastapi import HTTPException
@@ -53,6 +54,41 @@ class Hold:
     @property
     def devices(self) -> tuple[int, ...]:
         return self.assumption.devices
+
+
+def requeue(client: Any, pods: Sequence[tuple[str, str, str, Mapping[str, str]]],
+            gone: Callable[[str], None] | None = None, name: str = "quasched-requeue") -> None:
+    """Annotate the held ``pods`` (namespace, name, uid, annotations) in a thread, best effort (the caller, under the
+    service lock, does not wait): a pod's update makes kube-scheduler try it at once, instead of after its back-off.
+
+    ``gone``: each pod is read first, and one that went away (not found, another uid, being deleted, bound) is
+    reported to ``gone(uid)`` instead of annotated; no watch reports an unbound pod's deletion."""
+    if client is None or not pods:
+        return
+
+    def annotate() -> None:
+        for namespace, pod_name, uid, annotations in pods:
+            try:
+                if gone is not None and not unbound(client, namespace, pod_name, uid):
+                    gone(uid)
+                    continue
+                client.annotate_pod(namespace, pod_name, annotations)
+            except Exception:  # best effort: the pod is tried after its back-off anyway
+                pass
+
+    threading.Thread(target=annotate, name=name, daemon=True).start()
+
+
+def unbound(client: Any, namespace: str, name: str, uid: str) -> bool:
+    """Whether pod ``uid`` still exists unbound and not being deleted (True when the API server cannot say)."""
+    try:
+        pod = client.get_pod(namespace, name)
+    except LookupError:
+        return False
+    except Exception as err:
+        return getattr(err, "status", None) != 404
+    return pod_key(pod)[2] == uid and not (pod.get("metadata") or {}).get("deletionTimestamp") and \
+        not (pod.get("spec") or {}).get("nodeName")
 
 
 class PodJobs:
@@ -278,13 +314,22 @@ class PodJobs:
         except HTTPException:  # refused: the next sync or bind of the pod ends it
             pass
 
+    def evicted(self, uid: str) -> tuple[str, float] | None:
+        """Whom pod ``uid``'s eviction, posted and not recorded yet, is for, and its grace (None: none is; under the
+        lock)."""
+        return None
+
     def release(self, uid: str, outcome: str, why: str = "") -> Job | None:
         """End the hold and the job standing for pod ``uid``: ``succeeded``, ``failed`` or ``cancelled`` (durable); a
-        job whose pod was evicted for a preemptor ends cancelled, reason ``Preempted``, however its container exited."""
+        job whose pod was evicted for a preemptor ends cancelled, reason ``Preempted``, however its container exited
+        (also when its pod went before its eviction was recorded: :meth:`evicted`)."""
         def end(ctl: Controller, now: float) -> Job | None:
             job = self.job_of(uid)
             if job is None:
                 return None
+            evicted = self.evicted(uid)
+            if job.state == JobState.RUNNING and evicted is not None:  # gone before its eviction was recorded
+                ctl.preempting(job.id, now, *evicted)
             if job.state == JobState.PREEMPTING and job.preempt_at is None:  # evicted for a preemptor
                 return ctl.preempted(job.id, now)
             if outcome in ("succeeded", "failed") and job.state.holds_resources:

@@ -26,7 +26,7 @@ import numpy as np
 from quasched.kube.admission import bind_refusal
 from quasched.kube.convention import GANG_HOLD_ANNOTATION, PodError, is_managed, pod_key
 from quasched.kube.gangs import Gang, GroupRef, GroupSpec, arrival, group_spec, placed_member, waiting_member
-from quasched.kube.reservations import Hold
+from quasched.kube.reservations import Hold, requeue
 from quasched.kube.verdicts import pod_of
 from quasched.model.workload import Pod
 from quasched.service.domain import Job, JobSpec
@@ -228,18 +228,9 @@ class Together:
         """(Under the lock.) Annotate the members held for their group (in a thread: filter does not wait): a pod's
         update makes kube-scheduler try it at once, instead of after its back-off."""
         client: GroupClient | None = self.bridge.client
-        if client is None or not members:
-            return
-        marks = [(pod_key(m)[:2], self.bridge.holds.get(pod_key(m)[2])) for m in members]
-
-        def annotate() -> None:
-            for (namespace, name), held in marks:
-                try:
-                    client.annotate_pod(namespace, name, {GANG_HOLD_ANNOTATION: held.node if held else ""})
-                except Exception:  # best effort: the member is tried after its back-off anyway
-                    pass
-
-        threading.Thread(target=annotate, name="quasched-gang-requeue", daemon=True).start()
+        holds = self.bridge.holds
+        requeue(client, [(*pod_key(m), {GANG_HOLD_ANNOTATION: h.node if (h := holds.get(pod_key(m)[2])) else ""})
+                         for m in members], name="quasched-gang-requeue")
 
     # ------------------------------------------------------------ bind
     def bind(self, uid: str, namespace: str, name: str, node: str) -> dict[str, str] | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,8 @@ from quasched.kube.client import ApiError
 from quasched.kube.convention import DEVICES_ANNOTATION
 from quasched.kube.extender import PREFIX, KubeOptions
 from quasched.kube.gangs import GROUP_LABEL
-from quasched.kube.preemption import PREEMPTING, PROTECTED_S
+from quasched.kube.preemption import NOMINATION_SLACK_S, PREEMPTING, PROTECTED_S
+from quasched.kube.reservations import PodJobs
 from quasched.kube.verdicts import NO_GPU
 from quasched.model.nodes import NodeSpec
 
@@ -254,3 +257,208 @@ def test_a_preemptor_that_goes_away_waits_for_nothing(full):
     assert app.state.kube.evictions.nominations == {}
     gone(app, API_PODS["team-a", "a"])
     assert app.state.kube.holds == {}  # a's devices are free, held for nobody
+
+
+# ---------------------------------------------------------------- the preemptor's time, its room and its races
+POKE = "quasched.io/preemption"  # (the annotation that makes kube-scheduler try the preemptor again at once)
+
+
+@pytest.fixture
+def paused(full):
+    """:func:`full`, with the evictions' worker held: plans queue until ``resume(app)``."""
+    client, api, token, app = full
+    app.state.kube.evictions._start = lambda: None  # type: ignore[method-assign]
+    return full
+
+
+def resume(app: Any) -> None:
+    ev = app.state.kube.evictions
+    del ev._start
+    ev._start()
+    ev.drain()
+
+
+def pokes(api: EvictingApi, name: str, timeout_s: float = 5.0) -> list[dict[str, str]]:
+    """The annotations quasched wrote on pod ``name`` to have it tried again (waits a little: a thread writes them)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [c[3] for c in api.calls if c[0] == "annotate" and c[2] == name and POKE in c[3]]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+def test_the_preemptor_is_tried_again_at_once_when_its_room_is_held(full):
+    client, api, token, app = full
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.kube.evictions.drain()
+    assert pokes(api, "urgent", timeout_s=0.2) == []  # nothing held yet: nothing to try
+    gone(app, API_PODS["team-a", "a"])
+    assert app.state.kube.holds[urgent["metadata"]["uid"]].node == "g0"
+    [mark] = pokes(api, "urgent")  # an update of the pod: kube-scheduler moves it out of its back-off at once
+    assert mark[POKE].startswith("room held on g0 until ")
+    assert post(client, "filter", args(API_PODS["team-a", "urgent"], names=NODES))["NodeNames"] == ["g0"]
+
+
+def test_the_nominations_deadline_counts_from_its_evictions_not_from_filter(paused):
+    client, api, token, app = paused
+    ev = app.state.kube.evictions
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.service.clock.advance(1000)  # the worker is slow: its queue is long
+    assert post(client, "filter", args(urgent, names=NODES))["FailedNodes"] == dict.fromkeys(NODES, PREEMPTING)
+    assert ev._plans.qsize() == 1  # still waiting for its one plan: no second plan, no second choice
+    resume(app)
+    assert evictions(api) == [("a", True), ("a", False)]
+    # from the evictions on: the victim's grace (5 s) and the slack
+    assert ev.nominations[urgent["metadata"]["uid"]].until == app.state.service.clock() + 5 + NOMINATION_SLACK_S
+
+
+def test_a_victim_stuck_terminating_keeps_its_gpus_and_the_preemptor_names_it_after_the_deadline(full):
+    client, api, token, app = full
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.kube.evictions.drain()
+    uid = urgent["metadata"]["uid"]
+    app.state.service.clock.advance(5 + NOMINATION_SLACK_S - 1)
+    assert post(client, "filter", args(urgent, names=NODES))["FailedNodes"] == dict.fromkeys(NODES, PREEMPTING)
+    app.state.service.clock.advance(2)  # a finalizer, or its node's kubelet gone: the pod never goes
+    reply = post(client, "filter", args(urgent, names=NODES))
+    says = "quasched: waiting for preempted GPU pods to stop past their grace period: team-a/a"
+    assert reply["FailedNodes"] == dict.fromkeys(NODES, says)
+    assert ev_node(app, uid) == ""  # its nomination ended: it waits, holding no claim and no node
+    assert jobs(client, token)["a"]["state"] == "preempting"  # booked while the pod exists
+    late = pod("late", 4, priority=0)
+    assert set(post(client, "filter", args(late, names=NODES))["FailedNodes"].values()) == {NO_GPU}
+    app.state.kube.evictions.drain()
+    assert len(evictions(api)) == 2  # nothing more evicted for it
+    gone(app, API_PODS["team-a", "a"])  # it goes at last: the preemptor is tried again at once, and fits
+    assert pokes(api, "urgent")
+    assert post(client, "filter", args(urgent, names=NODES))["NodeNames"] == ["g0"]
+
+
+def ev_node(app: Any, uid: str) -> str | None:
+    nom = app.state.kube.evictions.nominations.get(uid)
+    return None if nom is None else nom.node
+
+
+def test_a_preemptor_deleted_before_its_plan_runs_evicts_nothing(paused):
+    client, api, token, app = paused
+    post(client, "filter", args(pod("urgent", 4, priority=1000), names=NODES))
+    del API_PODS["team-a", "urgent"]  # deleted unbound: the sync watches bound pods only, no event comes
+    resume(app)
+    assert evictions(api) == []
+    assert app.state.kube.evictions.nominations == {}
+    assert {j["state"] for j in jobs(client, token).values()} == {"running"}
+
+
+def test_a_preemptor_deleted_after_its_evictions_is_held_nothing(full):
+    client, api, token, app = full
+    post(client, "filter", args(pod("urgent", 4, priority=1000), names=NODES))
+    app.state.kube.evictions.drain()
+    del API_PODS["team-a", "urgent"]  # (no event: it was never bound)
+    gone(app, API_PODS["team-a", "a"])
+    deadline = time.monotonic() + 5
+    while app.state.kube.holds and time.monotonic() < deadline:  # the try-again finds it gone: the room is free
+        time.sleep(0.02)
+    assert app.state.kube.holds == {}
+    late = pod("late", 4, priority=0)
+    assert post(client, "filter", args(late, names=NODES))["NodeNames"] == ["g0"]
+
+
+def test_a_preemptor_placed_elsewhere_before_its_plan_runs_evicts_nothing(paused):
+    client, api, token, app = paused
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    gone(app, API_PODS["team-a", "d"])  # d ends on its own: g1 has room now
+    assert post(client, "filter", args(urgent, names=NODES))["NodeNames"] == ["g1"]
+    resume(app)
+    assert evictions(api) == []
+    assert jobs(client, token)["a"]["state"] == "running"
+
+
+def test_a_standby_by_the_time_its_plan_runs_evicts_nothing(paused):
+    client, api, token, app = paused
+    post(client, "filter", args(pod("urgent", 4, priority=1000), names=NODES))
+    app.state.kube.options = dataclasses.replace(app.state.kube.options, lease="kube-system/sched")
+    app.state.kube.active = False  # the Lease moved to another replica meanwhile
+    resume(app)
+    assert evictions(api) == []
+
+
+def test_a_victim_deleted_before_its_eviction_is_recorded_ends_preempted_and_its_room_is_held(full):
+    client, api, token, app = full
+    evict = api.evict_pod
+
+    def deleted_at_once(namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        evict(namespace, name, uid, dry_run)
+        if not dry_run:  # grace 0, or a container that exits on SIGTERM: the watch's DELETED comes first
+            app.state.kube.release(uid, "cancelled")
+
+    api.evict_pod = deleted_at_once  # type: ignore[method-assign]
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.kube.evictions.drain()
+    a = jobs(client, token)["a"]
+    assert a["state"] == "cancelled" and a["reason"]["code"] == "Preempted"
+    assert a["reason"]["evidence"]["preempted_by"] == "pod team-a/urgent"
+    assert app.state.kube.holds[urgent["metadata"]["uid"]].node == "g0"
+
+
+def test_no_filter_takes_the_freed_devices_between_a_victims_end_and_its_preemptors_hold(full, monkeypatch):
+    client, api, token, app = full
+    urgent = pod("urgent", 4, priority=1000)
+    post(client, "filter", args(urgent, names=NODES))
+    app.state.kube.evictions.drain()
+    late = pod("late", 4, priority=0)
+    replies: list[Any] = []
+    release = PodJobs.release
+
+    def with_a_filter_right_after(self: Any, uid: str, outcome: str, why: str = "") -> Any:
+        job = release(self, uid, outcome, why)
+        other = threading.Thread(target=lambda: replies.append(app.state.kube.filter(args(late, names=NODES))))
+        other.start()  # kube-scheduler's next cycle, on another thread, as the victim's job ends
+        other.join(timeout=0.5)
+        threads.append(other)
+        return job
+
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(PodJobs, "release", with_a_filter_right_after)
+    gone(app, API_PODS["team-a", "a"])
+    threads[0].join(timeout=5)
+    assert set(replies[0]["FailedNodes"].values()) == {NO_GPU}  # the room is urgent's, held before any filter
+    assert app.state.kube.holds[urgent["metadata"]["uid"]].node == "g0"
+
+
+def test_a_waiter_whose_plan_was_refused_chooses_again(paused):
+    client, api, token, app = paused
+    first = pod("first", 2, priority=1000)
+    post(client, "filter", args(first, names=NODES))  # its plan: a, on g0 (4 GPUs freed, it takes 2)
+    second = pod("second", 2, priority=1000)
+    assert post(client, "filter", args(second, names=NODES))["FailedNodes"] == dict.fromkeys(NODES, PREEMPTING)
+    assert evictions(api) == []  # it waits for a too (the other 2 GPUs): nothing of its own
+    api.budgets.add("a")
+    resume(app)  # the dry run is refused: a stays, nobody makes room for second now
+    assert evictions(api) == []
+    post(client, "filter", args(second, names=NODES))  # so it chooses again at once (a protected: d, on g1)
+    app.state.kube.evictions.drain()
+    assert evictions(api) == [("d", True), ("d", False)]
+
+
+def test_a_victim_evicted_already_with_another_plans_gang_is_not_evicted_twice_and_is_waited_for(env):
+    client, api, token, app = env
+    api.groups["coscheduling", "team-a", "train"] = {"metadata": {"name": "train", "namespace": "team-a"},
+                                                     "spec": {"minMember": 1}}
+    run(client, pod("w0", 8, group="train"), "g0")
+    run(client, pod("w1", 8, group="train"), "g1")
+    ev = app.state.kube.evictions
+    ev._start = lambda: None  # type: ignore[method-assign]
+    post(client, "filter", args(pod("first", 8, priority=1000), names=["g0"]))  # its plan: w0 (and so w1)
+    second = pod("second", 8, priority=1000)
+    post(client, "filter", args(second, names=["g1"]))  # its plan: w1, chosen before the first plan ran
+    resume(app)
+    assert sorted(evictions(api)) == [("w0", False), ("w0", True), ("w1", False), ("w1", True)]  # once each
+    assert ev.nominations[second["metadata"]["uid"]].victims == (jobs(client, token)["w1"]["id"],)
+    gone(app, API_PODS["team-a", "w1"])
+    assert app.state.kube.holds[second["metadata"]["uid"]].node == "g1"
