@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, model_validator
 
 from quasched.front.front import ENDED, HORIZON_H, Front, Standby
+from quasched.front.page import add_page_routes
 from quasched.front.store import Dispatch, FrontStore
 from quasched.service.api.app import MAX_BODY
 from quasched.service.api.routing import API, JobId, field_error, not_found, validation_error
@@ -140,6 +141,7 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
                   description="Federation front: jobs dispatched by carbon to member clusters (docs/federation.md).")
     app.state.service = Tokens(store)
     app.add_exception_handler(RequestValidationError, validation_error)
+    add_page_routes(app, front)
 
     def found(job_id: int) -> tuple[Job, Dispatch]:
         with front.lock:

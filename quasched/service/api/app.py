@@ -63,15 +63,16 @@ Extension = Callable[[FastAPI, Service], Lifecycle | None]
 
 
 class DashboardHeaders:
-    """ASGI middleware: :data:`DASHBOARD_HEADERS` on the dashboard's and the API docs' pages and assets (``/``,
-    ``/static/...``, ``/docs``, ``/docs/...``)."""
+    """ASGI middleware: :data:`DASHBOARD_HEADERS` on the dashboard's and the API docs' pages and assets: the paths
+    ``pages`` and those under ``prefixes`` (default: ``/``, ``/static/...``, ``/docs``, ``/docs/...``)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, pages: tuple[str, ...] = ("/", "/docs"),
+                 prefixes: tuple[str, ...] = ("/static/", "/docs/")) -> None:
+        self.app, self.pages, self.prefixes = app, pages, prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not (path in ("/", "/docs") or path.startswith(("/static/", "/docs/"))):
+        if scope["type"] != "http" or not (path in self.pages or path.startswith(self.prefixes)):
             await self.app(scope, receive, send)
             return
 
@@ -234,14 +235,22 @@ def add_routes(app: FastAPI, service: Service, metrics_public: bool = False) -> 
             service.metrics.refresh(service.ctl)
         return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    if DASHBOARD.is_dir():
-        from fastapi.staticfiles import StaticFiles
+    add_dashboard(app)
 
-        app.mount("/static", StaticFiles(directory=DASHBOARD), name="static")
+
+def add_dashboard(app: FastAPI, page: Path = DASHBOARD / "index.html",
+                  assets: Sequence[tuple[str, Path]] = ()) -> None:
+    """Serve ``page`` at ``/`` (not cached; a redirect to ``/docs`` while it is missing) and the dashboard's folder
+    at ``/static``; each of ``assets`` (a path under ``/static`` and a folder) is mounted before it, so its files
+    win there. The pages' security headers are :class:`DashboardHeaders`'."""
+    from fastapi.staticfiles import StaticFiles
+
+    for prefix, folder in [*assets, ("/static", DASHBOARD)]:
+        if folder.is_dir():
+            app.mount(prefix, StaticFiles(directory=folder), name=prefix.strip("/").replace("/", "-"))
 
     @app.get("/", include_in_schema=False)
     def index() -> Response:
-        page = DASHBOARD / "index.html"
         if page.is_file():
             return FileResponse(page, headers={"Cache-Control": "no-cache"})
         return RedirectResponse("/docs")

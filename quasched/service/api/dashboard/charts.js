@@ -37,11 +37,12 @@ function downsample(points, n) {
 
 /**
  * Draw ``samples`` (GET /timeseries) into ``figure``: ``key`` is the field, ``max`` a fixed y maximum
- * (100 for percentages) or null to fit the data.
+ * (100 for percentages) or null to fit the data; ``value``, the figure in the caption (default: the last sample's);
+ * ``fmtX`` writes the times (default: ``fmtTime``).
  */
-export function lineChart(figure, samples, { key, title, unit = '', color, max = null, digits = 1 }) {
+export function lineChart(figure, samples, { key, title, unit = '', color, max = null, digits = 1, value, fmtX = fmtTime }) {
   const pts = samples.map((s) => [s.time, Number(s[key]) || 0]);
-  const last = pts.length ? pts[pts.length - 1][1] : null;
+  const last = value !== undefined ? value : pts.length ? pts[pts.length - 1][1] : null;
   const fmt = (v) => `${Number.isInteger(v) ? v : v.toFixed(digits)}${unit}`;
   const t0 = pts.length ? pts[0][0] : 0;
   const t1 = pts.length ? pts[pts.length - 1][0] : 1;
@@ -54,7 +55,7 @@ export function lineChart(figure, samples, { key, title, unit = '', color, max =
   const grid = (max ? ticks(max) : yt).map((v) => `<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(v)}" y2="${y(v)}"/>
       <text class="tick" x="${M.left - 6}" y="${y(v)}" text-anchor="end" dominant-baseline="middle">${fmt(v)}</text>`).join('');
   const xt = pts.length > 1 ? [t0, (t0 + t1) / 2, t1].map((t, i) => `<text class="tick" x="${x(t)}" y="${H - 8}"
-      text-anchor="${['start', 'middle', 'end'][i]}">${esc(fmtTime(t))}</text>`).join('') : '';
+      text-anchor="${['start', 'middle', 'end'][i]}">${esc(fmtX(t))}</text>`).join('') : '';
   const area = pts.length > 1 ? `<polygon class="area" fill="${color}" points="${x(t0)},${y(0)} ${line} ${x(t1)},${y(0)}"/>` : '';
   figure.innerHTML = `<figcaption><span class="chart-title">${esc(title)}</span>
       <span class="chart-value" style="color:${color}">${last == null ? '–' : fmt(last)}</span></figcaption>
@@ -80,7 +81,7 @@ export function lineChart(figure, samples, { key, title, unit = '', color, max =
     cursor.setAttribute('x1', x(p[0]));
     cursor.setAttribute('x2', x(p[0]));
     cursor.setAttribute('visibility', 'visible');
-    readout.textContent = `${fmtTime(p[0])}: ${fmt(p[1])}`;
+    readout.textContent = `${fmtX(p[0])}: ${fmt(p[1])}`;
   });
   svg.addEventListener('mouseleave', () => {
     cursor.setAttribute('visibility', 'hidden');
