@@ -187,10 +187,8 @@ class Front:
             return
         for c in range(len(self.members)):
             ahead = self._intensity(c, lambda s: s.hourly(now, FORECAST_H), FORECAST_H)
-            if ahead is None:  # the last hour written continues (its forecast included), as the warning says
-                ahead = self.view.series[c, HISTORY_H + hour - 1:HISTORY_H + hour - 1 + FORECAST_H]
-                ahead = ahead[np.minimum(np.arange(FORECAST_H), len(ahead) - 1)]
-            self.view.intensity[c, hour:] = ahead[np.minimum(np.arange(HORIZON_H - hour), FORECAST_H - 1)]
+            if ahead is not None:  # else the last reading's forecast stays, as the warning says
+                self.view.intensity[c, hour:] = ahead[np.minimum(np.arange(HORIZON_H - hour), FORECAST_H - 1)]
         self.observed = hour
 
     def _pod(self, index: int) -> Pod:

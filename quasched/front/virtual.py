@@ -24,6 +24,7 @@ from quasched.federation.scenario import Scenario
 from quasched.front.front import ENDED, Front, Zone
 from quasched.front.members import MemberConfig, ServeMember
 from quasched.front.store import FrontStore
+from quasched.metrics.typical import TypicalPods
 from quasched.policies.registry import parse_spec
 from quasched.service.api.app import create_app
 from quasched.service.loop.state import LoopOptions
@@ -79,9 +80,12 @@ def serving(app: Any) -> Iterator[str]:
         sock.close()
 
 
-def run_virtual(scenario: Scenario, dispatcher: str, workdir: Path, policy: str = "fgd") -> VirtualFront:
-    """The front over ``scenario`` under ``dispatcher`` (module docstring); stores go under ``workdir``."""
+def run_virtual(scenario: Scenario, dispatcher: str, workdir: Path, policy: str = "fgd", seed: int = 42) -> VirtualFront:
+    """The front over ``scenario`` under ``dispatcher`` (module docstring); stores go under ``workdir``. Member ``i``
+    places as the replay's cluster ``i`` does: ``policy``, random stream ``seed + i``, the scenario's typical pods,
+    FIFO, no preemption."""
     began = time.perf_counter()
+    typical = TypicalPods.from_workload(scenario.workload)
     t0 = float(scenario.start.astype("datetime64[s]").astype(np.int64))
     with contextlib.ExitStack() as stack:
         clocks, services, configs = [], [], []
@@ -90,7 +94,8 @@ def run_virtual(scenario: Scenario, dispatcher: str, workdir: Path, policy: str 
             home.mkdir(parents=True, exist_ok=True)
             clock = ManualClock(t0)
             app = create_app(f"sqlite:///{home / 'quasched.db'}", m.nodes, clock=clock,
-                             options=LoopOptions(policy=parse_spec(policy)))
+                             options=LoopOptions(policy=parse_spec(policy), seed=seed + i, order="fifo",
+                                                 preemption=False, cpu_pods_off_gpu_nodes=False, typical=typical))
             url = stack.enter_context(serving(app))
             clocks.append(clock)
             services.append(app.state.service)

@@ -95,6 +95,8 @@ class LoopOptions:
     sample_s: float = 5.0
     #: a job without GPUs goes to a node without GPUs whenever one fits it (off: as the simulators place)
     cpu_pods_off_gpu_nodes: bool = True
+    #: the typical pods FGD-style policies score against (None: learned from the arrivals, a sliding window)
+    typical: TypicalPods | None = None
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(PRIORITY_CLASSES))
 
 
@@ -110,6 +112,7 @@ class LoopState:
         self.rng = make_stream(options.rng, options.seed)
         rank = node_ranks(nodes, self.rng)
         self.cluster = Cluster(nodes)
+        typical = typical if typical is not None else options.typical
         self.window = TypicalWindow(initial=typical) if typical is None else None
         self.typical: TypicalPods | TypicalWindow = typical if typical is not None else self.window  # type: ignore[assignment]
         self.scheduler = Scheduler(self.cluster, make_policy(options.policy, self.typical), rank, self.rng,
