@@ -72,6 +72,7 @@ class FrontJobOut(BaseModel):
     release_at: float | None = Field(description="When it is sent, epoch s (deferred: later than submitted_at).")
     why: str = Field(description="Where and when, in words: the intensity then and now.")
     remote: str | None = Field(description="Its name on the member (a serve member's job id), once sent.")
+    sent_at: float | None = Field(description="When it was sent to its member, epoch s.")
     kwh: float | None = Field(description="Modelled dynamic IT energy of its run, kWh (once ended).")
     kg: float | None = Field(description="kg CO2e: that energy x the hours' intensity x PUE (once ended).")
     baseline_member: str = Field(description="The least loaded member when it arrived.")
@@ -84,6 +85,7 @@ def job_out(job: Job, dispatch: Dispatch) -> FrontJobOut:
                        submitted_at=job.submitted_at, started_at=job.started_at, finished_at=job.finished_at,
                        exit_code=job.exit_code, deadline=dispatch.deadline, member=dispatch.member,
                        release_at=dispatch.release_at, why=dispatch.why, remote=dispatch.remote,
+                       sent_at=dispatch.sent_at,
                        kwh=dispatch.kwh, kg=dispatch.kg, baseline_member=dispatch.baseline_member,
                        baseline_kg=dispatch.baseline_kg)
 

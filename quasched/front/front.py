@@ -96,7 +96,7 @@ class Front:
         self.new_admin_token: str | None = None  # created at the first start (the API says it once)
         self.redo = False  # set by a send the member refused, read by the release that made it
         self.leading = False  # whether this front holds the store's lease and decides (else a standby)
-        self._stop = threading.Event()
+        self._stop, self._wake = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
         self._rebuild()
 
@@ -114,6 +114,7 @@ class Front:
         self.index: dict[int, int] = {}  # front job id -> view index
         self.inbox: list[int] = []  # view indexes arrived, not decided
         self.releases: list[tuple[float, int]] = []
+        self.resend: set[int] = set()  # view indexes whose sending may have reached their member (:meth:`_send`)
         self.next_read = 0.0
         for site in self.sites:
             site.reset()
@@ -208,6 +209,7 @@ class Front:
             if job.id not in self.index:
                 self._add(job, self.store.dispatches([job.id])[job.id], arrived=True)
             index = self.index[job.id]
+            self._wake.set()
             return self.jobs[index], self.dispatch_of[index]
 
     def _add(self, job: Job, dispatch: Dispatch, arrived: bool) -> int:
@@ -246,26 +248,34 @@ class Front:
                 dispatch = dispatches.get(job.id)
                 if dispatch is None:
                     continue
-                sent = dispatch.remote is not None and dispatch.member in names
+                sent = dispatch.sent_at is not None and dispatch.member in names
                 index = self._add(job, dispatch, arrived=not sent)
                 if sent:
-                    self.rules.cluster[index] = names[dispatch.member]
+                    c = self.rules.cluster[index] = names[dispatch.member]
                     self.rules.released[index] = now - self.epoch
-                    self.rules.start(index, now - self.epoch)  # read back at the first round
+                    if dispatch.remote is not None:
+                        self.rules.start(index, now - self.epoch)  # read back at the first round
+                    else:  # the last leader may have sent it: sent again, to the same member
+                        self.view.enqueue(c, index)
+                        self.resend.add(index)
 
     # ------------------------------------------------------------ the loop
     def step(self, now: float | None = None) -> None:
         """One round, in the replay's order at one time: read the members back (departures), release what is due,
         then decide the arrivals."""
         now = self.clock() if now is None else now
+        if not self.leading:
+            return
+        fetched = self._fetch() if now >= self.next_read else None
         with self.lock:
             if not self.leading:
                 return
             self.observe(now)
             t = now - self.epoch
-            if now >= self.next_read:
-                self._read(now)
+            if fetched is not None:
+                self._read(fetched, now)
                 self.next_read = now + self.read_s
+                self._send_again()
             self._release_due(t)
             for index in self.inbox:  # in order, each released before the next arrives if it starts now
                 self._arrive(index, t)
@@ -326,23 +336,44 @@ class Front:
 
     def _send(self, cluster: int, index: int) -> str | None:
         """(Under the lock, from the rules.) Submit job ``index`` to member ``cluster``; the state the member gave it,
-        or None (and the member marked down) if it cannot be reached."""
+        or None (and the member marked down) if it did not answer.
+
+        The intent (member, ``sent_at``) is stored first: a front that dies after the member took the job leaves it,
+        and whoever leads next sends it again to that member under the same client token, which returns the first
+        job. A call that may have reached the member (a timeout, a 5xx, a bad answer) keeps the intent: the job waits
+        there and is sent again each round until the member answers; only a call that surely did not (refused
+        connection, refused request) lets the job be decided again elsewhere (:attr:`redo`)."""
         job, dispatch, site = self.jobs[index], self.dispatch_of[index], self.sites[cluster]
+        dispatch.member, dispatch.sent_at = site.member.name, self.clock()
+        self.store.save_dispatch(dispatch)  # fenced: a leader that lost the lease sends nothing
         try:
             answer = site.member.submit(job_body(job.spec, f"{self.name}-{job.id}"))
             remote, state = str(answer["id"]), str(answer["state"])
         except (MemberError, KeyError, TypeError, ValueError) as err:
-            self._down(cluster, err if isinstance(err, MemberError) else MemberError(f"member {site.member.name}: "
-                                                                                    f"submit: bad answer ({err})"))
-            self.redo = True
+            error = err if isinstance(err, MemberError) else MemberError(
+                f"member {site.member.name}: submit: bad answer ({err})")
+            self._down(cluster, error)
+            if error.delivered:
+                self.resend.add(index)
+            else:
+                dispatch.sent_at = None
+                self.store.save_dispatch(dispatch)
+                self.redo = True
             return None
-        now = self.epoch + self.rules.released[index] if not np.isnan(self.rules.released[index]) else self.clock()
-        dispatch.member, dispatch.remote, dispatch.sent_at = site.member.name, remote, now
+        self.resend.discard(index)
+        dispatch.remote = remote
         job.reason = PendingReason(Reason.DISPATCHED, f"sent to {site.member.name} as job {remote}",
                                    {"member": site.member.name, "remote": remote})
-        self.store.save_dispatch(dispatch, (job,), (Event(now, "sent", job.id, site.member.name,
+        self.store.save_dispatch(dispatch, (job,), (Event(dispatch.sent_at, "sent", job.id, site.member.name,
                                                           {"remote": remote}),))
         return state
+
+    def _send_again(self) -> None:
+        """(Under the lock.) The jobs whose sending may have reached their member, sent again (same client token)."""
+        for index in sorted(self.resend):
+            c = int(self.rules.cluster[index])
+            if self.sites[c].up:
+                self._send(c, index)
 
     def _down(self, cluster: int, error: MemberError) -> None:
         site = self.sites[cluster]
@@ -352,13 +383,35 @@ class Front:
         site.down(error)
         self.view.placeable[:, cluster] &= ~np.isnan(self.rules.released)  # only what it holds already
 
-    def _read(self, now: float) -> None:
-        """Each member's nodes (its mirror and health), then the state of the jobs sent to it."""
-        for c, site in enumerate(self.sites):
+    def _fetch(self) -> list[tuple[list[dict[str, Any]] | MemberError, dict[str, dict[str, Any]]]]:
+        """(Outside the lock: submissions go on meanwhile.) Each member's nodes and the state of the jobs sent to it
+        (at most :data:`READS_PER_ROUND`), or the error that stopped the reading."""
+        with self.lock:
+            sent = [[d.remote for i, d in enumerate(self.dispatch_of) if d.remote is not None
+                     and d.member == site.member.name and self.jobs[i].state not in ENDED][:READS_PER_ROUND]
+                    for site in self.sites]
+        out: list[tuple[list[dict[str, Any]] | MemberError, dict[str, dict[str, Any]]]] = []
+        for site, refs in zip(self.sites, sent):
+            answers: dict[str, dict[str, Any]] = {}
             try:
-                nodes = site.member.nodes()
+                for ref in refs:  # the jobs first: one ended between the two reads is then not in use on a node
+                    answers[ref] = site.member.job(ref)
+                out.append((site.member.nodes(), answers))
             except MemberError as err:
-                self._down(c, err)
+                out.append((err, answers))
+        return out
+
+    def _read(self, fetched: list[tuple[list[dict[str, Any]] | MemberError, dict[str, dict[str, Any]]]],
+              now: float) -> None:
+        """(Under the lock.) Take what :meth:`_fetch` read: the jobs' states, each member's mirror and health."""
+        for c, (site, (nodes, answers)) in enumerate(zip(self.sites, fetched)):
+            remote = {d.remote: i for i, d in enumerate(self.dispatch_of)
+                      if d.remote is not None and d.member == site.member.name and self.jobs[i].state not in ENDED}
+            for ref, answer in answers.items():
+                if ref in remote:
+                    self._mirror(remote[ref], answer, now)
+            if isinstance(nodes, MemberError):
+                self._down(c, nodes)
                 continue
             if not site.up:
                 log.warning("quasched front: member %s is back", site.member.name)
@@ -367,14 +420,6 @@ class Front:
                 self.view.placeable[np.isnan(self.rules.released), c] = [
                     bool(np.asarray(fit_matrix(self.empty[c], Demand.of([self._pod(int(i))]))).any())
                     for i in np.flatnonzero(np.isnan(self.rules.released))]
-            remote = {d.remote: i for i, d in enumerate(self.dispatch_of)
-                      if d.remote is not None and d.member == site.member.name and self.jobs[i].state not in ENDED}
-            for r, index in list(remote.items())[:READS_PER_ROUND]:
-                try:
-                    self._mirror(index, site.member.job(r), now)
-                except MemberError as err:
-                    self._down(c, err)
-                    break
             on_nodes = {str(j) for n in nodes for j in n.get("jobs", [])}
             site.read(nodes, {remote[r] for r in on_nodes if r in remote})
             self.view.used[:, c] = site.used  # what the member reads in use, with what is assumed on it
@@ -435,12 +480,15 @@ class Front:
         return float(self.view.kw[index, cluster]) * float(overlap_h @ rate) / 1000.0
 
     def cancel(self, job_id: int) -> Job:
-        """Cancel a job: withdrawn if not sent yet, else cancelled on its member."""
+        """Cancel a job: withdrawn if not sent yet, else cancelled on its member; :class:`MemberError` if its member
+        cannot be reached, or its sending is not known to have reached it yet (try again)."""
         with self.lock:
             index = self.index[job_id]
             job, dispatch = self.jobs[index], self.dispatch_of[index]
             if job.state in ENDED:
                 return job
+            if dispatch.sent_at is not None and dispatch.remote is None:
+                raise MemberError(f"job {job_id} is being sent to {dispatch.member}: try again once it is there")
             if dispatch.remote is None:
                 job.state, job.finished_at = JobState.CANCELLED, self.clock()
                 self.releases = [(t, i) for t, i in self.releases if i != index]
@@ -453,8 +501,11 @@ class Front:
 
     # ------------------------------------------------------------ thread
     def start(self, tick_s: float = 1.0) -> None:
+        """Run rounds in a thread: every ``tick_s``, and at once when a job is submitted."""
         def run() -> None:
-            while not self._stop.wait(tick_s):
+            while not self._stop.is_set():
+                self._wake.wait(tick_s)
+                self._wake.clear()
                 try:
                     self.step()
                 except Exception:  # one bad round must not end the front: said, and tried again
@@ -464,6 +515,7 @@ class Front:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         for member in self.members:

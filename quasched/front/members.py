@@ -50,7 +50,12 @@ NAMESPACE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
 class MemberError(Exception):
-    """A member could not be reached or answered wrongly (the message says which and why)."""
+    """A member could not be reached or answered wrongly (the message says which and why). ``delivered``: whether
+    the call may have reached it and been acted on (False: the connection was refused, or it refused the call)."""
+
+    def __init__(self, message: str, delivered: bool = True) -> None:
+        super().__init__(message)
+        self.delivered = delivered
 
 
 class MemberBase(BaseModel):
@@ -175,11 +180,13 @@ class ServeMember:
         try:
             answer = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as err:
-            raise MemberError(f"member {self.name}: {method} {path}: {type(err).__name__}: {err}") from None
+            raise MemberError(f"member {self.name}: {method} {path}: {type(err).__name__}: {err}",
+                              delivered=not isinstance(err, httpx.ConnectError)) from None
         if len(answer.content) > MAX_ANSWER:
             raise MemberError(f"member {self.name}: {method} {path}: answer over {MAX_ANSWER} bytes")
         if answer.status_code >= 400:
-            raise MemberError(f"member {self.name}: {method} {path}: HTTP {answer.status_code}: {answer.text[:300]}")
+            raise MemberError(f"member {self.name}: {method} {path}: HTTP {answer.status_code}: {answer.text[:300]}",
+                              delivered=answer.status_code >= 500)
         try:
             return answer.json()
         except ValueError:

@@ -255,3 +255,65 @@ def test_the_api_refuses_what_a_team_may_not_do(tmp_path: Path) -> None:
             assert [(m["name"], m["zone"], m["up"]) for m in members_now] == [("m0", "A", True)]
             zones_now = httpx.get(f"{url}/api/v1/zones", headers=team).json()
             assert zones_now[0]["now"] == 100.0
+
+
+class LosesAnswers(httpx.HTTPTransport):
+    """The member's real transport, which loses the answer to the first ``lose`` job submissions: the member took
+    them, the front cannot know (as when the network fails after the request arrived)."""
+
+    def __init__(self, lose: int) -> None:
+        super().__init__()
+        self.lose = lose
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.method == "POST" and request.url.path.endswith("/jobs") and self.lose > 0:
+            self.lose -= 1
+            response.read()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        return response
+
+
+def test_a_job_whose_answer_was_lost_is_sent_again_to_the_same_member_and_runs_once(tmp_path: Path) -> None:
+    zones = [Scripted("A", lambda h: 100.0), Scripted("B", lambda h: 300.0)]
+    with members(tmp_path, 2) as running:
+        configs = [MemberConfig.model_validate({"name": f"m{i}", "url": url, "zone": z.zone, "token_file": token})
+                   for i, ((url, token, _), z) in enumerate(zip(running, zones))]
+        lossy = ServeMember(configs[0], transport=LosesAnswers(1))
+        front = Front(FrontStore(f"sqlite:///{tmp_path / 'front.db'}"), [lossy, ServeMember(configs[1])],
+                      [Zone(z, 1.0) for z in zones], "greedy", clock=Clock(T0))
+        front.lead()
+        job, _ = front.submit(spec(), T0 + 5 * HOUR_S, 3600.0, T0)
+        front.step(T0)  # the answer is lost: the job stays m0's and is sent again there (the rules' wait), not elsewhere
+        d = front.dispatch_of[front.index[job.id]]
+        on_m0 = member_jobs(*running[0][:2])
+        assert [j["name"] for j in on_m0] == ["train"] and member_jobs(*running[1][:2]) == []
+        assert (d.member, d.remote) == ("m0", str(on_m0[0]["id"]))  # the resend got the first job back
+        assert lossy.http._transport.lose == 0  # type: ignore[attr-defined]
+        front.stop()
+
+
+def test_a_front_that_died_between_sending_and_storing_the_answer_sends_to_the_same_member(tmp_path: Path) -> None:
+    zones = [Scripted("A", lambda h: 100.0), Scripted("B", lambda h: 300.0)]
+    with members(tmp_path, 2) as running:
+        front = front_of(tmp_path, running, zones)
+        job, _ = front.submit(spec(), T0 + 5 * HOUR_S, 3600.0, T0)
+        saves = front.store.save_dispatch
+
+        def dies_after_the_intent(dispatch: Any, *rest: Any) -> None:
+            if dispatch.remote is not None:
+                raise SystemExit("the front dies")
+            saves(dispatch, *rest)
+
+        front.store.save_dispatch = dies_after_the_intent  # type: ignore[method-assign]
+        with pytest.raises(SystemExit):
+            front.step(T0)
+        front.store.close()
+        zones.reverse()  # B is greener now: a front deciding afresh would send it to m1
+        again = front_of(tmp_path, running, [Scripted("A", lambda h: 300.0), Scripted("B", lambda h: 100.0)],
+                         clock=Clock(T0 + 60))
+        again.step(T0 + 60)
+        d = again.dispatch_of[again.index[job.id]]
+        assert d.member == "m0" and d.remote == str(member_jobs(*running[0][:2])[0]["id"])
+        assert len(member_jobs(*running[0][:2])) == 1 and member_jobs(*running[1][:2]) == []
+        again.stop()
