@@ -19,7 +19,7 @@ import heapq
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -193,7 +193,7 @@ class Front:
         self.observed = hour
 
     def _pod(self, index: int) -> Pod:
-        return job_pod(self.jobs[index].spec, uid=index)
+        return mirror_pod(self.jobs[index].spec, index)
 
     # ------------------------------------------------------------ jobs
     def submit(self, spec: JobSpec, deadline: float, run_s: float, now: float | None = None) -> tuple[Job, Dispatch]:
@@ -218,7 +218,7 @@ class Front:
         self.jobs.append(job)
         self.dispatch_of.append(dispatch)
         self.index[job.id] = index
-        pod = job_pod(job.spec, uid=index)
+        pod = mirror_pod(job.spec, index)
         self.typical.observe(pod)
         v.demand = np.hstack([v.demand, [[pod.gpu_request * job.spec.pods], [pod.cpu_milli * job.spec.pods]]])
         v.duration = np.append(v.duration, dispatch.run_s)
@@ -520,6 +520,13 @@ class Front:
             self._thread.join(timeout=10)
         for member in self.members:
             member.close()
+
+
+def mirror_pod(spec: JobSpec, uid: int) -> Pod:
+    """A job's pod as the front's view and mirrors place it: a command does not pin it to a node (``job_pod`` binds a
+    command to the local node of the process running it; where a member runs it is the member's: a serve member on
+    its own node, a Kubernetes member in its pod)."""
+    return job_pod(replace(spec, command=()), uid=uid)
 
 
 def job_body(spec: JobSpec, client_token: str) -> dict[str, Any]:
