@@ -13,7 +13,8 @@ from fastapi import FastAPI, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, model_validator
 
-from quasched.front.front import ENDED, HORIZON_H, Front, Standby
+from quasched.front.front import ENDED, HORIZON_H, Front, Sending, Standby
+from quasched.front.members import MemberError
 from quasched.front.page import add_page_routes
 from quasched.front.store import Dispatch, FrontStore
 from quasched.service.api.app import MAX_BODY
@@ -203,7 +204,12 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
         if job.state not in ENDED:
             try:
                 job = front.cancel(job_id)
-            except Exception as err:  # a member that cannot be reached: said, the job unchanged
+            except Standby as err:
+                raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err),
+                                    headers={"X-Quasched-Leader": err.leader.url, "Retry-After": "1"}) from None
+            except Sending as err:
+                raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+            except MemberError as err:  # a member that cannot be reached: said, the job unchanged
                 raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(err)) from None
         return job_out(job, dispatch)
 

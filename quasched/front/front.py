@@ -63,6 +63,10 @@ class Standby(RuntimeError):
         self.leader = leader
 
 
+class Sending(RuntimeError):
+    """A job's sending to its member is not known to have arrived yet."""
+
+
 @dataclass(frozen=True)
 class Zone:
     """A member's grid zone: its signal and the member's PUE."""
@@ -481,14 +485,16 @@ class Front:
 
     def cancel(self, job_id: int) -> Job:
         """Cancel a job: withdrawn if not sent yet, else cancelled on its member; :class:`MemberError` if its member
-        cannot be reached, or its sending is not known to have reached it yet (try again)."""
+        cannot be reached, :class:`Sending` while its sending is not known to have reached it (try again)."""
+        if not self.leading:
+            raise Standby(self.store.leader())
         with self.lock:
             index = self.index[job_id]
             job, dispatch = self.jobs[index], self.dispatch_of[index]
             if job.state in ENDED:
                 return job
             if dispatch.sent_at is not None and dispatch.remote is None:
-                raise MemberError(f"job {job_id} is being sent to {dispatch.member}: try again once it is there")
+                raise Sending(f"job {job_id} is being sent to {dispatch.member}: try again once it is there")
             if dispatch.remote is None:
                 job.state, job.finished_at = JobState.CANCELLED, self.clock()
                 self.releases = [(t, i) for t, i in self.releases if i != index]
