@@ -42,7 +42,7 @@ ALLOWED = {
     "federation": LOWER,
     "signals": {"extras", "params", "model", "traces"},
     "kube": LOWER | SERVICE,
-    "front": LOWER | SERVICE | {"federation", "signals"},
+    "front": LOWER | SERVICE | {"federation", "signals", "kube"},  # kube: a Kubernetes member's pods
     "cli": LOWER | {"report", "compat"} | SERVICE | {"kube", "federation", "front", "signals"},
 }
 

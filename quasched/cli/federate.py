@@ -13,13 +13,14 @@ from quasched.federation.registry import RECOMMENDED
 Clock = Literal["wall", "virtual"]
 
 if TYPE_CHECKING:
-    from quasched.front.members import MemberConfig
+    from quasched.front.members import MemberBase
     from quasched.signals.base import Signal
 
 
 def federate(
-    members: Optional[Path] = typer.Option(None, help="The members file (TOML, [[member]] tables: name, url, zone, "
-                                           "pue, token_file, ca_file, signal); docs/federation.md."),
+    members: Optional[Path] = typer.Option(None, help="The members file (TOML, [[member]] tables: name, kind, zone, "
+                                           "pue, signal; a serve member's url, token_file, ca_file; a kubernetes "
+                                           "member's kubeconfig, namespace, image); docs/federation.md."),
     db: str = typer.Option("sqlite:///quasched-front.db", help="The front's store: a SQLite file or "
                            "postgresql+psycopg://..."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
@@ -48,9 +49,10 @@ def federate(
     member clusters in grid zones where and when the dispatcher says (carbon-defer by default), and are followed to
     their end there; carbon is billed per job and team.
 
-    Members are `quasched serve` clusters reached over their API with an admin token (docs/federation.md, "The
-    federation front"). Intensities: Electricity Maps or WattTime live ($ELECTRICITYMAPS_API_TOKEN;
-    $WATTTIME_USERNAME, $WATTTIME_PASSWORD), or the offline file."""
+    Members are `quasched serve` clusters reached over their API with an admin token, or Kubernetes clusters
+    running quasched as kube-scheduler's extender, reached with a kubeconfig: the front creates the jobs' pods there
+    (docs/federation.md, "The federation front"). Intensities: Electricity Maps or WattTime live
+    ($ELECTRICITYMAPS_API_TOKEN; $WATTTIME_USERNAME, $WATTTIME_PASSWORD), or the offline file."""
     if clock == "virtual":
         return federate_virtual(trace, data_dir, carbon_dir, seed, days, clusters, dispatcher, policy)
     if members is None:
@@ -60,7 +62,8 @@ def federate(
 
     from quasched.front.api import create_front_app
     from quasched.front.front import Front, Zone
-    from quasched.front.members import MemberError, ServeMember, read_members
+    from quasched.front.kubemember import KubeMember
+    from quasched.front.members import KubeMemberConfig, Member, MemberError, ServeMember, read_members
     from quasched.front.store import FrontStore
     from quasched.service.store.leadership import LeaderHeld
     from quasched.signals.base import SignalError
@@ -69,7 +72,7 @@ def federate(
     try:
         configs = read_members(members)
         zones = [Zone(signal_of(c, carbon_dir), c.pue) for c in configs]
-        clients = [ServeMember(c) for c in configs]
+        clients: list[Member] = [KubeMember(c) if isinstance(c, KubeMemberConfig) else ServeMember(c) for c in configs]
         store = FrontStore(db)
         front = Front(store, clients, zones, dispatcher, policy, name)
     except (ValueError, SignalError, TraceError, MemberError) as err:
@@ -92,7 +95,7 @@ def federate(
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
-def signal_of(config: MemberConfig, carbon_dir: Path | None) -> Signal:
+def signal_of(config: MemberBase, carbon_dir: Path | None) -> Signal:
     """The signal of a member's zone: the offline file, or a live provider falling back to the file if it has the
     zone."""
     from quasched.signals import ElectricityMaps, FileSignal, LiveSignal, WattTime

@@ -118,6 +118,15 @@ class KubernetesClient:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return _checked(self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}", headers=self._headers()))
 
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None,
+                params: Mapping[str, str] | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+        """One call of the API server (``body`` sent as JSON): the reply's JSON; :class:`ApiError` when the server
+        refused, ``httpx.HTTPError`` when it could not be reached in ``timeout_s`` (default: the client's)."""
+        content = None if body is None else json.dumps(body)
+        timeout: Any = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+        return _checked(self.http.request(method, path, content=content, params=dict(params or {}), timeout=timeout,
+                                          headers=self._headers("application/json" if body is not None else None)))
+
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Merge ``annotations`` into the pod (the device plugin's ``assigned`` mark)."""
         self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", annotations)
