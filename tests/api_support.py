@@ -3,11 +3,6 @@ SQLite database, and a real uvicorn server on 127.0.0.1 in a thread (no network 
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,27 +67,8 @@ def job_body(**kw: Any) -> dict[str, Any]:
     return body
 
 
-@contextmanager
-def live_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
-    import uvicorn
+def live_server(app: Any, tls: tuple[Path, Path] | None = None) -> Any:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; the context yields its base URL."""
+    from quasched.service.api.serving import serving
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    return serving(app, tls)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, HTTPException, Query, Response, status
+from fastapi.responses import PlainTextResponse
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, model_validator
 
@@ -72,7 +73,8 @@ class FrontJobOut(BaseModel):
     member: str = Field(description="The member it goes to (empty: not decided yet).")
     release_at: float | None = Field(description="When it is sent, epoch s (deferred: later than submitted_at).")
     why: str = Field(description="Where and when, in words: the intensity then and now.")
-    remote: str | None = Field(description="Its name on the member (a serve member's job id), once sent.")
+    remote: str | None = Field(description="Its name on the member (a serve member's job id, a Kubernetes member's "
+                                           "namespace/pod), once sent.")
     sent_at: float | None = Field(description="When it was sent to its member, epoch s.")
     kwh: float | None = Field(description="Modelled dynamic IT energy of its run, kWh (once ended).")
     kg: float | None = Field(description="kg CO2e: that energy x the hours' intensity x PUE (once ended).")
@@ -212,6 +214,19 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
             except MemberError as err:  # a member that cannot be reached: said, the job unchanged
                 raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(err)) from None
         return job_out(job, dispatch)
+
+    @app.get(f"{API}/jobs/{{job_id}}/logs", tags=["jobs"], response_class=PlainTextResponse)
+    def logs(job_id: JobId, who: Reader, tail: int = Query(200, ge=1, le=100_000)) -> str:
+        """The job's output as its member keeps it, its last lines (its team or an admin): read from the member."""
+        job, dispatch = found(job_id)
+        who.require_reader(job.spec.team)
+        member = next((m for m in front.members if m.name == dispatch.member), None)
+        if dispatch.remote is None or member is None:
+            raise not_found(f"log of job {job_id}: not sent to a member yet")
+        try:
+            return member.logs(dispatch.remote, tail)
+        except MemberError as err:
+            raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(err)) from None
 
     @app.get(f"{API}/members", tags=["federation"])
     def members(who: Reader) -> list[dict[str, Any]]:

@@ -396,6 +396,19 @@ class KubeMember:
         return {**now, "state": "stopping" if now["state"] in ("running", "stopping") else "cancelled",
                 "finished_at": None}
 
+    def logs(self, remote: str, tail: int) -> str:
+        """The first pod's log (a gang's: its first member's), its last ``tail`` lines."""
+        name, size = self._ref(remote)
+        pods = self._pods(name, size)
+        if not pods:
+            raise MemberError(f"member {self.name}: job {remote} has no pod left", delivered=False)
+        try:
+            return str(self.api.pod_log(self.config.namespace, pods[0]["metadata"]["name"], tail, CALL_TIMEOUT_S))
+        except ApiError as err:
+            raise MemberError(f"member {self.name}: logs of {remote}: HTTP {err}", delivered=False) from None
+        except httpx.HTTPError as err:
+            raise MemberError(f"member {self.name}: logs of {remote}: {type(err).__name__}: {err}") from None
+
     def close(self) -> None:
         for closing in (getattr(self.api, "http", None), getattr(self.api, "bindings", None)):
             close = getattr(closing, "close", None) or getattr(closing, "clear", None)

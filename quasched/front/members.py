@@ -33,6 +33,7 @@ Errors name the file, the member and the field. The member's queues carry the fr
 
 from __future__ import annotations
 
+import ssl
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -118,6 +119,10 @@ class Member(Protocol):
 
     def cancel(self, remote: str) -> dict[str, Any]: ...
 
+    def logs(self, remote: str, tail: int) -> str:
+        """The job's output as the member keeps it, its last ``tail`` lines."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -168,7 +173,10 @@ class ServeMember:
             raise ValueError(f"member {config.name}: token_file {config.token_file}: {err.strerror or err}") from None
         if not token:
             raise ValueError(f"member {config.name}: token_file {config.token_file} is empty")
-        verify: Any = str(config.ca_file) if config.ca_file else True
+        try:
+            verify: Any = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
+        except (OSError, ssl.SSLError) as err:
+            raise ValueError(f"member {config.name}: ca_file {config.ca_file}: {err}") from None
         self.http = httpx.Client(base_url=config.url.rstrip("/") + "/api/v1", timeout=CALL_TIMEOUT_S, verify=verify,
                                  headers={"Authorization": f"Bearer {token}"}, transport=transport)
 
@@ -209,6 +217,16 @@ class ServeMember:
 
     def cancel(self, remote: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/jobs/{self._id(remote)}/cancel"))
+
+    def logs(self, remote: str, tail: int) -> str:
+        try:
+            answer = self.http.get(f"/jobs/{self._id(remote)}/logs", params={"tail": tail})
+        except httpx.HTTPError as err:
+            raise MemberError(f"member {self.name}: logs of job {remote}: {type(err).__name__}: {err}") from None
+        if answer.status_code >= 400:
+            raise MemberError(f"member {self.name}: logs of job {remote}: HTTP {answer.status_code}: "
+                              f"{answer.text[:300]}", delivered=False)
+        return answer.text[:MAX_ANSWER]
 
     def _id(self, remote: str) -> int:
         if not remote.isdigit():

@@ -11,12 +11,10 @@ start then equal :func:`~quasched.federation.engine.run_federation`'s (``tests/f
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +25,7 @@ from quasched.front.store import FrontStore
 from quasched.metrics.typical import TypicalPods
 from quasched.policies.registry import parse_spec
 from quasched.service.api.app import create_app
+from quasched.service.api.serving import serving
 from quasched.service.loop.state import LoopOptions
 from quasched.service.runtime.schemas import JobSubmit, gpus_of
 from quasched.signals.file import FileSignal
@@ -54,30 +53,6 @@ class VirtualFront:
     baseline_kg: np.ndarray
     latency_s: np.ndarray
     elapsed_s: float
-
-
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn on a free 127.0.0.1 port in a thread; yields its URL."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("a member did not start")
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def run_virtual(scenario: Scenario, dispatcher: str, workdir: Path, policy: str = "fgd", seed: int = 42) -> VirtualFront:

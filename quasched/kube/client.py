@@ -127,6 +127,16 @@ class KubernetesClient:
         return _checked(self.http.request(method, path, content=content, params=dict(params or {}), timeout=timeout,
                                           headers=self._headers("application/json" if body is not None else None)))
 
+    def pod_log(self, namespace: str, name: str, tail: int | None = None, timeout_s: float | None = None) -> str:
+        """The pod's (first container's) log, its last ``tail`` lines if given; :class:`ApiError` when refused."""
+        params = {} if tail is None else {"tailLines": str(tail)}
+        timeout: Any = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+        response = self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}/log", params=params, timeout=timeout,
+                                 headers=self._headers())
+        if response.status_code >= 400:
+            _checked(response)  # raises with the Status message
+        return response.text
+
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Merge ``annotations`` into the pod (the device plugin's ``assigned`` mark)."""
         self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", annotations)

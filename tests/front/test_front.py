@@ -17,6 +17,7 @@ from quasched.front.api import create_front_app
 from quasched.front.front import HOUR_S, Front, Zone
 from quasched.front.members import MemberConfig, ServeMember, read_members
 from quasched.front.store import FrontStore
+from quasched.model.nodes import NodeSpec
 from quasched.service.domain import JobState
 from quasched.signals.base import Reading, SignalError, hour_of
 
@@ -317,3 +318,65 @@ def test_a_front_that_died_between_sending_and_storing_the_answer_sends_to_the_s
         assert d.member == "m0" and d.remote == str(member_jobs(*running[0][:2])[0]["id"])
         assert len(member_jobs(*running[0][:2])) == 1 and member_jobs(*running[1][:2]) == []
         again.stop()
+
+
+def test_a_jobs_output_is_read_from_its_member_by_its_team_only(tmp_path: Path) -> None:
+    """A command job on a serve member that runs commands (its node ``box`` is this machine): the front reads its
+    output from the member for the job's team and admins; another team's token is refused (403)."""
+    from accounts import command_accounts, shared_dir
+    from quasched.service.loop.state import LoopOptions
+    from quasched.service.runtime.schemas import JobSubmit
+
+    box = NodeSpec(np.array(["box"], dtype=object), np.array([8000]), np.array([32768]), np.array([2]),
+                   np.array(["T4"], dtype=object))
+    with command_accounts("front") as accounts, contextlib.ExitStack() as stack:
+        home = tmp_path / "m0"
+        home.mkdir()
+        app, _ = make_app(home, cluster=box, options=LoopOptions(local_node="box", grace_s=1.0), run_as=accounts,
+                          jobs_dir=shared_dir(), state_dir=home / "state")
+        url = stack.enter_context(live_server(app))
+        front = front_of(tmp_path, [(url, home / "quasched.token", Clock(T0))], [Scripted("A", lambda h: 100.0)])
+        spec = JobSubmit.model_validate({"name": "hello", "team": "default", "cpu": 1, "memory": "1GiB",
+                                         "command": ["/bin/sh", "-c", "echo hello from the member"],
+                                         "time_limit": 600}).to_spec()
+        job, _ = front.submit(spec, T0 + 3600, 600.0, T0)
+        front.step(T0)
+        assert front.dispatch_of[front.index[job.id]].remote is not None
+        api = create_front_app(front, tmp_path / "front.token", tick_s=0.05)
+        with live_server(api) as front_url:
+            admin = bearer((tmp_path / "front.token").read_text().strip())
+            other = bearer(httpx.post(f"{front_url}/api/v1/tokens", json={"name": "v", "team": "vision"},
+                                      headers=admin).json()["token"])
+            wait_until(lambda: "hello from the member" in httpx.get(f"{front_url}/api/v1/jobs/{job.id}/logs",
+                                                                    headers=admin).text)
+            assert httpx.get(f"{front_url}/api/v1/jobs/{job.id}/logs", headers=other).status_code == 403
+            assert httpx.get(f"{front_url}/api/v1/jobs/999/logs", headers=admin).status_code == 404
+
+
+def test_members_are_called_over_tls_checked_against_their_ca(tmp_path: Path) -> None:
+    """A member behind TLS (a certificate for 127.0.0.1 from its own CA): with ``ca_file`` the front submits to it
+    (its token travels encrypted); without it the member's certificate is refused, naming the member."""
+    import subprocess
+
+    certs = tmp_path / "tls"
+    subprocess.run(["bash", str(Path(__file__).parents[2] / "deploy" / "extender-certs.sh"), str(certs)], check=True,
+                   capture_output=True)
+    home = tmp_path / "m0"
+    home.mkdir()
+    app, _ = make_app(home, clock=Clock(T0))
+    with live_server(app, tls=(certs / "server.crt", certs / "server.key")) as url:
+        assert url.startswith("https://")
+        good = MemberConfig.model_validate({"name": "m0", "url": url, "zone": "A", "token_file": home / "quasched.token",
+                                            "ca_file": certs / "ca.crt"})
+        front = Front(FrontStore(f"sqlite:///{tmp_path / 'front.db'}"), [ServeMember(good)],
+                      [Zone(Scripted("A", lambda h: 100.0), 1.0)], "greedy", clock=Clock(T0))
+        front.lead()
+        job, _ = front.submit(spec(), T0 + 5 * HOUR_S, 3600.0, T0)
+        front.step(T0)
+        assert front.dispatch_of[front.index[job.id]].remote is not None
+        front.stop()
+        unchecked = MemberConfig.model_validate({"name": "m0", "url": url, "zone": "A",
+                                                 "token_file": home / "quasched.token"})
+        with pytest.raises(ValueError, match=r"member m0: GET /nodes: ConnectError: .*CERTIFICATE_VERIFY_FAILED"):
+            Front(FrontStore(f"sqlite:///{tmp_path / 'other.db'}"), [ServeMember(unchecked)],
+                  [Zone(Scripted("A", lambda h: 100.0), 1.0)], "greedy", clock=Clock(T0))

@@ -254,3 +254,25 @@ def test_the_members_file_checks_a_kubernetes_member(tmp_path: Path) -> None:
             read_members(bad)
     with pytest.raises(ValueError, match="member west: kubeconfig /k: no such file"):
         KubeMember(west)
+
+
+def test_a_jobs_output_is_its_pods_log() -> None:
+    from quasched.kube.client import ApiError
+
+    name = pod_name("front-9")
+    path = "/api/v1/namespaces/gpu-jobs/pods"
+    api = Recorded({("GET", f"{path}/{name}"): {"metadata": {"name": name}, "status": {"phase": "Running"}}})
+    asked: list[tuple[str, str, Any]] = []
+
+    def pod_log(namespace: str, pod: str, tail: Any = None, timeout_s: Any = None) -> str:
+        asked.append((namespace, pod, tail))
+        if pod != name:
+            raise ApiError(404, "not found")
+        return "epoch 1 loss 0.3\n"
+
+    api.pod_log = pod_log  # type: ignore[attr-defined]
+    member = KubeMember(config(), api)
+    assert member.logs(f"gpu-jobs/{name}", 50) == "epoch 1 loss 0.3\n" and asked == [("gpu-jobs", name, 50)]
+    gone = Recorded({("GET", f"{path}/{name}"): ApiError(404, "not found")})
+    with pytest.raises(MemberError, match="has no pod left"):
+        KubeMember(config(), gone).logs(f"gpu-jobs/{name}", 50)
