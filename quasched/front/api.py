@@ -80,10 +80,12 @@ class FrontJobOut(BaseModel):
     kg: float | None = Field(description="kg CO2e: that energy x the hours' intensity x PUE (once ended).")
     baseline_member: str = Field(description="The least loaded member when it arrived.")
     baseline_kg: float | None = Field(description="kg CO2e of the same run at once on that member (once ended).")
+    note: str = Field("", description="While its member does not answer: since when, and that its state is the last "
+                      "known (such jobs are reported, not sent elsewhere: they may still run there).")
 
 
-def job_out(job: Job, dispatch: Dispatch) -> FrontJobOut:
-    return FrontJobOut(id=job.id, name=job.spec.name, team=job.spec.team, state=job.state,
+def job_out(job: Job, dispatch: Dispatch, note: str = "") -> FrontJobOut:
+    return FrontJobOut(note=note, id=job.id, name=job.spec.name, team=job.spec.team, state=job.state,
                        gpus=gpus_of(job.spec.num_gpu, job.spec.gpu_milli), pods=job.spec.pods,
                        submitted_at=job.submitted_at, started_at=job.started_at, finished_at=job.finished_at,
                        exit_code=job.exit_code, deadline=dispatch.deadline, member=dispatch.member,
@@ -148,16 +150,19 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
     app.add_exception_handler(RequestValidationError, validation_error)
     add_page_routes(app, front)
 
-    def found(job_id: int) -> tuple[Job, Dispatch]:
+    def found(job_id: int) -> tuple[Job, Dispatch, str]:
+        """The job, its dispatch and the note on its member (the loop's copy if it holds the job, else the store's)."""
         with front.lock:
             index = front.index.get(job_id)
             if index is not None:
-                return front.jobs[index], front.dispatch_of[index]
-        job = store.job(job_id)
-        dispatch = store.dispatches([job_id]).get(job_id) if job is not None else None
-        if job is None or dispatch is None:
+                job, dispatch = front.jobs[index], front.dispatch_of[index]
+                return job, dispatch, "" if job.state in ENDED or dispatch.remote is None else \
+                    front.unreachable(dispatch.member)
+        stored = store.job(job_id)
+        row = store.dispatches([job_id]).get(job_id) if stored is not None else None
+        if stored is None or row is None:
             raise not_found(f"job {job_id}")
-        return job, dispatch
+        return stored, row, ""
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -201,7 +206,7 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
 
     @app.post(f"{API}/jobs/{{job_id}}/cancel", response_model=FrontJobOut, tags=["jobs"])
     def cancel(job_id: JobId, who: TeamOrAdmin) -> FrontJobOut:
-        job, dispatch = found(job_id)
+        job, dispatch, _ = found(job_id)
         who.require_team(job.spec.team)
         if job.state not in ENDED:
             try:
@@ -218,7 +223,7 @@ def create_front_app(front: Front, token_file: Path | None = None, tick_s: float
     @app.get(f"{API}/jobs/{{job_id}}/logs", tags=["jobs"], response_class=PlainTextResponse)
     def logs(job_id: JobId, who: Reader, tail: int = Query(200, ge=1, le=100_000)) -> str:
         """The job's output as its member keeps it, its last lines (its team or an admin): read from the member."""
-        job, dispatch = found(job_id)
+        job, dispatch, _ = found(job_id)
         who.require_reader(job.spec.team)
         member = next((m for m in front.members if m.name == dispatch.member), None)
         if dispatch.remote is None or member is None:

@@ -384,7 +384,7 @@ class Front:
         if site.up:
             log.warning("quasched front: %s: no new jobs go there", error)
             self.store.save((), (Event(self.clock(), "member-down", None, site.member.name, {"error": str(error)}),))
-        site.down(error)
+        site.down(error, self.clock())
         self.view.placeable[:, cluster] &= ~np.isnan(self.rules.released)  # only what it holds already
 
     def _fetch(self) -> list[tuple[list[dict[str, Any]] | MemberError, dict[str, dict[str, Any]]]]:
@@ -420,7 +420,7 @@ class Front:
             if not site.up:
                 log.warning("quasched front: member %s is back", site.member.name)
                 self.store.save((), (Event(now, "member-up", None, site.member.name, {}),))
-                site.up = True
+                site.up, site.down_since = True, None
                 self.view.placeable[np.isnan(self.rules.released), c] = [
                     bool(np.asarray(fit_matrix(self.empty[c], Demand.of([self._pod(int(i))]))).any())
                     for i in np.flatnonzero(np.isnan(self.rules.released))]
@@ -482,6 +482,14 @@ class Front:
         overlap_h = np.clip(hi - lo, 0, None) / HOUR_S
         rate = self.view.intensity[cluster, np.minimum(hours, HORIZON_H - 1)]
         return float(self.view.kw[index, cluster]) * float(overlap_h @ rate) / 1000.0
+
+    def unreachable(self, member: str) -> str:
+        """Why the jobs of ``member`` show their last known state ("" while it answers): the policy for a member
+        that stays away is to report its jobs, not to send them elsewhere (they may still run there)."""
+        site = next((s for s in self.sites if s.member.name == member), None)
+        if site is None or site.up or site.down_since is None:
+            return ""
+        return f"member {member} has not answered since {utc(site.down_since)} ({site.error}): its last known state"
 
     def cancel(self, job_id: int) -> Job:
         """Cancel a job: withdrawn if not sent yet, else cancelled on its member; :class:`MemberError` if its member

@@ -57,6 +57,7 @@ class RemoteSite:
         self.busy: list[int] = []
         self.queued: set[int] = set()  # sent by place, taken into the member's queue
         self.up, self.error = True, ""
+        self.down_since: float | None = None
         self.used = np.zeros(2)  # GPU and CPU milli in use at the last reading
         self.read(nodes, set())
 
@@ -134,5 +135,8 @@ class RemoteSite:
         self.cluster.place(pod, node, devices)
         self.busy.append(pod.uid)
 
-    def down(self, error: MemberError) -> None:
+    def down(self, error: MemberError, now: float) -> None:
+        """The member did not answer at ``now`` (:attr:`down_since`: since when, while it stays away)."""
+        if self.up:
+            self.down_since = now
         self.up, self.error = False, str(error)

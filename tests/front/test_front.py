@@ -162,6 +162,9 @@ def test_a_member_that_goes_away_gets_no_new_jobs_and_nothing_runs_twice(tmp_pat
         assert [j["name"] for j in member_jobs(*homes[1][:2])] == ["second"]
         kinds = [e.kind for e in front.store.events()]
         assert "member-down" in kinds
+        note = front.unreachable("m0")  # its job is reported as last known, not sent elsewhere
+        assert note.startswith("member m0 has not answered since") and "its last known state" in note
+        assert front.dispatch_of[front.index[first.id]].member == "m0" and front.unreachable("m1") == ""
         front.stop()
 
 
