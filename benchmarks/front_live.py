@@ -1,6 +1,6 @@
 """The federation front on the wall clock: several clients submitting to two fronts on PostgreSQL, the leader killed.
 
-    python benchmarks/front_live.py [--jobs 200] [--clients 4] [--carbon-dir ../shared/carbon]
+    python benchmarks/front_live.py [--jobs 200] [--clients 4] [--carbon-dir ../shared/carbon] [--kube]
 
 Three ``quasched serve`` members (processes, 4 nodes × 8 A100 each, their own SQLite stores) in the grid zones GB,
 DE-LU and US-CAL-CISO (the recorded intensities, ``signal = "file"``); two ``quasched federate`` processes
@@ -10,7 +10,10 @@ token on the other front after a refused connection or a standby's 503. Once 40 
 SIGKILLed (the take-over is timed from the kill to the standby's ``/readyz`` 200) and restarted as the standby.
 Afterwards: every acknowledged job is at the front once; every job sent is on one member once; the jobs to start now
 are all sent; submission and dispatch (submitted → sent) latencies; kg CO2e of the jobs that ended against their
-baseline (at once on the least loaded member). Raw rows go to ``results/front_live.json``.
+baseline (at once on the least loaded member). With ``--kube`` a fourth member in zone CA-ON is a real
+kube-apiserver + kube-scheduler v1.20.2 with ``quasched serve --kube-extender`` (``tests/kube_cluster.py``: 2 nodes of 8
+A100s, no kubelet: its pods are bound by kube-scheduler through quasched and stay pending there). Raw rows go to
+``results/front_live.json``.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 import httpx
 
@@ -32,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from pg import PostgresServer  # noqa: E402
 from serve_process import FrontProcess, ServeProcess, wait_for  # noqa: E402
+
+from quasched.front.kubemember import TOKEN_ANNOTATION  # noqa: E402
 
 ZONES = ("GB", "DE-LU", "US-CAL-CISO")
 API = "/api/v1"
@@ -74,11 +80,30 @@ def client(fronts: list[FrontProcess], index: int, count: int, acked: dict, late
                 break
 
 
+@contextmanager
+def kube_member(work: Path) -> Iterator[Any]:
+    """A real kube-apiserver + kube-scheduler with quasched as its extender, 2 nodes of 8 A100s; yields the cluster."""
+    from kube_cluster import KubeCluster, NodeShape, Quasched
+
+    q = Quasched(work / "kube-quasched", None)
+    with KubeCluster(work / "k8s", q.verbs_url) as kc:
+        q.attach(kc)
+        kc.add_gpu_nodes([NodeShape(f"a100-{i}", 64_000, 512 * 1024, 8, "A100") for i in range(2)])
+        q.start()
+        try:
+            q.ensure_queue("default")
+            wait_for(lambda: len(q.nodes()) >= 2, 60, "quasched sees the Kubernetes nodes")
+            yield kc
+        finally:
+            q.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--carbon-dir", type=Path, default=ROOT.parent / "shared" / "carbon")
+    parser.add_argument("--kube", action="store_true", help="a fourth member: a real kube-scheduler with quasched")
     args = parser.parse_args()
     import os
 
@@ -101,6 +126,10 @@ def main() -> None:
             members.append(server)
             rows.append(f'[[member]]\nname = "{zone.lower()}"\nurl = "{server.url}"\nzone = "{zone}"\npue = 1.2\n'
                         f'token_file = "{home / "quasched.token"}"\n')
+        kube = stack.enter_context(kube_member(work)) if args.kube else None
+        if kube is not None:
+            rows.append(f'[[member]]\nname = "kube"\nkind = "kubernetes"\nkubeconfig = "{kube.kubeconfig}"\n'
+                        f'zone = "CA-ON"\npue = 1.1\nnamespace = "default"\nimage = "busybox"\n')
         (work / "members.toml").write_text("\n".join(rows))
         url = pg.create_database()
         fronts = []
@@ -146,9 +175,12 @@ def main() -> None:
         time.sleep(70)  # the runs end (20-60 s) and are read back
         jobs = httpx.get(f"{standby.url}{API}/jobs", params={"limit": 1000}, headers=admin, timeout=30).json()
         names = Counter(j["name"] for j in jobs)
-        on_members = Counter(j["name"] for m in members for j in httpx.get(
+        on_members = Counter(j["client_token"] for m in members for j in httpx.get(
             f"{m.url}{API}/jobs", params={"limit": 1000}, headers={"Authorization": f"Bearer {m.token}"},
             timeout=30).json())
+        if kube is not None:  # the front's pods, by the client token they carry
+            on_members.update(p["metadata"]["annotations"].get(TOKEN_ANNOTATION) for p in kube.pods().values()
+                              if TOKEN_ANNOTATION in (p["metadata"].get("annotations") or {}))
         sent = [j for j in jobs if j["remote"] is not None]
         dispatch = [j["sent_at"] - j["submitted_at"] for j in sent if j["deadline"] - j["submitted_at"] < 3600]
         ended = [j for j in jobs if j["kg"] is not None]
